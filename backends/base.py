@@ -1,0 +1,186 @@
+"""The one interface ``tui/`` drives, whatever the backend.
+
+A backend object serves one :class:`~backends.models.Remote`. Every method is a coroutine;
+blocking work (pylxd, subprocesses) stays inside the backend. Optional abilities are
+declared twice: in ``capabilities`` (cheap checks for the UI) and as
+``runtime_checkable`` protocols for typing.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import AsyncIterator, ClassVar, Protocol, runtime_checkable
+
+from .models import (
+    BackendEvent,
+    Capability,
+    Instance,
+    InstanceRef,
+    InstanceState,
+    InstanceStatus,
+    Remote,
+    ServerInfo,
+    Snapshot,
+)
+
+
+class Backend(abc.ABC):
+    """Base class of every backend."""
+
+    kind: ClassVar[str] = ""
+    """Registry key: ``lxd``, ``incus``, ``qemu``, ``lxc``."""
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
+    """What this backend can do at all."""
+
+    def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
+        self.remote = remote
+        self.timeout = timeout
+
+    @abc.abstractmethod
+    async def connect(self) -> ServerInfo:
+        """Open the connection and identify the server.
+
+        Raises:
+            Unreachable: no socket / refused / daemon gone.
+            NotResponding: accepted but no answer within ``timeout``.
+            AuthError: certificates missing or not matching.
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections. Safe to call twice."""
+
+    @abc.abstractmethod
+    async def list_instances(self) -> list[Instance]:
+        """Names, type and status of every instance: the cheap listing for the first paint.
+
+        Raises:
+            Unreachable, NotResponding, AuthError.
+        """
+
+    @abc.abstractmethod
+    async def get_instance(self, ref: InstanceRef) -> Instance:
+        """One instance, freshly read.
+
+        Raises:
+            NotFound: it does not exist (any more).
+        """
+
+    @abc.abstractmethod
+    async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        """Usage figures (CPU, memory, disk, addresses) of running instances.
+
+        Instances that vanished or stopped meanwhile are left out of the result.
+        """
+
+    async def watch(self) -> AsyncIterator[BackendEvent]:
+        """Changes on this remote, forever, reconnecting by itself.
+
+        Yields a ``CONNECTION``/``connected`` event after every (re)connect, after which the
+        listener must resync, and ``CONNECTION``/``disconnected`` when the stream drops.
+        """
+        raise NotImplementedError  # pragma: no cover - only backends without EVENTS
+        yield  # pragma: no cover
+
+    # Lifecycle -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def start(self, ref: InstanceRef) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+        """Stop gracefully within ``timeout`` seconds, or at once with ``force``.
+
+        Raises:
+            StopTimedOut: the guest did not shut down in time (offer ``force``).
+        """
+
+    @abc.abstractmethod
+    async def restart(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None: ...
+
+    @abc.abstractmethod
+    async def freeze(self, ref: InstanceRef) -> None: ...
+
+    @abc.abstractmethod
+    async def unfreeze(self, ref: InstanceRef) -> None: ...
+
+    @abc.abstractmethod
+    async def delete(self, ref: InstanceRef, *, force: bool = False) -> None:
+        """Delete an instance. A running one needs ``force`` (it is stopped first).
+
+        Raises:
+            Conflict: running and not ``force``.
+        """
+
+    def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
+        """What can be done to this instance right now (subset of ``capabilities``)."""
+        caps = set(self.capabilities)
+        status = instance.status
+        if status is InstanceStatus.RUNNING:
+            caps -= {Capability.START, Capability.UNFREEZE}
+        elif status is InstanceStatus.FROZEN:
+            caps -= {Capability.START, Capability.FREEZE, Capability.RESTART}
+        elif status is InstanceStatus.STOPPED:
+            caps -= {
+                Capability.STOP,
+                Capability.FORCE_STOP,
+                Capability.RESTART,
+                Capability.FREEZE,
+                Capability.UNFREEZE,
+                Capability.CONSOLE,
+                Capability.EXEC,
+            }
+        if self.remote.read_only:
+            caps &= {Capability.EVENTS, Capability.METRICS, Capability.CONSOLE}
+        return frozenset(caps)
+
+
+@runtime_checkable
+class SupportsSnapshots(Protocol):
+    """Backends that list, take, restore and delete snapshots."""
+
+    async def list_snapshots(self, ref: InstanceRef) -> list[Snapshot]: ...
+
+    async def create_snapshot(
+        self, ref: InstanceRef, name: str, *, stateful: bool = False
+    ) -> Snapshot: ...
+
+    async def restore_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    async def delete_snapshot(self, snapshot: Snapshot) -> None: ...
+
+
+class ConsoleSink(Protocol):
+    """Where a console session delivers output."""
+
+    def feed(self, data: bytes) -> None: ...
+
+    def closed(self, reason: str) -> None: ...
+
+
+@runtime_checkable
+class ConsoleSession(Protocol):
+    """One attached console or shell: open with a size, bytes both ways, resize, close."""
+
+    async def start(self, sink: ConsoleSink) -> None: ...
+
+    async def send_bytes(self, data: bytes) -> None: ...
+
+    async def resize(self, width: int, height: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def history(self) -> bytes: ...
+
+
+@runtime_checkable
+class SupportsConsole(Protocol):
+    """Backends with a serial/console attach and an exec shell."""
+
+    async def open_console(
+        self, ref: InstanceRef, *, width: int, height: int
+    ) -> ConsoleSession: ...
+
+    async def open_shell(
+        self, ref: InstanceRef, command: list[str] | None, *, width: int, height: int
+    ) -> ConsoleSession: ...

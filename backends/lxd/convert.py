@@ -1,0 +1,234 @@
+"""LXD/Incus JSON -> corral models. Pure functions, tested against captured responses."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Mapping
+from urllib.parse import parse_qs, unquote, urlparse
+
+from ..models import (
+    BackendEvent,
+    EventKind,
+    Instance,
+    InstanceRef,
+    InstanceState,
+    InstanceStatus,
+    InstanceType,
+    Operation,
+    Snapshot,
+)
+
+_STATUS = {
+    "running": InstanceStatus.RUNNING,
+    "stopped": InstanceStatus.STOPPED,
+    "frozen": InstanceStatus.FROZEN,
+    "freezing": InstanceStatus.FROZEN,
+    "thawed": InstanceStatus.RUNNING,
+    "starting": InstanceStatus.STARTING,
+    "stopping": InstanceStatus.STOPPING,
+    "aborting": InstanceStatus.STOPPING,
+    "error": InstanceStatus.ERROR,
+    "ready": InstanceStatus.RUNNING,
+}
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "pb": 1000**5, "eb": 1000**6,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "pib": 1024**5,
+    "eib": 1024**6,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpPeE]?i?[bB]?)\s*$")
+
+
+def parse_size(text: str | None) -> int | None:
+    """LXD's size strings (``512MiB``, ``2GB``, ``1024``) -> bytes; ``None`` for ``50%``,
+    empty or malformed values."""
+    if not text:
+        return None
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        return None
+    unit = m.group(2).lower()
+    if unit and not unit.endswith("b"):
+        unit += "b"
+    factor = _UNITS.get(unit)
+    if factor is None:
+        return None
+    return int(float(m.group(1)) * factor)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """LXD timestamps have nanoseconds and a ``Z``; the zero time means 'never'."""
+    if not text or text.startswith("0001-01-01"):
+        return None
+    t = text.replace("Z", "+00:00")
+    t = re.sub(r"\.(\d{6})\d+", r".\1", t)
+    try:
+        return datetime.fromisoformat(t)
+    except ValueError:
+        return None
+
+
+def status_of(text: str | None) -> InstanceStatus:
+    return _STATUS.get((text or "").lower(), InstanceStatus.UNKNOWN)
+
+
+def image_of(config: Mapping[str, str]) -> str:
+    desc = config.get("image.description")
+    if desc:
+        return desc
+    parts = [config.get("image.os", ""), config.get("image.release", "")]
+    return " ".join(p for p in parts if p)
+
+
+def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
+    """One entry of ``GET /1.0/instances?recursion=1``."""
+    config = data.get("config") or {}
+    expanded = data.get("expanded_config") or config
+    itype = InstanceType.VM if data.get("type") == "virtual-machine" else InstanceType.CONTAINER
+    snaps = data.get("snapshots")
+    return Instance(
+        ref=InstanceRef(remote, data["name"], data.get("project") or "default"),
+        type=itype,
+        status=status_of(data.get("status")),
+        image=image_of(config),
+        description=data.get("description") or "",
+        architecture=data.get("architecture") or "",
+        created_at=parse_time(data.get("created_at")),
+        snapshot_count=len(snaps) if isinstance(snaps, list) else 0,
+        profiles=tuple(data.get("profiles") or ()),
+        location=data.get("location") or "",
+        cpu_limit=str(expanded.get("limits.cpu") or ""),
+        memory_limit=parse_size(expanded.get("limits.memory")),
+        config=dict(expanded),
+        extra={"devices": data.get("expanded_devices") or data.get("devices") or {},
+               "status_code": data.get("status_code"), "stateful": data.get("stateful")},
+    )
+
+
+def to_state(
+    data: Mapping[str, Any],
+    *,
+    sampled_at: float,
+    previous: InstanceState | None = None,
+    memory_limit: int | None = None,
+) -> InstanceState:
+    """``GET /1.0/instances/<n>/state``. CPU % needs the previous sample."""
+    cpu_ns = int((data.get("cpu") or {}).get("usage") or 0)
+    percent = None
+    if previous is not None and sampled_at > previous.sampled_at and cpu_ns >= previous.cpu_usage_ns:
+        percent = (cpu_ns - previous.cpu_usage_ns) / ((sampled_at - previous.sampled_at) * 1e9) * 100
+    mem = data.get("memory") or {}
+    disks = data.get("disk") or {}
+    root = disks.get("root") or {}
+    disk_usage = sum(int((d or {}).get("usage") or 0) for d in disks.values()) if disks else None
+    disk_total = int(root.get("total") or 0) or None
+    ipv4: list[str] = []
+    ipv6: list[str] = []
+    rx = tx = 0
+    for ifname, nic in (data.get("network") or {}).items():
+        if ifname == "lo" or not nic:
+            continue
+        counters = nic.get("counters") or {}
+        rx += int(counters.get("bytes_received") or 0)
+        tx += int(counters.get("bytes_sent") or 0)
+        for a in nic.get("addresses") or ():
+            if a.get("scope") != "global":
+                continue
+            (ipv4 if a.get("family") == "inet" else ipv6).append(a.get("address", ""))
+    total = int(mem.get("total") or 0) or None
+    return InstanceState(
+        cpu_usage_ns=cpu_ns,
+        cpu_percent=percent,
+        memory_usage=int(mem.get("usage") or 0),
+        memory_limit=memory_limit or total,
+        disk_usage=disk_usage,
+        disk_limit=disk_total,
+        ipv4=tuple(ipv4),
+        ipv6=tuple(ipv6),
+        processes=data.get("processes"),
+        pid=data.get("pid") or None,
+        rx_bytes=rx,
+        tx_bytes=tx,
+        sampled_at=sampled_at,
+    )
+
+
+def to_snapshot(data: Mapping[str, Any], ref: InstanceRef) -> Snapshot:
+    return Snapshot(
+        ref=ref,
+        name=data["name"].split("/")[-1],
+        created_at=parse_time(data.get("created_at")),
+        stateful=bool(data.get("stateful")),
+        expires_at=parse_time(data.get("expires_at")),
+        size=data.get("size") if isinstance(data.get("size"), int) and data.get("size") >= 0 else None,
+    )
+
+
+def to_operation(data: Mapping[str, Any], remote: str) -> Operation:
+    resources = data.get("resources") or {}
+    names: list[str] = []
+    for url in (resources.get("instances") or resources.get("containers") or ()):
+        name = instance_name_from_source(url)
+        if name and name not in names:
+            names.append(name)
+    progress = ""
+    meta = data.get("metadata") or {}
+    if isinstance(meta, dict):
+        for key, value in meta.items():
+            if key.endswith("_progress") and isinstance(value, str):
+                progress = value
+                break
+    return Operation(
+        id=str(data.get("id", "")),
+        remote=remote,
+        description=str(data.get("description") or ""),
+        status=str(data.get("status") or ""),
+        progress=progress,
+        may_cancel=bool(data.get("may_cancel")),
+        error=str(data.get("err") or ""),
+        instances=tuple(names),
+        created_at=parse_time(data.get("created_at")),
+    )
+
+
+def instance_name_from_source(source: str) -> str | None:
+    """``/1.0/instances/c1/snapshots/s0?project=p`` -> ``c1``."""
+    path = urlparse(source).path
+    parts = [unquote(p) for p in path.split("/") if p]
+    for i, part in enumerate(parts[:-1]):
+        if part in ("instances", "containers", "virtual-machines") and i >= 1:
+            return parts[i + 1]
+    return None
+
+
+def project_from_source(source: str) -> str | None:
+    qs = parse_qs(urlparse(source).query)
+    return qs.get("project", [None])[0]
+
+
+def to_event(data: Mapping[str, Any], remote: str) -> BackendEvent | None:
+    """One frame of ``/1.0/events``; ``None`` for event types corral ignores."""
+    etype = data.get("type")
+    meta = data.get("metadata") or {}
+    ts = parse_time(data.get("timestamp"))
+    if etype == "lifecycle":
+        source = str(meta.get("source") or "")
+        action = str(meta.get("action") or "")
+        ref = None
+        if action.startswith("instance-"):
+            name = instance_name_from_source(source) or meta.get("name")
+            if name:
+                project = (
+                    meta.get("project") or data.get("project") or project_from_source(source)
+                    or "default"
+                )
+                ref = InstanceRef(remote, name, project)
+        return BackendEvent(EventKind.LIFECYCLE, remote, action=action, ref=ref, timestamp=ts,
+                            message=str(source))
+    if etype == "operation":
+        op = to_operation(meta, remote)
+        return BackendEvent(EventKind.OPERATION, remote, action=op.status, operation=op,
+                            timestamp=ts)
+    return None

@@ -1,0 +1,228 @@
+"""Frozen data models that cross the backend boundary.
+
+Everything a backend returns is one of these: hashable where it is used as a key, free of
+library objects (no pylxd models, no QMP dicts), and cheap to compare, so the UI can diff.
+Raw backend data lives in ``extra`` fields, which are excluded from equality.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+
+class InstanceStatus(str, enum.Enum):
+    """Normalised run state across backends."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FROZEN = "frozen"
+    STARTING = "starting"
+    STOPPING = "stopping"
+    ERROR = "error"
+    UNKNOWN = "unknown"
+
+
+class InstanceType(str, enum.Enum):
+    """Containers and virtual machines use the same verbs."""
+
+    CONTAINER = "container"
+    VM = "vm"
+
+
+class ConnectionState(str, enum.Enum):
+    """Connection state of one remote, as shown in the remotes pane."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    DISCONNECTED = "disconnected"
+    NOT_RESPONDING = "not responding"
+    UNTRUSTED = "not trusted"
+    ERROR = "error"
+
+
+class Capability(str, enum.Enum):
+    """What a backend (or one instance right now) can do. The UI offers only these."""
+
+    START = "start"
+    STOP = "stop"
+    FORCE_STOP = "force-stop"
+    RESTART = "restart"
+    FREEZE = "freeze"
+    UNFREEZE = "unfreeze"
+    DELETE = "delete"
+    EVENTS = "events"
+    METRICS = "metrics"
+    SNAPSHOTS = "snapshots"
+    CONSOLE = "console"
+    EXEC = "exec"
+    CREATE = "create"
+    RESOURCES = "resources"
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """One configured place that holds instances: an LXD/Incus endpoint, a QEMU state
+    directory or an LXC lxcpath."""
+
+    name: str
+    """Name shown to the user and used in ``remote:instance`` references."""
+    kind: str
+    """Backend kind: ``lxd``, ``incus``, ``qemu`` or ``lxc``."""
+    address: str
+    """``unix:///path/unix.socket`` or ``https://host:port`` (first of ``addresses``)."""
+    project: str = "default"
+    client_cert: str | None = None
+    """Path of the TLS client certificate (HTTPS remotes)."""
+    client_key: str | None = None
+    server_cert: str | None = None
+    """Path of the pinned server certificate, when the CLI pinned one."""
+    source: str = ""
+    """The file this remote came from (for messages)."""
+    read_only: bool = False
+    addresses: tuple[str, ...] = ()
+    """Failover list (Incus allows several comma-separated addresses)."""
+    problem: str | None = None
+    """Why this remote cannot be used, found while reading the configuration."""
+
+    @property
+    def is_unix(self) -> bool:
+        return self.address.startswith("unix:")
+
+    @property
+    def socket_path(self) -> str:
+        return self.address[len("unix://"):] if self.is_unix else ""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class InstanceRef:
+    """Identifies one instance: hashable, so it is a row key and a dict key."""
+
+    remote: str
+    name: str
+    project: str = "default"
+
+    def __str__(self) -> str:
+        return f"{self.remote}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceState:
+    """Live usage figures of a running instance (fetched after the first paint)."""
+
+    cpu_usage_ns: int = 0
+    """Cumulative CPU time; a percentage needs two samples (see ``cpu_percent``)."""
+    cpu_percent: float | None = None
+    memory_usage: int = 0
+    memory_limit: int | None = None
+    disk_usage: int | None = None
+    disk_limit: int | None = None
+    ipv4: tuple[str, ...] = ()
+    ipv6: tuple[str, ...] = ()
+    processes: int | None = None
+    pid: int | None = None
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    sampled_at: float = 0.0
+    """``time.monotonic()`` of the sample."""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One container or VM, as listed."""
+
+    ref: InstanceRef
+    type: InstanceType
+    status: InstanceStatus
+    image: str = ""
+    description: str = ""
+    architecture: str = ""
+    created_at: datetime | None = None
+    snapshot_count: int = 0
+    profiles: tuple[str, ...] = ()
+    location: str = ""
+    cpu_limit: str = ""
+    """Configured CPU limit as the backend spells it (``2``, ``0-3``), empty when none."""
+    memory_limit: int | None = None
+    config: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def remote(self) -> str:
+        return self.ref.remote
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot of one instance."""
+
+    ref: InstanceRef
+    name: str
+    created_at: datetime | None = None
+    stateful: bool = False
+    expires_at: datetime | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """A background operation on a remote (LXD operations, QEMU jobs)."""
+
+    id: str
+    remote: str
+    description: str
+    status: str
+    """``Pending``, ``Running``, ``Success``, ``Failure``, ``Cancelled``."""
+    progress: str = ""
+    may_cancel: bool = False
+    error: str = ""
+    instances: tuple[str, ...] = ()
+    created_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("Success", "Failure", "Cancelled")
+
+
+class EventKind(str, enum.Enum):
+    LIFECYCLE = "lifecycle"
+    OPERATION = "operation"
+    CONNECTION = "connection"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendEvent:
+    """Something changed on a remote.
+
+    ``LIFECYCLE`` events name an instance (``ref``) and an action such as
+    ``instance-stopped``; ``OPERATION`` events carry the operation; ``CONNECTION`` events
+    say the event stream went up (``connected``: the listener must resync) or down
+    (``disconnected``, with ``message``).
+    """
+
+    kind: EventKind
+    remote: str
+    action: str = ""
+    ref: InstanceRef | None = None
+    operation: Operation | None = None
+    message: str = ""
+    timestamp: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What a remote told us about itself when we connected."""
+
+    server: str
+    """``lxd`` or ``incus`` (from ``environment.server``), ``qemu``, ``lxc``."""
+    version: str = ""
+    api_extensions: frozenset[str] = frozenset()
+    auth: str = ""
+    """``trusted`` / ``untrusted``."""
+    server_name: str = ""

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything corral's test suite needs on a fresh Debian 12 (bookworm) machine:
+# LXD, LXC, QEMU, busybox, tmux, and Incus from bookworm-backports.
+# Idempotent; run as root. Non-root users get a message saying what to install.
+set -euo pipefail
+
+need_pkgs=(lxd lxd-client lxc qemu-system-x86 qemu-utils ovmf busybox-static cpio tmux librsvg2-bin uidmap)
+
+if [ "$(id -u)" != 0 ]; then
+  echo "setup-lab: not root; skipping Debian packages. Needed: ${need_pkgs[*]} incus (bookworm-backports)" >&2
+  exit 0
+fi
+
+missing=()
+for p in "${need_pkgs[@]}" incus incus-client; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-lab: all Debian packages present"
+  exit 0
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+if [ "$codename" = bookworm ] && ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  cat > /etc/apt/sources.list.d/corral-backports.sources <<SRC
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+if [ "$codename" = bookworm ]; then
+  apt-get install -y -qq --no-install-recommends -t bookworm-backports incus incus-client >/dev/null
+else
+  apt-get install -y -qq --no-install-recommends incus incus-client >/dev/null
+fi
+echo "setup-lab: installed ${missing[*]}"

@@ -1,0 +1,106 @@
+"""The corral application and the factory the CLI and the tests share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from textual.app import App
+from textual.binding import Binding
+
+from backends.remotes import discover
+from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
+
+from .commands import InstanceCommands
+from .config import Config, load_config
+from .screens.main import MainScreen
+from .services.inventory import BackendFactory
+
+
+class CorralApp(App[None]):
+    """One inventory of containers and VMs across remotes."""
+
+    CSS_PATH = str(STYLESHEET)
+    TITLE = "corral"
+    COMMANDS = App.COMMANDS | {InstanceCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit corral"),
+        Binding("question_mark", "help", "Help", id="app.help", tooltip="Show every key"),
+    ]
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        env: Mapping[str, str] | None = None,
+        factory: BackendFactory | None = None,
+        remote_names: list[str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        found = discover(
+            env if env is not None else os.environ,
+            extra=config.remotes,
+            extra_source=str(config.path),
+            read_only=config.read_only_remotes,
+            hidden=config.hide_remotes,
+        )
+        remotes = found.remotes
+        if remote_names:
+            remotes = [r for r in remotes if r.name in remote_names]
+        self.remotes = remotes
+        self.problems = [str(p) for p in found.problems] + list(config.problems)
+        if not remotes and not self.problems:
+            self.problems.append(
+                "No LXD or Incus remotes found. Add one with `lxc remote add` or "
+                f"`incus remote add`, or under [[remote]] in {config.path}."
+            )
+        self._factory = factory
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(DEFAULT_VARIABLES)
+
+    def on_mount(self) -> None:
+        for theme in BUILTIN_THEMES:
+            self.register_theme(theme)
+        if self.config.theme in self.available_themes:
+            self.theme = self.config.theme
+        else:
+            self.theme = "corral-dark"
+            self.notify(f"Unknown theme '{self.config.theme}'; using corral-dark.",
+                        severity="warning")
+        if self.config.keymap:
+            self.set_keymap(self.config.keymap)
+        self.push_screen(
+            MainScreen(
+                self.remotes,
+                problems=self.problems,
+                factory=self._factory,
+                timeout=self.config.network_timeout,
+                metrics_interval=self.config.metrics_interval,
+                stop_timeout=self.config.stop_timeout,
+            )
+        )
+
+    def action_help(self) -> None:
+        screen = self.screen
+        if isinstance(screen, MainScreen):
+            screen.action_help()
+
+
+def make_app(
+    config_path: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    factory: BackendFactory | None = None,
+    theme: str | None = None,
+    remote_names: list[str] | None = None,
+) -> CorralApp:
+    """Build the app exactly as the ``corral`` command does."""
+    config = load_config(config_path)
+    if theme:
+        from dataclasses import replace
+
+        config = replace(config, theme=theme)
+    return CorralApp(config, env=env, factory=factory, remote_names=remote_names)

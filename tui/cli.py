@@ -1,0 +1,54 @@
+"""``corral`` command line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import __version__
+from .locations import config_file
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="corral",
+        description=(
+            "A keyboard-driven terminal app for every container and VM you have: all the "
+            "LXD and Incus remotes configured for the lxc/incus CLIs, side by side."
+        ),
+        epilog="Press ? inside corral for every key. Configuration: "
+        f"{config_file()} (override with CORRAL_CONFIG_FILE).",
+    )
+    parser.add_argument("--version", action="version", version=f"corral {__version__}")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="config file to use instead of the default")
+    parser.add_argument("--theme", metavar="NAME",
+                        help="theme: corral-dark, corral-light or any Textual theme")
+    parser.add_argument("--remote", action="append", metavar="NAME", dest="remotes",
+                        help="show only this remote (repeatable)")
+    parser.add_argument("--list-remotes", action="store_true",
+                        help="print the remotes corral finds, and any problem, then exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_remotes:
+        from backends.remotes import discover
+
+        from .config import load_config
+
+        config = load_config(args.config)
+        found = discover(extra=config.remotes, extra_source=str(config.path),
+                         read_only=config.read_only_remotes, hidden=config.hide_remotes)
+        for r in found.remotes:
+            print(f"{r.name:16} {r.kind:6} {r.address:40} project={r.project}"
+                  + (f"  ({r.problem})" if r.problem else ""))
+        for p in list(found.problems) + list(config.problems):
+            print(f"problem: {p}")
+        return 0
+    from .app import make_app
+
+    app = make_app(args.config, theme=args.theme, remote_names=args.remotes)
+    app.run()
+    return 0

@@ -1,0 +1,57 @@
+"""``?``: every key of the current screen, as currently bound (keymap included)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def key_rows(screen) -> list[tuple[str, str, str]]:
+    """(keys, description, binding id) for every binding active on ``screen``."""
+    rows: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for node in [screen.app, screen, *screen.query("*")]:
+        for key, bindings in node._bindings.key_to_bindings.items():
+            for b in bindings:
+                desc = b.tooltip or b.description
+                if not desc:
+                    continue
+                ident = (b.action, b.id or "")
+                if (ident, key) in seen:  # type: ignore[comparison-overlap]
+                    continue
+                seen.add((ident, key))  # type: ignore[arg-type]
+                rows.append((screen.app.get_key_display(b) if b.key == key else key,
+                             desc, b.id or ""))
+    merged: dict[tuple[str, str], list[str]] = {}
+    for key, desc, bid in rows:
+        merged.setdefault((desc, bid), []).append(key)
+    return [(", ".join(keys), desc, bid) for (desc, bid), keys in merged.items()]
+
+
+class HelpScreen(ModalScreen[None]):
+    """A scrollable overlay listing keys; ``escape``, ``q`` or ``?`` closes it."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss_help", "Close", show=False)]
+
+    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, expand=True, show_header=True, header_style="bold")
+        table.add_column("Key", style="bold", no_wrap=True)
+        table.add_column("Action")
+        table.add_column("Binding id (for [keymap])", style="dim")
+        for keys, desc, bid in self.rows:
+            table.add_row(Text(keys), Text(desc), Text(bid))
+        with VerticalScroll(id="help") as scroll:
+            scroll.border_title = "corral keys — esc to close"
+            yield Static(table)
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,442 @@
+"""The main screen: remotes pane, instance table, filter and details."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from backends.errors import BackendError, StopTimedOut
+from backends.models import Capability, InstanceRef, InstanceStatus, Remote
+
+from .. import format as fmt
+from ..filter import FilterError, Term, parse
+from ..services.inventory import BackendFactory, Inventory
+from ..widgets.instance_table import InstanceTable
+from ..widgets.remote_list import RemoteList
+from .dialogs import ConfirmDialog
+from .help import HelpScreen, key_rows
+
+# action name -> (capability needed, label while running)
+_INSTANCE_ACTIONS = {
+    "start_instance": Capability.START,
+    "stop_instance": Capability.STOP,
+    "restart_instance": Capability.RESTART,
+    "pause_instance": None,  # freeze or unfreeze, decided by status
+    "delete_instance": Capability.DELETE,
+}
+_PENDING = {
+    "start": "starting…", "stop": "stopping…", "restart": "restarting…",
+    "freeze": "pausing…", "unfreeze": "resuming…", "delete": "deleting…",
+}
+
+
+class MainScreen(Screen[None]):
+    """Every instance of every remote, live."""
+
+    BINDINGS = [
+        Binding("S", "start_instance", "Start", id="instance.start",
+                tooltip="Start the selected instance"),
+        Binding("s", "stop_instance", "Stop", id="instance.stop",
+                tooltip="Stop the selected instance (force is offered if it hangs)"),
+        Binding("r", "restart_instance", "Restart", id="instance.restart",
+                tooltip="Restart the selected instance"),
+        Binding("p", "pause_instance", "Pause/Resume", id="instance.pause",
+                tooltip="Pause (freeze) or resume the selected instance"),
+        Binding("d", "delete_instance", "Delete", id="instance.delete",
+                tooltip="Delete the selected instance (asks first)"),
+        Binding("enter", "toggle_details", "Details", id="view.details",
+                tooltip="Show or hide the details of the selected instance"),
+        Binding("slash", "filter", "Filter", id="view.filter",
+                tooltip="Filter: words, !negation, key=value (status, type, remote, ...)"),
+        Binding("escape", "clear", "Clear", show=False, id="view.clear",
+                tooltip="Close details / clear the filter"),
+        Binding("R", "retry_remote", "Reconnect", show=False, id="remote.retry",
+                tooltip="Reconnect the selected remote now"),
+        Binding("ctrl+r", "refresh", "Refresh", show=False, id="view.refresh",
+                tooltip="List every connected remote again"),
+        Binding("1", "focus_remotes", "Remotes", show=False, id="view.remotes",
+                tooltip="Focus the remotes pane"),
+        Binding("2", "focus_instances", "Instances", show=False, id="view.instances",
+                tooltip="Focus the instance table"),
+    ]
+
+    def __init__(
+        self,
+        remotes: Iterable[Remote],
+        *,
+        problems: Iterable[str] = (),
+        factory: BackendFactory | None = None,
+        timeout: float = 10.0,
+        metrics_interval: float = 10.0,
+        stop_timeout: int = 30,
+    ) -> None:
+        super().__init__()
+        kwargs = {"factory": factory} if factory is not None else {}
+        self.inventory = Inventory(remotes, on_change=self._on_inventory_change,
+                                   timeout=timeout, **kwargs)
+        self.problems = list(problems)
+        self.metrics_interval = metrics_interval
+        self.stop_timeout = stop_timeout
+        self.terms: list[Term] = []
+        self._dirty: dict[str, set[InstanceRef] | None] = {}
+        self._apply_scheduled = False
+        self._sample_soon_scheduled = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("\n".join(self.problems), id="problems",
+                     classes="-visible" if self.problems else "")
+        with Horizontal(id="body"):
+            with Vertical(id="remotes"):
+                yield RemoteList(id="remote-list")
+                yield Static("", id="remote-info")
+            with Vertical(id="main-column"):
+                yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
+                            id="filter")
+                yield InstanceTable(id="instances")
+                yield Static("", id="details")
+        yield Static("", id="activity")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#remotes").border_title = "Remotes"
+        table = self.query_one(InstanceTable)
+        table.border_title = "Instances"
+        table.on_sorted = lambda col, rev: self._update_titles()
+        table.focus()
+        self.query_one(RemoteList).sync(self.inventory)
+        for name in self.inventory.remotes:
+            self.run_worker(self.inventory.run_remote(name), group=f"remote:{name}",
+                            exclusive=True, exit_on_error=False,
+                            description=f"Follow remote {name}")
+        self._update_titles()
+        self.set_timer(self.metrics_interval, self._sample_tick)
+
+    async def on_unmount(self) -> None:
+        await self.inventory.close()
+
+    # Inventory -> widgets --------------------------------------------------------------
+
+    def _on_inventory_change(self, remote: str, refs: set[InstanceRef] | None) -> None:
+        if remote in self._dirty and self._dirty[remote] is None:
+            pass
+        elif refs is None:
+            self._dirty[remote] = None
+        else:
+            self._dirty.setdefault(remote, set())
+            self._dirty[remote] |= refs  # type: ignore[operator]
+        if refs is None:
+            self._sample_soon()
+        if not self._apply_scheduled:
+            self._apply_scheduled = True
+            self.call_next(self._apply_changes)
+
+    def _apply_changes(self) -> None:
+        self._apply_scheduled = False
+        dirty, self._dirty = self._dirty, {}
+        if not self.is_mounted:
+            return
+        table = self.query_one(InstanceTable)
+        remotes = self.query_one(RemoteList)
+        with self.app.batch_update():
+            for remote, refs in dirty.items():
+                if refs is None:
+                    table.sync(self.inventory, self.terms, None)
+                elif refs:
+                    table.sync(self.inventory, self.terms, refs)
+                else:
+                    # connection state / operations changed: status cells of the remote
+                    table.sync(self.inventory, self.terms,
+                               {r for r in self.inventory.instances if r.remote == remote})
+                remotes.sync(self.inventory, remote)
+        self._update_titles()
+        self._update_details()
+        self._update_remote_info()
+        self._update_activity()
+        self.refresh_bindings()
+
+    def _update_titles(self) -> None:
+        table = self.query_one(InstanceTable)
+        total = len(self.inventory.instances)
+        shown = table.row_count
+        arrow = "↓" if not table.sort_reverse else "↑"
+        count = f"{shown}/{total}" if self.terms else f"{total}"
+        table.border_title = f"Instances ({count})"
+        table.border_subtitle = f"sort: {table.sort_column} {arrow}"
+
+    def _update_activity(self) -> None:
+        parts = []
+        for name, st in self.inventory.statuses.items():
+            for op in st.operations.values():
+                what = op.description + (f" {op.progress}" if op.progress else "")
+                target = f" {', '.join(op.instances)}" if op.instances else ""
+                parts.append(f"{name}:{target} {what}")
+        self.query_one("#activity", Static).update(
+            Text("  ·  ".join(parts) if parts else "", no_wrap=True, overflow="ellipsis"))
+
+    def _update_remote_info(self) -> None:
+        name = self.query_one(RemoteList).selected_remote
+        info = self.query_one("#remote-info", Static)
+        if name is None or name not in self.inventory.statuses:
+            info.update("")
+            return
+        st = self.inventory.statuses[name]
+        lines = [f"[b]{name}[/b]  {st.remote.address}"]
+        if st.server:
+            lines.append(f"{st.server.server} {st.server.version}"
+                         + (f" · project {st.remote.project}"
+                            if st.remote.project != "default" else ""))
+        if st.remote.read_only:
+            lines.append("read-only")
+        if st.message:
+            lines.append(f"[$error]{st.message}[/]")
+        info.update("\n".join(lines))
+
+    def _update_details(self) -> None:
+        details = self.query_one("#details", Static)
+        if not details.has_class("-visible"):
+            return
+        ref = self.query_one(InstanceTable).selected_ref
+        inst = self.inventory.instances.get(ref) if ref else None
+        if inst is None:
+            details.update("No instance selected.")
+            return
+        state = self.inventory.states.get(inst.ref)
+        rows = [
+            ("Instance", f"{inst.ref}  ({inst.type.value}, project {inst.ref.project})"),
+            ("Status", self.inventory.pending.get(inst.ref) or inst.status.value),
+            ("Image", inst.image or "—"),
+            ("Created", f"{inst.created_at:%Y-%m-%d %H:%M} ({fmt.ago(inst.created_at)})"
+             if inst.created_at else "—"),
+            ("Profiles", ", ".join(inst.profiles) or "—"),
+            ("Limits", f"cpu {inst.cpu_limit or 'unlimited'}, memory "
+             f"{fmt.size(inst.memory_limit) if inst.memory_limit else 'unlimited'}"),
+            ("Snapshots", str(inst.snapshot_count)),
+        ]
+        if state:
+            rows += [
+                ("Addresses", ", ".join(state.ipv4 + state.ipv6) or "—"),
+                ("Usage", f"cpu {fmt.cpu(state) or '…'}, memory {fmt.memory(state, inst.memory_limit)}"
+                 f", disk {fmt.disk(state) or '—'}, {state.processes or 0} processes"),
+                ("Network", f"rx {fmt.size(state.rx_bytes)}, tx {fmt.size(state.tx_bytes)}"),
+            ]
+        if inst.description:
+            rows.append(("Description", inst.description))
+        text = Text()
+        for label, value in rows:
+            text.append(f"{label:>10}  ", style="bold")
+            text.append(f"{value}\n")
+        details.border_title = f"Details: {inst.ref}"
+        details.update(text)
+
+    # Sampling (the only periodic work: usage of visible running rows) ------------------
+
+    def _sample_soon(self) -> None:
+        if self._sample_soon_scheduled:
+            return
+        self._sample_soon_scheduled = True
+
+        def go() -> None:
+            self._sample_soon_scheduled = False
+            self._sample(reschedule=False)
+
+        self.set_timer(0.3, go)
+
+    def _sample_tick(self) -> None:
+        self._sample(reschedule=True)
+
+    def _sample(self, *, reschedule: bool) -> None:
+        refs = self.query_one(InstanceTable).visible_refs()
+        selected = self.query_one(InstanceTable).selected_ref
+        if selected and selected not in refs:
+            refs.append(selected)
+
+        async def run() -> None:
+            try:
+                await self.inventory.sample_visible(refs)
+            finally:
+                if reschedule:
+                    self.set_timer(self.metrics_interval, self._sample_tick)
+
+        self.run_worker(run(), group="sample-tick" if reschedule else "sample-soon",
+                        exclusive=False, exit_on_error=False, description="Sample usage")
+
+    # Events from widgets ---------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#instances")
+    def _instance_highlighted(self) -> None:
+        self._update_details()
+        self.refresh_bindings()
+
+    @on(DataTable.RowHighlighted, "#remote-list")
+    def _remote_highlighted(self) -> None:
+        self._update_remote_info()
+
+    @on(DataTable.RowSelected, "#instances")
+    def _instance_selected(self) -> None:
+        self.action_toggle_details()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        box = self.query_one("#filter", Input)
+        try:
+            self.terms = parse(event.value)
+        except FilterError as e:
+            box.add_class("-invalid")
+            box.border_title = str(e)
+            return
+        box.remove_class("-invalid")
+        box.border_title = None
+        self.query_one(InstanceTable).sync(self.inventory, self.terms, None)
+        self._update_titles()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(InstanceTable).focus()
+
+    # Actions ---------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in _INSTANCE_ACTIONS:
+            return True
+        ref = self.query_one(InstanceTable).selected_ref
+        if ref is None:
+            return None
+        backend = self.inventory.backends.get(ref.remote)
+        caps = self.inventory.capabilities(ref)
+        needed = _INSTANCE_ACTIONS[action]
+        if needed is None:
+            if backend is not None and Capability.FREEZE not in backend.capabilities:
+                return False
+            return True if {Capability.FREEZE, Capability.UNFREEZE} & caps else None
+        if backend is not None and needed not in backend.capabilities:
+            return False
+        return True if needed in caps else None
+
+    def _selected(self) -> InstanceRef | None:
+        ref = self.query_one(InstanceTable).selected_ref
+        if ref is None:
+            self.notify("No instance selected.", severity="warning")
+        return ref
+
+    def run_verb(self, ref: InstanceRef, verb: str) -> None:
+        """Run a lifecycle verb on an instance (keys and the command palette use this)."""
+        caps = self.inventory.capabilities(ref)
+        needed = {"start": Capability.START, "stop": Capability.STOP,
+                  "restart": Capability.RESTART, "freeze": Capability.FREEZE,
+                  "unfreeze": Capability.UNFREEZE, "delete": Capability.DELETE}[verb]
+        if needed not in caps:
+            inst = self.inventory.instances.get(ref)
+            state = self.inventory.pending.get(ref) or (inst.status.value if inst else "gone")
+            self.notify(f"Cannot {verb} {ref} now ({state}).", severity="warning")
+            return
+        self.run_worker(self._run_verb(ref, verb), group=f"op:{ref}", exclusive=True,
+                        exit_on_error=False, description=f"{verb} {ref}")
+
+    async def _run_verb(self, ref: InstanceRef, verb: str) -> None:
+        inv = self.inventory
+        try:
+            if verb == "delete":
+                await self._delete(ref)
+            elif verb in ("stop", "restart"):
+                try:
+                    await inv.act(ref, verb, _PENDING[verb], timeout=self.stop_timeout)
+                except StopTimedOut as e:
+                    label = "Force stop" if verb == "stop" else "Force restart"
+                    if await self.app.push_screen_wait(
+                        ConfirmDialog(f"{label} {ref}?", e.message, label)
+                    ):
+                        await inv.act(ref, verb, _PENDING[verb], force=True)
+            else:
+                await inv.act(ref, verb, _PENDING[verb])
+        except BackendError as e:
+            self.notify(e.message, title=f"{verb.capitalize()} {ref}: {e.title}",
+                        severity="error", timeout=10)
+
+    async def _delete(self, ref: InstanceRef) -> None:
+        inst = self.inventory.instances.get(ref)
+        if inst is None:
+            return
+        running = inst.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)
+        what = "virtual machine" if inst.type.value == "vm" else "container"
+        message = f"The {what} {inst.name} on remote {ref.remote} will be deleted"
+        message += " with its snapshots. This cannot be undone." if inst.snapshot_count else \
+            ". This cannot be undone."
+        if running:
+            message += f"\n\nIt is {inst.status.value}: it will be stopped by force first."
+        confirmed = await self.app.push_screen_wait(
+            ConfirmDialog(f"Delete {ref}?", message,
+                          "Stop and delete" if running else "Delete")
+        )
+        if confirmed:
+            await self.inventory.act(ref, "delete", _PENDING["delete"], force=running)
+            self.notify(f"Deleted {ref}.")
+
+    def action_start_instance(self) -> None:
+        if ref := self._selected():
+            self.run_verb(ref, "start")
+
+    def action_stop_instance(self) -> None:
+        if ref := self._selected():
+            self.run_verb(ref, "stop")
+
+    def action_restart_instance(self) -> None:
+        if ref := self._selected():
+            self.run_verb(ref, "restart")
+
+    def action_pause_instance(self) -> None:
+        if ref := self._selected():
+            inst = self.inventory.instances.get(ref)
+            frozen = inst is not None and inst.status is InstanceStatus.FROZEN
+            self.run_verb(ref, "unfreeze" if frozen else "freeze")
+
+    def action_delete_instance(self) -> None:
+        if ref := self._selected():
+            self.run_verb(ref, "delete")
+
+    def action_toggle_details(self) -> None:
+        details = self.query_one("#details", Static)
+        details.toggle_class("-visible")
+        self._update_details()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-visible")
+        box.focus()
+
+    def action_clear(self) -> None:
+        box = self.query_one("#filter", Input)
+        details = self.query_one("#details", Static)
+        if box.has_focus or (box.has_class("-visible") and not details.has_class("-visible")):
+            box.value = ""
+            box.remove_class("-visible")
+            self.query_one(InstanceTable).focus()
+        elif details.has_class("-visible"):
+            details.remove_class("-visible")
+
+    def action_retry_remote(self) -> None:
+        name = self.query_one(RemoteList).selected_remote
+        if name:
+            self.inventory.retry(name)
+            self.notify(f"Reconnecting {name}…")
+
+    def action_refresh(self) -> None:
+        for name in self.inventory.backends:
+            self.run_worker(self.inventory.refresh(name), group=f"refresh:{name}",
+                            exclusive=True, exit_on_error=False, description=f"List {name}")
+
+    def action_focus_remotes(self) -> None:
+        self.query_one(RemoteList).focus()
+
+    def action_focus_instances(self) -> None:
+        self.query_one(InstanceTable).focus()
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(key_rows(self)))

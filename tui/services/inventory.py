@@ -1,0 +1,377 @@
+"""The inventory: every remote's backend, connection state, instances and usage figures.
+
+Plain asyncio (no Textual): the app runs :meth:`Inventory.run_remote` once per remote as a
+worker and gets told about changes through ``on_change(remote, refs)`` (``refs`` is
+``None`` when the whole remote changed). State follows the backends' event streams;
+the only periodic work is sampling CPU/memory of the running instances the user can see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field, replace
+from typing import Awaitable, Callable, Iterable
+
+from backends import get_backend
+from backends.base import Backend
+from backends.errors import AuthError, BackendError, NotFound, NotResponding
+from backends.models import (
+    BackendEvent,
+    Capability,
+    ConnectionState,
+    EventKind,
+    Instance,
+    InstanceRef,
+    InstanceState,
+    InstanceStatus,
+    Operation,
+    Remote,
+    ServerInfo,
+)
+
+ChangeCallback = Callable[[str, "set[InstanceRef] | None"], None]
+BackendFactory = Callable[[Remote, float], Backend]
+
+
+def _default_factory(remote: Remote, timeout: float) -> Backend:
+    return get_backend(remote, timeout=timeout)
+
+
+@dataclass
+class RemoteStatus:
+    """What the remotes pane shows for one remote."""
+
+    remote: Remote
+    state: ConnectionState = ConnectionState.CONNECTING
+    message: str = ""
+    server: ServerInfo | None = None
+    listed: bool = False
+    """The first listing arrived."""
+    connected_at: float = 0.0
+    operations: dict[str, Operation] = field(default_factory=dict)
+
+
+class Inventory:
+    """Owns the backends and the merged view of all instances."""
+
+    def __init__(
+        self,
+        remotes: Iterable[Remote],
+        *,
+        on_change: ChangeCallback,
+        timeout: float = 10.0,
+        factory: BackendFactory = _default_factory,
+        reconnect_cap: float = 15.0,
+    ) -> None:
+        self.remotes = {r.name: r for r in remotes}
+        self.statuses = {name: RemoteStatus(r) for name, r in self.remotes.items()}
+        self.backends: dict[str, Backend] = {}
+        self.instances: dict[InstanceRef, Instance] = {}
+        self.states: dict[InstanceRef, InstanceState] = {}
+        self.pending: dict[InstanceRef, str] = {}
+        """Actions in flight, shown in the status column (``stopping…``)."""
+        self.timeout = timeout
+        self.reconnect_cap = reconnect_cap
+        self._factory = factory
+        self._on_change = on_change
+        self._fetching: set[InstanceRef] = set()
+        self._refetch: set[InstanceRef] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refresh_pending: set[str] = set()
+        self._wakeups: dict[str, asyncio.Event] = {}
+
+    # Helpers ---------------------------------------------------------------------------
+
+    def _notify(self, remote: str, refs: set[InstanceRef] | None = None) -> None:
+        self._on_change(remote, refs)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _set_state(self, name: str, state: ConnectionState, message: str = "") -> None:
+        st = self.statuses[name]
+        if st.state is not state or st.message != message:
+            st.state = state
+            st.message = message
+            self._notify(name, set())
+
+    def backend_for(self, ref: InstanceRef) -> Backend:
+        backend = self.backends.get(ref.remote)
+        status = self.statuses.get(ref.remote)
+        if backend is None or status is None or status.state is not ConnectionState.CONNECTED:
+            raise BackendError(f"Remote '{ref.remote}' is not connected.")
+        return backend
+
+    def instances_of(self, remote: str) -> list[Instance]:
+        return [i for r, i in self.instances.items() if r.remote == remote]
+
+    def capabilities(self, ref: InstanceRef) -> frozenset[Capability]:
+        inst = self.instances.get(ref)
+        backend = self.backends.get(ref.remote)
+        if inst is None or backend is None or ref in self.pending:
+            return frozenset()
+        if self.statuses[ref.remote].state is not ConnectionState.CONNECTED:
+            return frozenset()
+        return backend.instance_capabilities(inst)
+
+    def retry(self, name: str) -> None:
+        """Wake a remote that is waiting to reconnect (the user asked)."""
+        event = self._wakeups.get(name)
+        if event is not None:
+            event.set()
+
+    # Supervisor ------------------------------------------------------------------------
+
+    async def _sleep_or_wake(self, name: str, delay: float | None) -> None:
+        event = self._wakeups.setdefault(name, asyncio.Event())
+        event.clear()
+        try:
+            await asyncio.wait_for(event.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    async def run_remote(self, name: str) -> None:
+        """Connect, list and follow one remote forever; reconnect with backoff."""
+        remote = self.remotes[name]
+        attempt = 0
+        while True:
+            if remote.problem:
+                self._set_state(name, ConnectionState.ERROR, remote.problem)
+                await self._sleep_or_wake(name, None)
+                continue
+            self._set_state(name, ConnectionState.CONNECTING, "")
+            backend = self._factory(remote, self.timeout)
+            try:
+                info = await backend.connect()
+            except AuthError as e:
+                await backend.close()
+                self._set_state(name, ConnectionState.UNTRUSTED, e.message)
+                await self._sleep_or_wake(name, None)  # waits for the user to retry
+                continue
+            except NotResponding as e:
+                await backend.close()
+                self._set_state(name, ConnectionState.NOT_RESPONDING, e.message)
+            except BackendError as e:
+                await backend.close()
+                self._set_state(name, ConnectionState.DISCONNECTED, e.message)
+            except asyncio.CancelledError:
+                await backend.close()
+                raise
+            else:
+                attempt = 0
+                self.statuses[name].server = info
+                self.backends[name] = backend
+                try:
+                    await self._follow(name, backend)
+                finally:
+                    self.backends.pop(name, None)
+                    await backend.close()
+            attempt += 1
+            delay = min(self.reconnect_cap, 0.5 * 2 ** attempt) * random.uniform(0.8, 1.2)
+            await self._sleep_or_wake(name, delay)
+
+    async def _follow(self, name: str, backend: Backend) -> None:
+        if Capability.EVENTS not in backend.capabilities:
+            # Backends without an event stream: a full refresh now, then on request.
+            self._set_state(name, ConnectionState.CONNECTED)
+            await self.refresh(name)
+            await self._sleep_or_wake(name, None)
+            return
+        async for event in backend.watch():
+            self._handle(name, event)
+
+    def _handle(self, name: str, event: BackendEvent) -> None:
+        if event.kind is EventKind.CONNECTION:
+            if event.action == "connected":
+                self.statuses[name].connected_at = time.monotonic()
+                self._set_state(name, ConnectionState.CONNECTED)
+                self._spawn(self.refresh(name))
+            else:
+                self._set_state(name, ConnectionState.DISCONNECTED, event.message)
+            return
+        if event.kind is EventKind.OPERATION and event.operation is not None:
+            ops = self.statuses[name].operations
+            op = event.operation
+            if op.done:
+                ops.pop(op.id, None)
+            else:
+                ops[op.id] = op
+            self._notify(name, set())
+            return
+        ref = event.ref
+        if ref is None:
+            return
+        if ref.project != self.remotes[name].project:
+            return
+        action = event.action
+        if action == "instance-deleted":
+            self._drop(ref)
+            self._notify(name, {ref})
+        elif action == "instance-renamed":
+            self._schedule_refresh(name)
+        elif action.startswith("instance-snapshot-"):
+            self._spawn(self._snapshot_count(ref))
+        elif action.startswith("instance-"):
+            self._schedule_fetch(ref)
+
+    def _drop(self, ref: InstanceRef) -> None:
+        self.instances.pop(ref, None)
+        self.states.pop(ref, None)
+
+    # Fetching --------------------------------------------------------------------------
+
+    def _schedule_refresh(self, name: str) -> None:
+        if name in self._refresh_pending:
+            return
+        self._refresh_pending.add(name)
+
+        async def later() -> None:
+            await asyncio.sleep(0.2)  # coalesce bursts of events into one listing
+            self._refresh_pending.discard(name)
+            await self.refresh(name)
+
+        self._spawn(later())
+
+    def _schedule_fetch(self, ref: InstanceRef) -> None:
+        if ref in self._fetching:
+            self._refetch.add(ref)
+            return
+        self._fetching.add(ref)
+        self._spawn(self._fetch(ref))
+
+    async def _fetch(self, ref: InstanceRef) -> None:
+        try:
+            while True:
+                self._refetch.discard(ref)
+                backend = self.backends.get(ref.remote)
+                if backend is None:
+                    return
+                try:
+                    inst = await backend.get_instance(ref)
+                except NotFound:
+                    self._drop(ref)
+                    self._notify(ref.remote, {ref})
+                    return
+                except BackendError:
+                    return
+                old = self.instances.get(ref)
+                if old is not None and old.snapshot_count != inst.snapshot_count \
+                        and inst.snapshot_count == 0:
+                    inst = replace(inst, snapshot_count=old.snapshot_count)
+                self.instances[ref] = inst
+                if inst.status is not InstanceStatus.RUNNING:
+                    self.states.pop(ref, None)
+                self._notify(ref.remote, {ref})
+                if ref not in self._refetch:
+                    break
+            if old is None:
+                self._spawn(self._snapshot_count(ref))
+            if inst.status is InstanceStatus.RUNNING:
+                await self.sample(ref.remote, [ref])
+        finally:
+            self._fetching.discard(ref)
+
+    async def _snapshot_count(self, ref: InstanceRef) -> None:
+        backend = self.backends.get(ref.remote)
+        counter = getattr(backend, "snapshot_counts", None)
+        if counter is None:
+            return
+        try:
+            counts = await counter([ref])
+        except BackendError:
+            return
+        inst = self.instances.get(ref)
+        if inst is not None and ref in counts:
+            self.instances[ref] = replace(inst, snapshot_count=counts[ref])
+            self._notify(ref.remote, {ref})
+
+    async def refresh(self, name: str) -> None:
+        """Full listing of one remote (after connect and reconnect)."""
+        backend = self.backends.get(name)
+        if backend is None:
+            return
+        try:
+            listed = await backend.list_instances()
+        except BackendError as e:
+            self._set_state(name, ConnectionState.ERROR, e.message)
+            return
+        fresh = {i.ref: i for i in listed}
+        for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
+            self._drop(ref)
+        for ref, inst in fresh.items():
+            old = self.instances.get(ref)
+            if old is not None and inst.snapshot_count == 0:
+                inst = replace(inst, snapshot_count=old.snapshot_count)
+            self.instances[ref] = inst
+        self.statuses[name].listed = True
+        self._notify(name, None)
+        counter = getattr(backend, "snapshot_counts", None)
+        if counter is not None:
+            self._spawn(self._all_snapshot_counts(name, counter, list(fresh)))
+
+    async def _all_snapshot_counts(self, name: str, counter, refs: list[InstanceRef]) -> None:
+        try:
+            counts = await counter(refs)
+        except BackendError:
+            return
+        changed = set()
+        for ref, n in counts.items():
+            inst = self.instances.get(ref)
+            if inst is not None and inst.snapshot_count != n:
+                self.instances[ref] = replace(inst, snapshot_count=n)
+                changed.add(ref)
+        if changed:
+            self._notify(name, changed)
+
+    async def sample(self, name: str, refs: list[InstanceRef]) -> None:
+        """Fetch usage figures of these running instances of one remote."""
+        backend = self.backends.get(name)
+        if backend is None or not refs or Capability.METRICS not in backend.capabilities:
+            return
+        try:
+            states = await backend.get_states(refs)
+        except BackendError:
+            return
+        for ref in refs:
+            if ref in states:
+                self.states[ref] = states[ref]
+            else:
+                self.states.pop(ref, None)
+        self._notify(name, set(refs))
+
+    async def sample_visible(self, visible: Iterable[InstanceRef]) -> None:
+        by_remote: dict[str, list[InstanceRef]] = {}
+        for ref in visible:
+            inst = self.instances.get(ref)
+            if inst is not None and inst.status is InstanceStatus.RUNNING:
+                by_remote.setdefault(ref.remote, []).append(ref)
+        await asyncio.gather(*(self.sample(n, refs) for n, refs in by_remote.items()))
+
+    # Actions ---------------------------------------------------------------------------
+
+    async def act(self, ref: InstanceRef, verb: str, label: str, **kwargs) -> None:
+        """Run ``backend.<verb>(ref, **kwargs)``, showing ``label`` meanwhile.
+
+        Raises:
+            BackendError: whatever the backend raised, for the UI to show.
+        """
+        backend = self.backend_for(ref)
+        self.pending[ref] = label
+        self._notify(ref.remote, {ref})
+        try:
+            await getattr(backend, verb)(ref, **kwargs)
+        finally:
+            self.pending.pop(ref, None)
+            if ref.remote in self.backends:
+                self._schedule_fetch(ref)
+            self._notify(ref.remote, {ref})
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for backend in list(self.backends.values()):
+            await backend.close()

@@ -1,0 +1,232 @@
+"""The instance table: every instance of every remote, diffed in place by row key."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from backends.models import (
+    ConnectionState,
+    Instance,
+    InstanceRef,
+    InstanceState,
+    InstanceStatus,
+    InstanceType,
+)
+
+from .. import format as fmt
+from ..filter import Term, matches
+from ..services.inventory import Inventory
+
+
+class SortCell(Text):
+    """A cell that sorts by a value of its own, not by its text."""
+
+    def __init__(self, text: str, sort_key: Any, style: str | Style = "") -> None:
+        super().__init__(text, style=style, no_wrap=True, overflow="ellipsis")
+        self.sort_key = sort_key
+
+
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("name", "Name", 22),
+    ("remote", "Remote", 12),
+    ("type", "Type", 4),
+    ("status", "Status", 13),
+    ("ipv4", "IPv4", 15),
+    ("cpu", "CPU", 6),
+    ("memory", "Memory", 16),
+    ("disk", "Disk", 8),
+    ("snapshots", "Snaps", 5),
+    ("image", "Image", None),
+)
+
+_STATUS_VAR = {
+    InstanceStatus.RUNNING: "status-running",
+    InstanceStatus.STOPPED: "status-stopped",
+    InstanceStatus.FROZEN: "status-frozen",
+    InstanceStatus.ERROR: "status-error",
+    InstanceStatus.STARTING: "status-busy",
+    InstanceStatus.STOPPING: "status-busy",
+    InstanceStatus.UNKNOWN: "status-stopped",
+}
+
+
+def row_key(ref: InstanceRef) -> str:
+    return f"{ref.remote}\x1f{ref.project}\x1f{ref.name}"
+
+
+class InstanceTable(DataTable):
+    """Instances across remotes. ``o`` / ``O`` pick the sort column and direction."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "scroll_top", "Top", show=False),
+        Binding("G", "scroll_bottom", "Bottom", show=False),
+        Binding("o", "cycle_sort", "Sort", id="table.sort",
+                tooltip="Sort by the next column"),
+        Binding("O", "reverse_sort", "Reverse", show=False, id="table.reverse",
+                tooltip="Reverse the sort order"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.refs: dict[str, InstanceRef] = {}
+        self._rendered: dict[str, tuple[Any, ...]] = {}
+        self.sort_column = "name"
+        self.sort_reverse = False
+        self._colors: dict[str, str] = {}
+        self.on_sorted: Callable[[str, bool], None] | None = None
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+        self._load_colors()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
+
+    def _load_colors(self) -> None:
+        variables = self.app.get_css_variables()
+        self._colors = {name: variables.get(name, "") for name in set(_STATUS_VAR.values())}
+        self._colors["vm-badge"] = variables.get("vm-badge", "")
+
+    def _theme_changed(self) -> None:
+        self._load_colors()
+        self._rendered.clear()
+        self.refresh()
+
+    @property
+    def selected_ref(self) -> InstanceRef | None:
+        if self.row_count == 0:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001 - empty or moving table
+            return None
+        return self.refs.get(key or "")
+
+    def visible_refs(self) -> list[InstanceRef]:
+        """Rows on screen now (for sampling usage figures)."""
+        first = int(self.scroll_y)
+        out = []
+        for index in range(first, min(self.row_count, first + self.size.height + 1)):
+            try:
+                key = self.coordinate_to_cell_key((index, 0)).row_key.value
+            except Exception:  # noqa: BLE001
+                break
+            if key in self.refs:
+                out.append(self.refs[key])
+        return out
+
+    # Rendering -------------------------------------------------------------------------
+
+    def _cells(self, inv: Inventory, inst: Instance, state: InstanceState | None) -> tuple:
+        c = self._colors
+        ref = inst.ref
+        online = inv.statuses[ref.remote].state is ConnectionState.CONNECTED
+        pending = inv.pending.get(ref)
+        if pending:
+            status = SortCell(pending, inst.status.value, Style(color=c["status-busy"] or None,
+                                                                  bold=True))
+        elif not online:
+            status = SortCell(f"{inst.status.value}?", inst.status.value,
+                              Style(color=c["status-stopped"] or None, dim=True))
+        else:
+            status = SortCell(inst.status.value, inst.status.value,
+                              Style(color=c[_STATUS_VAR[inst.status]] or None))
+        is_vm = inst.type is InstanceType.VM
+        ipv4 = ", ".join(state.ipv4) if state else ""
+        mem_used = state.memory_usage if state else -1
+        return (
+            SortCell(inst.name, (inst.name, ref.remote)),
+            SortCell(ref.remote, (ref.remote, inst.name)),
+            SortCell(fmt.itype(inst.type), (inst.type.value, inst.name),
+                     Style(color=c["vm-badge"] or None) if is_vm else ""),
+            status,
+            SortCell(ipv4, ipv4),
+            SortCell(fmt.cpu(state), state.cpu_percent or 0 if state else -1),
+            SortCell(fmt.memory(state, inst.memory_limit), mem_used),
+            SortCell(fmt.disk(state), (state.disk_usage or 0) if state else -1),
+            SortCell(str(inst.snapshot_count) if inst.snapshot_count else "",
+                     inst.snapshot_count),
+            SortCell(inst.image, inst.image),
+        )
+
+    def sync(self, inv: Inventory, terms: list[Term], refs: set[InstanceRef] | None = None,
+             remote: str | None = None) -> None:
+        """Bring the rows in line with the inventory.
+
+        ``refs`` limits the work to those instances (an event); ``None`` re-checks all
+        (a listing, a filter change). Unchanged rows are not touched, so the cursor and
+        scroll position stay.
+        """
+        selected = self.selected_ref
+        if refs is None:
+            candidates = set(inv.instances)
+            candidates |= set(self.refs.values())
+        else:
+            candidates = set(refs)
+        changed_order = False
+        for ref in candidates:
+            key = row_key(ref)
+            inst = inv.instances.get(ref)
+            state = inv.states.get(ref)
+            wanted = inst is not None and matches(terms, inst, state)
+            present = key in self.refs
+            if not wanted:
+                if present:
+                    self.remove_row(key)
+                    del self.refs[key]
+                    self._rendered.pop(key, None)
+                continue
+            assert inst is not None
+            cells = self._cells(inv, inst, state)
+            plain = tuple((str(cell), cell.style) for cell in cells)
+            if not present:
+                self.add_row(*cells, key=key)
+                self.refs[key] = ref
+                changed_order = True
+            elif self._rendered.get(key) != plain:
+                for (col, _, _), cell in zip(COLUMNS, cells):
+                    self.update_cell(key, col, cell)
+                changed_order = True
+            self._rendered[key] = plain
+        if changed_order:
+            self.apply_sort()
+            if selected is not None and row_key(selected) in self.refs:
+                self.move_cursor(row=self.get_row_index(row_key(selected)), animate=False)
+
+    def apply_sort(self) -> None:
+        if self.row_count:
+            self.sort(self.sort_column, key=lambda cell: cell.sort_key,
+                      reverse=self.sort_reverse)
+
+    # Actions ---------------------------------------------------------------------------
+
+    def action_cycle_sort(self) -> None:
+        keys = [k for k, _, _ in COLUMNS]
+        self.sort_column = keys[(keys.index(self.sort_column) + 1) % len(keys)]
+        self._after_sort_change()
+
+    def action_reverse_sort(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self._after_sort_change()
+
+    def _after_sort_change(self) -> None:
+        selected = self.selected_ref
+        self.apply_sort()
+        if selected is not None:
+            self.move_cursor(row=self.get_row_index(row_key(selected)), animate=False)
+        if self.on_sorted:
+            self.on_sorted(self.sort_column, self.sort_reverse)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        column = str(event.column_key.value)
+        if column == self.sort_column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, False
+        self._after_sort_change()

@@ -1,0 +1,86 @@
+"""The remotes pane: name, kind, connection state and instance counts per remote."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import DataTable
+
+from backends.models import ConnectionState, InstanceStatus
+
+from ..services.inventory import Inventory
+
+_STATE_VAR = {
+    ConnectionState.CONNECTED: "status-running",
+    ConnectionState.CONNECTING: "status-busy",
+    ConnectionState.DISCONNECTED: "status-error",
+    ConnectionState.NOT_RESPONDING: "status-error",
+    ConnectionState.UNTRUSTED: "status-error",
+    ConnectionState.ERROR: "status-error",
+}
+
+
+class RemoteList(DataTable):
+    """One row per remote; the selected remote's problem is shown below the table."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", show_header=True)
+        self._colors: dict[str, str] = {}
+        self._rendered: dict[str, tuple] = {}
+
+    def on_mount(self) -> None:
+        self.add_column("Remote", key="name", width=12)
+        self.add_column("Kind", key="kind", width=5)
+        self.add_column("State", key="state", width=10)
+        self.add_column("Run/All", key="count", width=7)
+        self._load_colors()
+        self.app.theme_changed_signal.subscribe(self, lambda _t: self._recolor())
+
+    def _load_colors(self) -> None:
+        v = self.app.get_css_variables()
+        self._colors = {k: v.get(k, "") for k in set(_STATE_VAR.values())}
+
+    def _recolor(self) -> None:
+        self._load_colors()
+        self._rendered.clear()
+
+    @property
+    def selected_remote(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001
+            return None
+
+    def sync(self, inv: Inventory, remote: str | None = None) -> None:
+        names = [remote] if remote else list(inv.statuses)
+        running: dict[str, int] = {}
+        total: dict[str, int] = {}
+        for ref, inst in inv.instances.items():
+            if remote and ref.remote != remote:
+                continue
+            total[ref.remote] = total.get(ref.remote, 0) + 1
+            if inst.status is InstanceStatus.RUNNING:
+                running[ref.remote] = running.get(ref.remote, 0) + 1
+        for name in names:
+            st = inv.statuses[name]
+            kind = (st.server.server if st.server else st.remote.kind)
+            label = st.state.value
+            if st.state is ConnectionState.CONNECTED and st.operations:
+                label = f"busy ({len(st.operations)})"
+            color = self._colors.get(_STATE_VAR[st.state]) or None
+            count = f"{running.get(name, 0)}/{total.get(name, 0)}" if st.listed else ""
+            cells = (
+                Text(name, no_wrap=True, overflow="ellipsis"),
+                Text(kind),
+                Text(label, style=Style(color=color), no_wrap=True, overflow="ellipsis"),
+                Text(count, justify="right"),
+            )
+            plain = tuple(str(c) for c in cells) + (color,)
+            if name not in self._rendered:
+                self.add_row(*cells, key=name)
+            elif self._rendered[name] != plain:
+                for col, cell in zip(("name", "kind", "state", "count"), cells):
+                    self.update_cell(name, col, cell)
+            self._rendered[name] = plain
