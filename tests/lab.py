@@ -184,20 +184,30 @@ def _cgroup_mounts() -> list[str]:
     return out
 
 
-def _rmdir_cgroups(paths: set[str]) -> None:
-    """Remove (empty) cgroups that killed LXC monitors/payloads left behind."""
+def _rmdir_cgroups(paths: set[str], timeout: float = 3.0) -> None:
+    """Remove (empty) cgroups that killed LXC monitors/payloads left behind.
+
+    rmdir fails with EBUSY until the killed tasks are reaped, and PID 1 on these machines reaps
+    orphans lazily: retry for a while.
+    """
     if not paths:
         return
-    for mount in _cgroup_mounts():
-        for rel in paths:
-            top = Path(mount) / rel.lstrip("/")
-            if not top.is_dir():
-                continue
-            for dirpath, _dirs, _files in os.walk(top, topdown=False):
-                try:
-                    os.rmdir(dirpath)
-                except OSError:
-                    pass
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = False
+        for mount in _cgroup_mounts():
+            for rel in paths:
+                top = Path(mount) / rel.lstrip("/")
+                if not top.is_dir():
+                    continue
+                for dirpath, _dirs, _files in os.walk(top, topdown=False):
+                    try:
+                        os.rmdir(dirpath)
+                    except OSError:
+                        remaining = True
+        if not remaining or time.monotonic() >= deadline:
+            return
+        time.sleep(0.1)
 
 
 def _free_port(_lock=threading.Lock(), _given: set[int] = set()) -> int:

@@ -18,7 +18,7 @@ def size(n: int | None) -> str:
 def memory(state: InstanceState | None, limit: int | None) -> str:
     if state is None:
         return ""
-    lim = limit or state.memory_limit
+    lim = limit
     used = size(state.memory_usage)
     return f"{used}/{size(lim)}" if lim else used
 

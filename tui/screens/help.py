@@ -12,24 +12,21 @@ from textual.widgets import Static
 
 
 def key_rows(screen) -> list[tuple[str, str, str]]:
-    """(keys, description, binding id) for every binding active on ``screen``."""
-    rows: list[tuple[str, str, str]] = []
-    seen: set[tuple[str, str]] = set()
+    """(keys, description, binding id) for every binding on ``screen`` and its widgets, with
+    the user's ``[keymap]`` applied."""
+    keymap: dict[str, str] = getattr(screen.app, "_keymap", {}) or {}
+    merged: dict[tuple[str, str], list[str]] = {}
     for node in [screen.app, screen, *screen.query("*")]:
-        for key, bindings in node._bindings.key_to_bindings.items():
+        for bindings in node._bindings.key_to_bindings.values():
             for b in bindings:
                 desc = b.tooltip or b.description
                 if not desc:
                     continue
-                ident = (b.action, b.id or "")
-                if (ident, key) in seen:  # type: ignore[comparison-overlap]
-                    continue
-                seen.add((ident, key))  # type: ignore[arg-type]
-                rows.append((screen.app.get_key_display(b) if b.key == key else key,
-                             desc, b.id or ""))
-    merged: dict[tuple[str, str], list[str]] = {}
-    for key, desc, bid in rows:
-        merged.setdefault((desc, bid), []).append(key)
+                keys = keymap.get(b.id, b.key) if b.id else b.key
+                shown = [screen.app.get_key_display(b.__class__(k, b.action)) if k == b.key
+                         else k for k in keys.split(",")]
+                slot = merged.setdefault((desc, b.id or ""), [])
+                slot += [k for k in shown if k not in slot]
     return [(", ".join(keys), desc, bid) for (desc, bid), keys in merged.items()]
 
 

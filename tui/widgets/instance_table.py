@@ -32,14 +32,14 @@ class SortCell(Text):
 
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("name", "Name", 22),
-    ("remote", "Remote", 12),
+    ("name", "Name", 20),
+    ("remote", "Remote", 11),
     ("type", "Type", 4),
-    ("status", "Status", 13),
+    ("status", "Status", 11),
     ("ipv4", "IPv4", 15),
     ("cpu", "CPU", 6),
-    ("memory", "Memory", 16),
-    ("disk", "Disk", 8),
+    ("memory", "Memory", 17),
+    ("disk", "Disk", 7),
     ("snapshots", "Snaps", 5),
     ("image", "Image", None),
 )

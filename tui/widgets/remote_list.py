@@ -29,10 +29,10 @@ class RemoteList(DataTable):
         self._rendered: dict[str, tuple] = {}
 
     def on_mount(self) -> None:
-        self.add_column("Remote", key="name", width=12)
+        self.add_column("Remote", key="name", width=13)
         self.add_column("Kind", key="kind", width=5)
-        self.add_column("State", key="state", width=10)
-        self.add_column("Run/All", key="count", width=7)
+        self.add_column("State", key="state", width=11)
+        self.add_column("Up/All", key="count", width=6)
         self._load_colors()
         self.app.theme_changed_signal.subscribe(self, lambda _t: self._recolor())
 

@@ -1,0 +1,170 @@
+"""The LXD/Incus backend against the real lab daemons: lxd1 over its unix socket ('local'),
+lxd2 over HTTPS through a real `lxc remote add` config ('lab2') and Incus over HTTPS through
+a real `incus remote add` config ('inc1')."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from backends import get_backend
+from backends.errors import Conflict, NotFound
+from backends.models import EventKind, InstanceRef, InstanceStatus, InstanceType
+from backends.remotes import discover
+
+REMOTES = ["local", "lab2", "inc1"]
+
+
+def daemon_for(lab, name):
+    return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
+
+
+@pytest.fixture(params=REMOTES)
+async def remote_backend(request, lab, lab_env):
+    remotes = {r.name: r for r in discover(lab_env).remotes}
+    backend = get_backend(remotes[request.param], timeout=10)
+    info = await backend.connect()
+    yield request.param, backend, info, daemon_for(lab, request.param)
+    await backend.close()
+
+
+def cli_status(daemon, name):
+    out = daemon.cli("list", name, "--format", "csv", "-c", "ns").stdout.strip()
+    for line in out.splitlines():
+        n, status = line.split(",")
+        if n == name:
+            return status
+    return None
+
+
+async def test_connect_identifies_server(remote_backend):
+    name, backend, info, daemon = remote_backend
+    assert info.server == ("incus" if daemon.kind == "incus" else "lxd")
+    assert info.auth == "trusted"
+    assert info.version
+
+
+async def test_listing_shows_running_and_stopped_instances(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    running, stopped = unique("r"), unique("s")
+    daemon.cli("launch", "busybox", running)
+    daemon.cli("init", "busybox", stopped)
+    try:
+        listed = {i.name: i for i in await backend.list_instances()}
+        assert listed[running].status is InstanceStatus.RUNNING
+        assert listed[stopped].status is InstanceStatus.STOPPED
+        assert listed[running].type is InstanceType.CONTAINER
+        assert listed[running].ref == InstanceRef(name, running, "default")
+        assert "busybox" in listed[running].image.lower() or listed[running].image
+        one = await backend.get_instance(listed[stopped].ref)
+        assert one.name == stopped
+        with pytest.raises(NotFound):
+            await backend.get_instance(InstanceRef(name, unique("missing")))
+    finally:
+        daemon.cli("delete", "--force", running, stopped)
+
+
+async def test_usage_figures_of_running_instances(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("launch", "busybox", c)
+    try:
+        ref = InstanceRef(name, c)
+        first = (await backend.get_states([ref]))[ref]
+        assert first.memory_usage > 0
+        assert first.processes and first.processes >= 1
+        assert first.cpu_percent is None  # needs two samples
+        await asyncio.sleep(0.3)
+        second = (await backend.get_states([ref]))[ref]
+        assert second.cpu_percent is not None and second.cpu_percent >= 0
+    finally:
+        daemon.cli("delete", "--force", c)
+
+
+async def test_every_action_really_happens(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("init", "busybox", c)
+    ref = InstanceRef(name, c)
+    try:
+        await backend.start(ref)
+        assert cli_status(daemon, c) == "RUNNING"
+        await backend.freeze(ref)
+        assert cli_status(daemon, c) == "FROZEN"
+        assert (await backend.get_instance(ref)).status is InstanceStatus.FROZEN
+        await backend.unfreeze(ref)
+        assert cli_status(daemon, c) == "RUNNING"
+        pid_before = daemon.cli("info", c).stdout
+        await backend.restart(ref, timeout=20)
+        assert cli_status(daemon, c) == "RUNNING"
+        assert daemon.cli("info", c).stdout != pid_before  # a new init process
+        await backend.stop(ref, timeout=20)
+        assert cli_status(daemon, c) == "STOPPED"
+        await backend.start(ref)
+        with pytest.raises(Conflict, match="running"):
+            await backend.delete(ref)
+        assert cli_status(daemon, c) == "RUNNING"
+        await backend.delete(ref, force=True)
+        assert cli_status(daemon, c) is None
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_force_stop(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("launch", "busybox", c)
+    try:
+        await backend.stop(InstanceRef(name, c), force=True)
+        assert cli_status(daemon, c) == "STOPPED"
+    finally:
+        daemon.cli("delete", "--force", c)
+
+
+async def test_snapshots_round_trip(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("init", "busybox", c)
+    ref = InstanceRef(name, c)
+    try:
+        snap = await backend.create_snapshot(ref, "snap0")
+        assert snap.name == "snap0" and snap.created_at is not None
+        assert [s.name for s in await backend.list_snapshots(ref)] == ["snap0"]
+        assert await backend.snapshot_counts([ref]) == {ref: 1}
+        await backend.restore_snapshot(snap)
+        await backend.delete_snapshot(snap)
+        assert await backend.list_snapshots(ref) == []
+    finally:
+        daemon.cli("delete", "--force", c)
+
+
+async def test_event_arrives_when_another_client_changes_state(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("launch", "busybox", c)
+    events: asyncio.Queue = asyncio.Queue()
+
+    async def pump():
+        async for ev in backend.watch():
+            await events.put(ev)
+
+    task = asyncio.create_task(pump())
+    try:
+        first = await asyncio.wait_for(events.get(), 10)
+        assert (first.kind, first.action) == (EventKind.CONNECTION, "connected")
+        started = time.monotonic()
+        await asyncio.to_thread(daemon.cli, "stop", "--force", c)
+        seen = []
+        while True:
+            ev = await asyncio.wait_for(events.get(), 15)
+            seen.append(ev)
+            if ev.kind is EventKind.LIFECYCLE and ev.ref == InstanceRef(name, c) \
+                    and ev.action in ("instance-stopped", "instance-shutdown"):
+                break
+        assert time.monotonic() - started < 15
+        assert any(e.kind is EventKind.OPERATION for e in seen)
+    finally:
+        task.cancel()
+        daemon.cli("delete", "--force", c)

@@ -1,0 +1,63 @@
+"""Shared fixtures. The real-daemon lab starts once per session, on first use.
+
+In CI a missing daemon is a failure, never a skip: if the lab cannot start, every test that
+needs it errors with the reason. Developers without the lab deselect explicitly:
+``pytest -m "not lab"``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import lab as labmod  # noqa: E402
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "lab" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.lab)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """Two LXD daemons and one Incus daemon, with lxc/incus CLI configs in a temp HOME."""
+    reason = labmod.unavailable_reason()
+    if reason:
+        pytest.fail(f"the real-daemon lab cannot run here: {reason}", pytrace=False)
+    the_lab = labmod.Lab()
+    try:
+        the_lab.start()
+    except Exception as e:  # noqa: BLE001
+        the_lab.stop()
+        pytest.fail(f"the real-daemon lab failed to start: {e}", pytrace=False)
+    yield the_lab
+    the_lab.stop()
+
+
+@pytest.fixture
+def lab_env(lab):
+    """The lab's environment: HOME, LXD_CONF, INCUS_CONF, LXD_DIR (local = lxd1)."""
+    return lab.env()
+
+
+@pytest.fixture
+def unique(request):
+    """A name unique to this test (LXD names: letters, digits, dashes)."""
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())
+    base = "-".join(p for p in base.split("-") if p)[:30].strip("-")
+    return lambda suffix="": f"{base}-{uuid.uuid4().hex[:6]}{suffix}".strip("-")
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path, monkeypatch):
+    """Tests never read the developer's own corral config."""
+    monkeypatch.setenv("CORRAL_CONFIG_FILE", str(tmp_path / "no-corral-config.toml"))
+    for var in ("TEXTUAL", "TEXTUAL_DEVTOOLS_PORT"):
+        monkeypatch.delenv(var, raising=False)

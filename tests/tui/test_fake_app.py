@@ -1,0 +1,210 @@
+"""Fast Pilot tests of the main screen against the in-memory FakeBackend.
+
+They check UI behaviour deterministically; tests/tui/test_real_app.py proves the same
+screen against the real daemons."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.fake import FakeBackend
+from backends.models import InstanceStatus, InstanceType, Remote
+from tui.app import make_app
+from tui.screens.dialogs import ConfirmDialog
+from tui.screens.help import HelpScreen
+from tui.widgets.instance_table import InstanceTable
+from tui.widgets.remote_list import RemoteList
+
+R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
+CT, VM = InstanceType.CONTAINER, InstanceType.VM
+
+
+@pytest.fixture
+def fake_env(tmp_path):
+    """Two fake remotes configured through corral's own config file."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[ui]\nmetrics_interval = 60\n'
+        '[[remote]]\nname = "alpha"\nkind = "lxd"\naddress = "/nonexistent/a.sock"\n'
+        '[[remote]]\nname = "beta"\nkind = "lxd"\naddress = "/nonexistent/b.sock"\n'
+    )
+    backends = {}
+
+    def factory(remote: Remote, timeout: float):
+        specs = {
+            "alpha": [("web1", CT, R), ("web2", CT, S), ("vm1", VM, R)],
+            "beta": [("db1", CT, R), ("hang", CT, R)],
+        }[remote.name]
+        backends[remote.name] = FakeBackend(remote, instances=specs, hang_on_stop={"hang"})
+        return backends[remote.name]
+
+    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
+           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
+    return cfg, env, factory, backends
+
+
+async def settle(pilot, app):
+    await pilot.pause()
+    await app.workers.wait_for_complete() if False else None
+    for _ in range(5):
+        await pilot.pause(0.05)
+
+
+def table_rows(app):
+    table = app.screen.query_one(InstanceTable)
+    return {str(ref): table.get_row(key) for key, ref in table.refs.items()}
+
+
+def select(app, ref_text):
+    table = app.screen.query_one(InstanceTable)
+    for key, ref in table.refs.items():
+        if str(ref) == ref_text:
+            table.move_cursor(row=table.get_row_index(key))
+            return
+    raise AssertionError(f"{ref_text} not in table")
+
+
+async def test_table_lists_all_remotes_and_filter_narrows(fake_env):
+    cfg, env, factory, _ = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        rows = table_rows(app)
+        assert set(rows) == {"alpha:web1", "alpha:web2", "alpha:vm1", "beta:db1", "beta:hang"}
+        assert str(rows["alpha:vm1"][2]) == "VM"
+        await pilot.press("slash", *"status=running", "space", *"type=vm")
+        await settle(pilot, app)
+        assert set(table_rows(app)) == {"alpha:vm1"}
+        await pilot.press("escape")
+        await settle(pilot, app)
+        assert len(table_rows(app)) == 5
+        remotes = app.screen.query_one(RemoteList)
+        assert str(remotes.get_row("alpha")[2]) == "connected"
+        assert str(remotes.get_row("alpha")[3]) == "2/3"
+
+
+async def test_stop_key_and_force_dialog_when_graceful_stop_hangs(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "beta:db1")
+        await pilot.press("s")
+        await settle(pilot, app)
+        assert str(table_rows(app)["beta:db1"][3]) == "stopped"
+        select(app, "beta:hang")
+        await pilot.press("s")
+        await settle(pilot, app)
+        assert isinstance(app.screen, ConfirmDialog)
+        assert "did not shut down" in app.screen.message
+        await pilot.click("#confirm")
+        await settle(pilot, app)
+        assert backends["beta"].calls[-1] == ("stop", "hang", {"force": True})
+        assert str(table_rows(app)["beta:hang"][3]) == "stopped"
+
+
+async def test_delete_asks_naming_the_instance_and_cancel_keeps_it(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        await pilot.press("d")
+        await settle(pilot, app)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmDialog)
+        assert "alpha:web1" in dialog.title_text
+        assert "stopped by force" in dialog.message  # it is running
+        await pilot.press("enter")  # focus starts on Cancel: a stray enter deletes nothing
+        await settle(pilot, app)
+        assert "alpha:web1" in table_rows(app)
+        assert not any(c[0] == "delete" for c in backends["alpha"].calls)
+        await pilot.press("d")
+        await settle(pilot, app)
+        await pilot.click("#confirm")
+        await settle(pilot, app)
+        assert "alpha:web1" not in table_rows(app)
+        assert backends["alpha"].calls[-1] == ("delete", "web1", {"force": True})
+
+
+async def test_external_change_shows_without_a_keypress(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        backends["alpha"].set_status("web2", InstanceStatus.RUNNING)
+        await settle(pilot, app)
+        assert str(table_rows(app)["alpha:web2"][3]) == "running"
+
+
+async def test_pause_resume_start_and_disabled_actions(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert str(table_rows(app)["alpha:web1"][3]) == "frozen"
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert str(table_rows(app)["alpha:web1"][3]) == "running"
+        select(app, "alpha:web2")
+        await settle(pilot, app)
+        # a stopped instance cannot be stopped: the action is disabled, nothing is called
+        assert app.screen.check_action("stop_instance", ()) is None
+        await pilot.press("S")
+        await settle(pilot, app)
+        assert str(table_rows(app)["alpha:web2"][3]) == "running"
+
+
+async def test_help_lists_every_instance_key_and_keymap_rebinds(fake_env, tmp_path):
+    cfg, env, factory, backends = fake_env
+    cfg.write_text(cfg.read_text() + '[keymap]\n"instance.stop" = "x"\n')
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("question_mark")
+        await settle(pilot, app)
+        assert isinstance(app.screen, HelpScreen)
+        ids = {bid for _, _, bid in app.screen.rows}
+        for needed in ("instance.start", "instance.stop", "instance.restart", "instance.pause",
+                       "instance.delete", "view.filter", "view.details", "app.quit"):
+            assert needed in ids
+        stop_keys = [k for k, _, bid in app.screen.rows if bid == "instance.stop"]
+        assert stop_keys == ["x"]
+        await pilot.press("escape")
+        select(app, "beta:db1")
+        await pilot.press("x")
+        await settle(pilot, app)
+        assert str(table_rows(app)["beta:db1"][3]) == "stopped"
+
+
+async def test_sort_cycles_and_keeps_selection(fake_env):
+    cfg, env, factory, _ = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        table = app.screen.query_one(InstanceTable)
+        names = lambda: [table.refs[table.coordinate_to_cell_key((i, 0)).row_key.value].name
+                         for i in range(table.row_count)]
+        assert names() == sorted(names())
+        select(app, "beta:db1")
+        await pilot.press("O")
+        await settle(pilot, app)
+        assert names() == sorted(names(), reverse=True)
+        assert str(table.selected_ref) == "beta:db1"
+
+
+async def test_command_palette_offers_instance_actions(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+p")
+        await settle(pilot, app)
+        await pilot.press(*"Stop beta:db1")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert ("stop", "db1", {"force": False}) in backends["beta"].calls
