@@ -1,0 +1,209 @@
+"""Pilot tests of the app against the real lab daemons (LXD over unix, LXD over HTTPS,
+Incus over HTTPS), built through the same factory the ``corral`` command uses."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from backends.models import ConnectionState
+from tui.app import make_app
+from tui.widgets.instance_table import InstanceTable
+from tui.widgets.remote_list import RemoteList
+
+
+async def wait_for(pilot, predicate, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rows(app):
+    table = app.screen.query_one(InstanceTable)
+    return {str(ref): [str(c) for c in table.get_row(key)] for key, ref in table.refs.items()}
+
+
+def status(app, name):
+    return rows(app).get(name, [None] * 4)[3]
+
+
+def remote_state(app, name):
+    return app.screen.inventory.statuses[name].state
+
+
+def select(app, ref_text):
+    table = app.screen.query_one(InstanceTable)
+    for key, ref in table.refs.items():
+        if str(ref) == ref_text:
+            table.move_cursor(row=table.get_row_index(key))
+            table.focus()
+            return
+    raise AssertionError(f"{ref_text} not in table")
+
+
+def write_config(tmp_path, extra=""):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[ui]\nmetrics_interval = 60\nnetwork_timeout = 2\nstop_timeout = 20\n"
+                   + extra)
+    return cfg
+
+
+async def test_table_shows_all_three_remotes_and_s_really_stops(lab, lab_env, unique, tmp_path):
+    a, b, c = unique("a"), unique("b"), unique("c")
+    lab.lxd1.cli("launch", "busybox", a)
+    lab.lxd2.cli("launch", "busybox", b)
+    lab.incus1.cli("launch", "busybox", c)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            want = {f"local:{a}", f"lab2:{b}", f"inc1:{c}"}
+            await wait_for(pilot, lambda: want <= set(rows(app)), what="all three instances")
+            assert all(status(app, r) == "running" for r in want)
+            remotes = app.screen.query_one(RemoteList)
+            assert str(remotes.get_row("inc1")[1]) == "incus"
+            assert str(remotes.get_row("lab2")[2]) == "connected"
+            # the Incus CLI's built-in local remote has no daemon here: shown, in words
+            await wait_for(pilot, lambda: remote_state(app, "incus-local")
+                           is ConnectionState.DISCONNECTED, what="incus-local unreachable")
+            assert "No Incus socket" in app.screen.inventory.statuses["incus-local"].message
+
+            select(app, f"lab2:{b}")
+            await pilot.press("s")
+            await wait_for(pilot, lambda: status(app, f"lab2:{b}") == "stopped",
+                           timeout=30, what="lab2 instance stopped")
+            out = lab.lxd2.cli("list", b, "--format", "csv", "-c", "s").stdout.strip()
+            assert out == "STOPPED"
+    finally:
+        lab.lxd1.cli("delete", "--force", a)
+        lab.lxd2.cli("delete", "--force", b)
+        lab.incus1.cli("delete", "--force", c)
+
+
+async def test_instance_launched_outside_appears_without_a_keypress(lab, lab_env, unique,
+                                                                     tmp_path):
+    app = make_app(write_config(tmp_path), env=lab_env)
+    name = unique()
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: all(
+                remote_state(app, n) is ConnectionState.CONNECTED
+                for n in ("local", "lab2", "inc1")) and app.screen.inventory.statuses[
+                    "inc1"].listed, what="remotes connected")
+            await asyncio.to_thread(lab.incus1.cli, "launch", "busybox", name)
+            await wait_for(pilot, lambda: status(app, f"inc1:{name}") == "running",
+                           what="externally launched instance")
+            await asyncio.to_thread(lab.incus1.cli, "stop", "--force", name)
+            await wait_for(pilot, lambda: status(app, f"inc1:{name}") == "stopped",
+                           what="externally stopped instance")
+            await asyncio.to_thread(lab.incus1.cli, "delete", name)
+            await wait_for(pilot, lambda: f"inc1:{name}" not in rows(app),
+                           what="externally deleted instance")
+    finally:
+        lab.incus1.cli("delete", "--force", name, check=False)
+
+
+async def test_delete_from_keyboard_removes_it_on_the_daemon(lab, lab_env, unique, tmp_path):
+    name = unique()
+    lab.lxd1.cli("init", "busybox", name)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="instance")
+            select(app, f"local:{name}")
+            await pilot.press("d")
+            await wait_for(pilot, lambda: app.screen.id != "_default"
+                           and hasattr(app.screen, "title_text"), what="dialog")
+            assert name in app.screen.title_text
+            await pilot.click("#confirm")
+            await wait_for(pilot, lambda: f"local:{name}" not in rows(app), what="row gone")
+            out = lab.lxd1.cli("list", "--format", "csv", "-c", "n").stdout.split()
+            assert name not in out
+    finally:
+        lab.lxd1.cli("delete", "--force", name, check=False)
+
+
+async def test_malformed_cli_config_is_named_and_other_remotes_load(lab, lab_env, tmp_path):
+    (tmp_path / "lxc").mkdir()
+    bad = tmp_path / "lxc" / "config.yml"
+    bad.write_text("remotes:\n  oops: [\n")
+    env = dict(lab_env, LXD_CONF=str(tmp_path / "lxc"))
+    app = make_app(write_config(tmp_path), env=env)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: remote_state(app, "inc1") is ConnectionState.CONNECTED,
+                       what="incus remote still connects")
+        problems = str(app.screen.query_one("#problems").render())
+        assert str(bad) in problems and "not valid YAML" in problems
+
+
+async def test_hung_remote_shows_not_responding_while_the_rest_works(lab, lab_env, unique,
+                                                                      tmp_path):
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    held = []
+
+    async def accept_forever():
+        loop = asyncio.get_running_loop()
+        silent.setblocking(False)
+        while True:
+            conn, _ = await loop.sock_accept(silent)
+            held.append(conn)
+
+    cert = str(lab.lxd_conf / "client.crt")
+    key = str(lab.lxd_conf / "client.key")
+    cfg = write_config(tmp_path, f'[[remote]]\nname = "hung"\nkind = "lxd"\n'
+                       f'address = "https://127.0.0.1:{port}"\nclient_cert = "{cert}"\n'
+                       f'client_key = "{key}"\n')
+    name = unique()
+    lab.lxd1.cli("launch", "busybox", name)
+    app = make_app(cfg, env=lab_env)
+    acceptor = asyncio.ensure_future(accept_forever())
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="local listing")
+            started = time.monotonic()
+            await wait_for(pilot, lambda: remote_state(app, "hung")
+                           is ConnectionState.NOT_RESPONDING, timeout=10, what="not responding")
+            assert time.monotonic() - started < 10
+            remotes = app.screen.query_one(RemoteList)
+            assert str(remotes.get_row("hung")[2]).startswith("not resp")
+            # the rest keeps working while 'hung' hangs
+            select(app, f"local:{name}")
+            await pilot.press("s")
+            await wait_for(pilot, lambda: status(app, f"local:{name}") == "stopped",
+                           timeout=30, what="stop while another remote hangs")
+    finally:
+        acceptor.cancel()
+        for c in held:
+            c.close()
+        silent.close()
+        lab.lxd1.cli("delete", "--force", name)
+
+
+async def test_killed_daemon_shows_disconnected_then_reconnects(lab, lab_env, unique, tmp_path):
+    name = unique()
+    lab.lxd2.cli("launch", "busybox", name)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, f"lab2:{name}") == "running",
+                           what="lab2 listing")
+            await asyncio.to_thread(lab.lxd2.kill)
+            await wait_for(pilot, lambda: remote_state(app, "lab2")
+                           is ConnectionState.DISCONNECTED, what="disconnected")
+            await wait_for(pilot, lambda: status(app, f"lab2:{name}") == "running?",
+                           what="last known status, marked stale")
+            await asyncio.to_thread(lab.lxd2.start)
+            await wait_for(pilot, lambda: remote_state(app, "lab2")
+                           is ConnectionState.CONNECTED, timeout=40, what="reconnected")
+            await asyncio.to_thread(lab.lxd2.cli, "stop", "--force", name)
+            await wait_for(pilot, lambda: status(app, f"lab2:{name}") == "stopped",
+                           what="events flow again after reconnect")
+            assert app.return_code is None  # no crash, no traceback screen
+    finally:
+        if not lab.lxd2.alive():
+            lab.lxd2.start()
+        lab.lxd2.cli("delete", "--force", name, check=False)
