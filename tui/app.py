@@ -15,7 +15,7 @@ from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 from .commands import InstanceCommands
 from .config import Config, load_config
 from .screens.main import MainScreen
-from .services.inventory import BackendFactory
+from .services.inventory import BackendFactory, Inventory
 
 
 class CorralApp(App[None]):
@@ -56,7 +56,24 @@ class CorralApp(App[None]):
                 "No LXD or Incus remotes found. Add one with `lxc remote add` or "
                 f"`incus remote add`, or under [[remote]] in {config.path}."
             )
-        self._factory = factory
+        kwargs = {"factory": factory} if factory is not None else {}
+        self.inventory = Inventory(remotes, on_change=self._inventory_changed,
+                                   timeout=config.network_timeout, **kwargs)
+        self.main_screen: MainScreen | None = None
+
+    def _inventory_changed(self, remote: str, refs) -> None:
+        if self.main_screen is not None:
+            self.main_screen.inventory_changed(remote, refs)
+
+    def on_load(self) -> None:
+        # Connect to every remote at once, while Textual is still starting up.
+        for name in self.inventory.remotes:
+            self.run_worker(self.inventory.run_remote(name), group=f"remote:{name}",
+                            exclusive=True, exit_on_error=False,
+                            description=f"Follow remote {name}")
+
+    async def on_unmount(self) -> None:
+        await self.inventory.close()
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_VARIABLES)
@@ -72,16 +89,13 @@ class CorralApp(App[None]):
                         severity="warning")
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
-        self.push_screen(
-            MainScreen(
-                self.remotes,
-                problems=self.problems,
-                factory=self._factory,
-                timeout=self.config.network_timeout,
-                metrics_interval=self.config.metrics_interval,
-                stop_timeout=self.config.stop_timeout,
-            )
+        self.main_screen = MainScreen(
+            self.inventory,
+            problems=self.problems,
+            metrics_interval=self.config.metrics_interval,
+            stop_timeout=self.config.stop_timeout,
         )
+        self.push_screen(self.main_screen)
 
     def action_help(self) -> None:
         screen = self.screen

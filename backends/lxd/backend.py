@@ -189,27 +189,31 @@ class LXDBackend(Backend):
         t = self.timeout
 
         def _connect() -> tuple[pylxd.Client, dict[str, Any]]:
-            # Probe first with our own session: errors keep their type (pylxd wraps them).
-            r = session.get(f"{url}/1.0", timeout=(t, t))
-            if r.status_code != 200:
-                raise pylxd_exc.LXDAPIException(r)
-            meta = r.json()["metadata"]
+            endpoint = self.remote.socket_path if self.remote.is_unix else url
+            project = self.remote.project if self.remote.project != "default" else None
+            try:
+                # pylxd's constructor does the GET /1.0 (one round trip).
+                client = pylxd.Client(
+                    endpoint=endpoint,
+                    cert=(self.remote.client_cert, self.remote.client_key)
+                    if self.remote.client_cert else None,
+                    session=session,
+                    timeout=(t, max(t, 30)),
+                    project=project,
+                )
+            except pylxd_exc.ClientConnectionFailed as e:
+                # pylxd wraps the requests error in a string: map the original instead.
+                cause = e.__context__ or e.__cause__
+                if isinstance(cause, requests.exceptions.RequestException):
+                    raise self._map_error(cause) from e
+                raise
+            meta = client.host_info
             if meta.get("auth") != "trusted":
                 raise AuthError(
                     f"'{self.remote.name}' does not trust this client's certificate "
                     f"({self.remote.client_cert}). Add it with `lxc config trust add` or "
                     f"re-add the remote with a trust token."
                 )
-            endpoint = self.remote.socket_path if self.remote.is_unix else url
-            project = self.remote.project if self.remote.project != "default" else None
-            client = pylxd.Client(
-                endpoint=endpoint,
-                cert=(self.remote.client_cert, self.remote.client_key)
-                if self.remote.client_cert else None,
-                session=session,
-                timeout=(t, max(t, 30)),
-                project=project,
-            )
             return client, meta
 
         client, meta = await self._call(_connect)

@@ -9,15 +9,16 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from backends.errors import BackendError, StopTimedOut
-from backends.models import Capability, InstanceRef, InstanceStatus, Remote
+from backends.models import Capability, InstanceRef, InstanceStatus
 
 from .. import format as fmt
 from ..filter import FilterError, Term, parse
-from ..services.inventory import BackendFactory, Inventory
+from ..services.inventory import Inventory
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from .dialogs import ConfirmDialog
@@ -69,18 +70,14 @@ class MainScreen(Screen[None]):
 
     def __init__(
         self,
-        remotes: Iterable[Remote],
+        inventory: Inventory,
         *,
         problems: Iterable[str] = (),
-        factory: BackendFactory | None = None,
-        timeout: float = 10.0,
         metrics_interval: float = 10.0,
         stop_timeout: int = 30,
     ) -> None:
         super().__init__()
-        kwargs = {"factory": factory} if factory is not None else {}
-        self.inventory = Inventory(remotes, on_change=self._on_inventory_change,
-                                   timeout=timeout, **kwargs)
+        self.inventory = inventory
         self.problems = list(problems)
         self.metrics_interval = metrics_interval
         self.stop_timeout = stop_timeout
@@ -88,6 +85,8 @@ class MainScreen(Screen[None]):
         self._dirty: dict[str, set[InstanceRef] | None] = {}
         self._apply_scheduled = False
         self._sample_soon_scheduled = False
+        self._ready = False
+        """Set once mounted; changes before that are shown by on_mount in one go."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -112,19 +111,16 @@ class MainScreen(Screen[None]):
         table.on_sorted = lambda col, rev: self._update_titles()
         table.focus()
         self.query_one(RemoteList).sync(self.inventory)
-        for name in self.inventory.remotes:
-            self.run_worker(self.inventory.run_remote(name), group=f"remote:{name}",
-                            exclusive=True, exit_on_error=False,
-                            description=f"Follow remote {name}")
-        self._update_titles()
+        # The app started the remotes before this screen existed: show what already arrived.
+        self._dirty = {name: None for name in self.inventory.remotes}
+        self._apply_changes()
+        self._ready = True
         self.set_timer(self.metrics_interval, self._sample_tick)
-
-    async def on_unmount(self) -> None:
-        await self.inventory.close()
 
     # Inventory -> widgets --------------------------------------------------------------
 
-    def _on_inventory_change(self, remote: str, refs: set[InstanceRef] | None) -> None:
+    def inventory_changed(self, remote: str, refs: set[InstanceRef] | None) -> None:
+        """Called by the app for every inventory change; coalesced into one update."""
         if remote in self._dirty and self._dirty[remote] is None:
             pass
         elif refs is None:
@@ -132,6 +128,8 @@ class MainScreen(Screen[None]):
         else:
             self._dirty.setdefault(remote, set())
             self._dirty[remote] |= refs  # type: ignore[operator]
+        if not self._ready:
+            return
         if refs is None:
             self._sample_soon()
         if not self._apply_scheduled:
@@ -141,10 +139,11 @@ class MainScreen(Screen[None]):
     def _apply_changes(self) -> None:
         self._apply_scheduled = False
         dirty, self._dirty = self._dirty, {}
-        if not self.is_mounted:
+        try:
+            table = self.query_one(InstanceTable)
+            remotes = self.query_one(RemoteList)
+        except NoMatches:  # the screen is closing
             return
-        table = self.query_one(InstanceTable)
-        remotes = self.query_one(RemoteList)
         with self.app.batch_update():
             for remote, refs in dirty.items():
                 if refs is None:
