@@ -140,7 +140,8 @@ class Instance:
     description: str = ""
     architecture: str = ""
     created_at: datetime | None = None
-    snapshot_count: int = 0
+    snapshot_count: int | None = None
+    """``None`` until counted (listings do not include snapshots; counts come lazily)."""
     profiles: tuple[str, ...] = ()
     location: str = ""
     cpu_limit: str = ""

@@ -96,7 +96,7 @@ def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
         description=data.get("description") or "",
         architecture=data.get("architecture") or "",
         created_at=parse_time(data.get("created_at")),
-        snapshot_count=len(snaps) if isinstance(snaps, list) else 0,
+        snapshot_count=len(snaps) if isinstance(snaps, list) else None,
         profiles=tuple(data.get("profiles") or ()),
         location=data.get("location") or "",
         cpu_limit=str(expanded.get("limits.cpu") or ""),

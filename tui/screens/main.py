@@ -144,16 +144,18 @@ class MainScreen(Screen[None]):
             remotes = self.query_one(RemoteList)
         except NoMatches:  # the screen is closing
             return
+        candidates: set[InstanceRef] = set()
+        for remote, refs in dirty.items():
+            if refs:
+                candidates |= refs
+            else:
+                # a listing (None) or a connection/operations change (empty): every row of
+                # the remote, including rows that vanished
+                candidates |= {r for r in self.inventory.instances if r.remote == remote}
+                candidates |= {r for r in table.refs.values() if r.remote == remote}
         with self.app.batch_update():
-            for remote, refs in dirty.items():
-                if refs is None:
-                    table.sync(self.inventory, self.terms, None)
-                elif refs:
-                    table.sync(self.inventory, self.terms, refs)
-                else:
-                    # connection state / operations changed: status cells of the remote
-                    table.sync(self.inventory, self.terms,
-                               {r for r in self.inventory.instances if r.remote == remote})
+            table.sync(self.inventory, self.terms, candidates)
+            for remote in dirty:
                 remotes.sync(self.inventory, remote)
         self._update_titles()
         self._update_details()
@@ -217,7 +219,7 @@ class MainScreen(Screen[None]):
             ("Profiles", ", ".join(inst.profiles) or "—"),
             ("Limits", f"cpu {inst.cpu_limit or 'unlimited'}, memory "
              f"{fmt.size(inst.memory_limit) if inst.memory_limit else 'unlimited'}"),
-            ("Snapshots", str(inst.snapshot_count)),
+            ("Snapshots", "…" if inst.snapshot_count is None else str(inst.snapshot_count)),
         ]
         if state:
             rows += [

@@ -31,6 +31,16 @@ from backends.models import (
     ServerInfo,
 )
 
+_IMPLIED_STATUS = {
+    "instance-started": InstanceStatus.RUNNING,
+    "instance-restarted": InstanceStatus.RUNNING,
+    "instance-resumed": InstanceStatus.RUNNING,
+    "instance-stopped": InstanceStatus.STOPPED,
+    "instance-shutdown": InstanceStatus.STOPPED,
+    "instance-paused": InstanceStatus.FROZEN,
+}
+"""Lifecycle actions whose outcome is known: shown at once, then confirmed by a fetch."""
+
 ChangeCallback = Callable[[str, "set[InstanceRef] | None"], None]
 BackendFactory = Callable[[Remote, float], Backend]
 
@@ -166,6 +176,10 @@ class Inventory:
                 self.statuses[name].server = info
                 self.backends[name] = backend
                 try:
+                    # Paint first: a listing right away (cheap); the event stream then
+                    # opens and a second listing after it resyncs anything missed between.
+                    self._set_state(name, ConnectionState.CONNECTED)
+                    await self.refresh(name)
                     await self._follow(name, backend)
                 finally:
                     self.backends.pop(name, None)
@@ -216,6 +230,13 @@ class Inventory:
         elif action.startswith("instance-snapshot-"):
             self._spawn(self._snapshot_count(ref))
         elif action.startswith("instance-"):
+            implied = _IMPLIED_STATUS.get(action)
+            inst = self.instances.get(ref)
+            if implied is not None and inst is not None and inst.status is not implied:
+                self.instances[ref] = replace(inst, status=implied)
+                if implied is not InstanceStatus.RUNNING:
+                    self.states.pop(ref, None)
+                self._notify(name, {ref})
             self._schedule_fetch(ref)
 
     def _drop(self, ref: InstanceRef) -> None:
@@ -259,8 +280,7 @@ class Inventory:
                 except BackendError:
                     return
                 old = self.instances.get(ref)
-                if old is not None and old.snapshot_count != inst.snapshot_count \
-                        and inst.snapshot_count == 0:
+                if old is not None and inst.snapshot_count is None:
                     inst = replace(inst, snapshot_count=old.snapshot_count)
                 self.instances[ref] = inst
                 if inst.status is not InstanceStatus.RUNNING:
@@ -268,8 +288,6 @@ class Inventory:
                 self._notify(ref.remote, {ref})
                 if ref not in self._refetch:
                     break
-            if old is None:
-                self._spawn(self._snapshot_count(ref))
             if inst.status is InstanceStatus.RUNNING:
                 await self.sample(ref.remote, [ref])
         finally:
@@ -304,50 +322,47 @@ class Inventory:
             self._drop(ref)
         for ref, inst in fresh.items():
             old = self.instances.get(ref)
-            if old is not None and inst.snapshot_count == 0:
+            if old is not None and inst.snapshot_count is None:
                 inst = replace(inst, snapshot_count=old.snapshot_count)
             self.instances[ref] = inst
         self.statuses[name].listed = True
         self._notify(name, None)
-        counter = getattr(backend, "snapshot_counts", None)
-        if counter is not None:
-            self._spawn(self._all_snapshot_counts(name, counter, list(fresh)))
-
-    async def _all_snapshot_counts(self, name: str, counter, refs: list[InstanceRef]) -> None:
-        try:
-            counts = await counter(refs)
-        except BackendError:
-            return
-        changed = set()
-        for ref, n in counts.items():
-            inst = self.instances.get(ref)
-            if inst is not None and inst.snapshot_count != n:
-                self.instances[ref] = replace(inst, snapshot_count=n)
-                changed.add(ref)
-        if changed:
-            self._notify(name, changed)
 
     async def sample(self, name: str, refs: list[InstanceRef]) -> None:
-        """Fetch usage figures of these running instances of one remote."""
+        """Fetch usage figures of the running ones of these instances, and snapshot counts
+        of those not counted yet (only rows the user can see are sampled)."""
         backend = self.backends.get(name)
-        if backend is None or not refs or Capability.METRICS not in backend.capabilities:
+        if backend is None or not refs:
             return
+        running = [r for r in refs if (i := self.instances.get(r)) is not None
+                   and i.status is InstanceStatus.RUNNING]
+        uncounted = [r for r in refs if (i := self.instances.get(r)) is not None
+                     and i.snapshot_count is None]
+        counter = getattr(backend, "snapshot_counts", None)
+        states: dict[InstanceRef, InstanceState] = {}
+        counts: dict[InstanceRef, int] = {}
         try:
-            states = await backend.get_states(refs)
+            if running and Capability.METRICS in backend.capabilities:
+                states = await backend.get_states(running)
+            if uncounted and counter is not None:
+                counts = await counter(uncounted)
         except BackendError:
             return
-        for ref in refs:
+        for ref in running:
             if ref in states:
                 self.states[ref] = states[ref]
             else:
                 self.states.pop(ref, None)
-        self._notify(name, set(refs))
+        for ref, n in counts.items():
+            inst = self.instances.get(ref)
+            if inst is not None:
+                self.instances[ref] = replace(inst, snapshot_count=n)
+        self._notify(name, set(running) | set(counts))
 
     async def sample_visible(self, visible: Iterable[InstanceRef]) -> None:
         by_remote: dict[str, list[InstanceRef]] = {}
         for ref in visible:
-            inst = self.instances.get(ref)
-            if inst is not None and inst.status is InstanceStatus.RUNNING:
+            if ref in self.instances:
                 by_remote.setdefault(ref.remote, []).append(ref)
         await asyncio.gather(*(self.sample(n, refs) for n, refs in by_remote.items()))
 

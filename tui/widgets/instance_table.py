@@ -41,7 +41,7 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("memory", "Memory", 17),
     ("disk", "Disk", 7),
     ("snapshots", "Snaps", 5),
-    ("image", "Image", None),
+    ("image", "Image", 24),
 )
 
 _STATUS_VAR = {
@@ -151,24 +151,22 @@ class InstanceTable(DataTable):
             SortCell(fmt.memory(state, inst.memory_limit), mem_used),
             SortCell(fmt.disk(state), (state.disk_usage or 0) if state else -1),
             SortCell(str(inst.snapshot_count) if inst.snapshot_count else "",
-                     inst.snapshot_count),
+                     -1 if inst.snapshot_count is None else inst.snapshot_count),
             SortCell(inst.image, inst.image),
         )
 
-    def sync(self, inv: Inventory, terms: list[Term], refs: set[InstanceRef] | None = None,
-             remote: str | None = None) -> None:
+    def sync(self, inv: Inventory, terms: list[Term], refs: set[InstanceRef] | None = None) -> None:
         """Bring the rows in line with the inventory.
 
-        ``refs`` limits the work to those instances (an event); ``None`` re-checks all
-        (a listing, a filter change). Unchanged rows are not touched, so the cursor and
-        scroll position stay.
+        ``refs`` limits the work to those instances (events, one remote's listing); ``None``
+        re-checks every instance (a filter change). Rows whose inputs did not change are not
+        touched, so the cursor and scroll position stay.
         """
         selected = self.selected_ref
         if refs is None:
-            candidates = set(inv.instances)
-            candidates |= set(self.refs.values())
+            candidates = set(inv.instances) | set(self.refs.values())
         else:
-            candidates = set(refs)
+            candidates = refs
         changed_order = False
         for ref in candidates:
             key = row_key(ref)
@@ -183,17 +181,19 @@ class InstanceTable(DataTable):
                     self._rendered.pop(key, None)
                 continue
             assert inst is not None
+            online = inv.statuses[ref.remote].state is ConnectionState.CONNECTED
+            signature = (inst, state, inv.pending.get(ref), online)
+            if present and self._rendered.get(key) == signature:
+                continue
             cells = self._cells(inv, inst, state)
-            plain = tuple((str(cell), cell.style) for cell in cells)
             if not present:
                 self.add_row(*cells, key=key)
                 self.refs[key] = ref
-                changed_order = True
-            elif self._rendered.get(key) != plain:
+            else:
                 for (col, _, _), cell in zip(COLUMNS, cells):
                     self.update_cell(key, col, cell)
-                changed_order = True
-            self._rendered[key] = plain
+            changed_order = True
+            self._rendered[key] = signature
         if changed_order:
             self.apply_sort()
             if selected is not None and row_key(selected) in self.refs:
