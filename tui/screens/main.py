@@ -24,6 +24,20 @@ from ..widgets.remote_list import RemoteList
 from .dialogs import ConfirmDialog
 from .help import HelpScreen, key_rows
 
+def _update_if_changed(widget: Static, content: str | Text) -> None:
+    """``Static.update`` re-lays out the screen, which repaints the whole table: skip it
+    when nothing changed (this keeps idle CPU near zero)."""
+    key = content.markup if isinstance(content, Text) else content
+    if getattr(widget, "_corral_last", None) != key:
+        widget._corral_last = key  # type: ignore[attr-defined]
+        widget.update(content)
+
+
+def _set_if_changed(widget, attribute: str, value: str | None) -> None:
+    if getattr(widget, attribute) != value:
+        setattr(widget, attribute, value)
+
+
 # action name -> (capability needed, label while running)
 _INSTANCE_ACTIONS = {
     "start_instance": Capability.START,
@@ -86,6 +100,7 @@ class MainScreen(Screen[None]):
         self._apply_scheduled = False
         self._sample_soon_scheduled = False
         self._ready = False
+        self._bindings_key: tuple | None = None
         """Set once mounted; changes before that are shown by on_mount in one go."""
 
     def compose(self) -> ComposeResult:
@@ -161,7 +176,18 @@ class MainScreen(Screen[None]):
         self._update_details()
         self._update_remote_info()
         self._update_activity()
-        self.refresh_bindings()
+        self._refresh_bindings_if_needed()
+
+    def _refresh_bindings_if_needed(self) -> None:
+        """Re-evaluate the footer keys only when what the selection allows changed (the
+        footer is rebuilt on every refresh, which is not free)."""
+        ref = self.query_one(InstanceTable).selected_ref
+        inst = self.inventory.instances.get(ref) if ref else None
+        key = (ref, inst.status if inst else None, self.inventory.capabilities(ref)
+               if ref else None)
+        if key != self._bindings_key:
+            self._bindings_key = key
+            self.refresh_bindings()
 
     def _update_titles(self) -> None:
         table = self.query_one(InstanceTable)
@@ -169,8 +195,8 @@ class MainScreen(Screen[None]):
         shown = table.row_count
         arrow = "↓" if not table.sort_reverse else "↑"
         count = f"{shown}/{total}" if self.terms else f"{total}"
-        table.border_title = f"Instances ({count})"
-        table.border_subtitle = f"sort: {table.sort_column} {arrow}"
+        _set_if_changed(table, "border_title", f"Instances ({count})")
+        _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
 
     def _update_activity(self) -> None:
         parts = []
@@ -179,14 +205,13 @@ class MainScreen(Screen[None]):
                 what = op.description + (f" {op.progress}" if op.progress else "")
                 target = f" {', '.join(op.instances)}" if op.instances else ""
                 parts.append(f"{name}:{target} {what}")
-        self.query_one("#activity", Static).update(
-            Text("  ·  ".join(parts) if parts else "", no_wrap=True, overflow="ellipsis"))
+        _update_if_changed(self.query_one("#activity", Static), "  ·  ".join(parts))
 
     def _update_remote_info(self) -> None:
         name = self.query_one(RemoteList).selected_remote
         info = self.query_one("#remote-info", Static)
         if name is None or name not in self.inventory.statuses:
-            info.update("")
+            _update_if_changed(info, "")
             return
         st = self.inventory.statuses[name]
         lines = [f"[b]{name}[/b]  {st.remote.address}"]
@@ -198,7 +223,7 @@ class MainScreen(Screen[None]):
             lines.append("read-only")
         if st.message:
             lines.append(f"[$error]{st.message}[/]")
-        info.update("\n".join(lines))
+        _update_if_changed(info, "\n".join(lines))
 
     def _update_details(self) -> None:
         details = self.query_one("#details", Static)
@@ -207,7 +232,7 @@ class MainScreen(Screen[None]):
         ref = self.query_one(InstanceTable).selected_ref
         inst = self.inventory.instances.get(ref) if ref else None
         if inst is None:
-            details.update("No instance selected.")
+            _update_if_changed(details, "No instance selected.")
             return
         state = self.inventory.states.get(inst.ref)
         rows = [
@@ -234,8 +259,8 @@ class MainScreen(Screen[None]):
         for label, value in rows:
             text.append(f"{label:>10}  ", style="bold")
             text.append(f"{value}\n")
-        details.border_title = f"Details: {inst.ref}"
-        details.update(text)
+        _set_if_changed(details, "border_title", f"Details: {inst.ref}")
+        _update_if_changed(details, text)
 
     # Sampling (the only periodic work: usage of visible running rows) ------------------
 
@@ -274,7 +299,7 @@ class MainScreen(Screen[None]):
     @on(DataTable.RowHighlighted, "#instances")
     def _instance_highlighted(self) -> None:
         self._update_details()
-        self.refresh_bindings()
+        self._refresh_bindings_if_needed()
 
     @on(DataTable.RowHighlighted, "#remote-list")
     def _remote_highlighted(self) -> None:

@@ -167,7 +167,8 @@ class InstanceTable(DataTable):
             candidates = set(inv.instances) | set(self.refs.values())
         else:
             candidates = refs
-        changed_order = False
+        resort = False
+        sort_index = [k for k, _, _ in COLUMNS].index(self.sort_column)
         for ref in candidates:
             key = row_key(ref)
             inst = inv.instances.get(ref)
@@ -181,23 +182,29 @@ class InstanceTable(DataTable):
                     self._rendered.pop(key, None)
                 continue
             assert inst is not None
-            online = inv.statuses[ref.remote].state is ConnectionState.CONNECTED
-            signature = (inst, state, inv.pending.get(ref), online)
-            if present and self._rendered.get(key) == signature:
-                continue
             cells = self._cells(inv, inst, state)
+            shown = tuple((c.plain, str(c.style)) for c in cells)
+            previous = self._rendered.get(key)
+            if present and previous == shown:
+                continue
             if not present:
                 self.add_row(*cells, key=key)
                 self.refs[key] = ref
+                resort = True
             else:
-                for (col, _, _), cell in zip(COLUMNS, cells):
-                    self.update_cell(key, col, cell)
-            changed_order = True
-            self._rendered[key] = signature
-        if changed_order:
+                # Only the cells whose text or style changed: usage figures that did not
+                # move cause no repaint at all.
+                for index, ((col, _, _), cell) in enumerate(zip(COLUMNS, cells)):
+                    if previous is None or previous[index] != shown[index]:
+                        self.update_cell(key, col, cell)
+                        resort = resort or index == sort_index
+            self._rendered[key] = shown
+        if resort:
             self.apply_sort()
             if selected is not None and row_key(selected) in self.refs:
-                self.move_cursor(row=self.get_row_index(row_key(selected)), animate=False)
+                index = self.get_row_index(row_key(selected))
+                if index != self.cursor_row:
+                    self.move_cursor(row=index, animate=False)
 
     def apply_sort(self) -> None:
         if self.row_count:
