@@ -161,13 +161,13 @@ class MainScreen(Screen[None]):
             return
         candidates: set[InstanceRef] = set()
         for remote, refs in dirty.items():
-            if refs:
-                candidates |= refs
-            else:
-                # a listing (None) or a connection/operations change (empty): every row of
-                # the remote, including rows that vanished
+            if refs is None:
+                # a listing or a connection change: every row of the remote, including
+                # rows that vanished
                 candidates |= {r for r in self.inventory.instances if r.remote == remote}
                 candidates |= {r for r in table.refs.values() if r.remote == remote}
+            else:
+                candidates |= refs  # empty: only the remote's own state (operations)
         with self.app.batch_update():
             table.sync(self.inventory, self.terms, candidates)
             for remote in dirty:

@@ -107,7 +107,7 @@ class Inventory:
         if st.state is not state or st.message != message:
             st.state = state
             st.message = message
-            self._notify(name, set())
+            self._notify(name, None)  # every row of the remote shows whether it is live
 
     def backend_for(self, ref: InstanceRef) -> Backend:
         backend = self.backends.get(ref.remote)
