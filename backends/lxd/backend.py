@@ -19,6 +19,7 @@ import functools
 import json
 import os
 import random
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, TypeVar
@@ -55,6 +56,7 @@ from ..models import (
     Snapshot,
 )
 from . import convert
+from .fasthttp import FastGet, HTTPStatusError
 from .tls import base_url, check_credentials, make_session, ssl_context
 
 T = TypeVar("T")
@@ -104,6 +106,7 @@ class LXDBackend(Backend):
         self._session: requests.Session | None = None
         self.info: ServerInfo | None = None
         self._previous: dict[InstanceRef, InstanceState] = {}
+        self._fast = FastGet(remote, timeout)
 
     # Plumbing ------------------------------------------------------------------------
 
@@ -156,6 +159,11 @@ class LXDBackend(Backend):
             return OperationFailed(str(e))
         if isinstance(e, pylxd_exc.ClientConnectionFailed):
             return Unreachable(f"Cannot connect to '{name}': {e}")
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return AuthError(
+                f"The server certificate of '{name}' ({self._where}) does not match the "
+                f"pinned certificate in {self.remote.server_cert or 'the system CA store'}."
+            )
         if isinstance(e, OSError):
             return Unreachable(f"Cannot reach '{name}' ({self._where}): {e.strerror or e}")
         return OperationFailed(f"{type(e).__name__}: {e}")
@@ -234,6 +242,7 @@ class LXDBackend(Backend):
         if session is not None:
             session.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._fast.close()
 
     # Listing ---------------------------------------------------------------------------
 
@@ -252,13 +261,15 @@ class LXDBackend(Backend):
         return convert.to_instance(data, self.remote.name)
 
     async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
-        client = self.client
+        fast = self._fast
 
         def _one(ref: InstanceRef) -> tuple[InstanceRef, dict[str, Any] | None]:
             try:
-                return ref, client.api.instances[ref.name].state.get().json()["metadata"]
-            except pylxd_exc.NotFound:
-                return ref, None
+                return ref, fast.get_json(f"instances/{ref.name}/state")
+            except HTTPStatusError as e:
+                if e.status in (404, 400):  # gone, or not running any more
+                    return ref, None
+                raise OperationFailed(str(e)) from e
 
         results = await asyncio.gather(
             *(self._call(_one, ref) for ref in refs), return_exceptions=True

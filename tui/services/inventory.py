@@ -328,7 +328,7 @@ class Inventory:
         self.statuses[name].listed = True
         self._notify(name, None)
 
-    async def sample(self, name: str, refs: list[InstanceRef]) -> None:
+    async def sample(self, name: str, refs: list[InstanceRef], *, notify: bool = True) -> None:
         """Fetch usage figures of the running ones of these instances, and snapshot counts
         of those not counted yet (only rows the user can see are sampled)."""
         backend = self.backends.get(name)
@@ -357,14 +357,19 @@ class Inventory:
             inst = self.instances.get(ref)
             if inst is not None:
                 self.instances[ref] = replace(inst, snapshot_count=n)
-        self._notify(name, set(running) | set(counts))
+        if notify:
+            self._notify(name, set(running) | set(counts))
 
     async def sample_visible(self, visible: Iterable[InstanceRef]) -> None:
         by_remote: dict[str, list[InstanceRef]] = {}
         for ref in visible:
             if ref in self.instances:
                 by_remote.setdefault(ref.remote, []).append(ref)
-        await asyncio.gather(*(self.sample(n, refs) for n, refs in by_remote.items()))
+        # one notification (so one repaint) for all remotes
+        await asyncio.gather(*(self.sample(n, refs, notify=False)
+                               for n, refs in by_remote.items()))
+        for name, refs in by_remote.items():
+            self._notify(name, set(refs))
 
     # Actions ---------------------------------------------------------------------------
 

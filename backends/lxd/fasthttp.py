@@ -1,0 +1,104 @@
+"""A lean keep-alive GET for the one hot path: ``/state`` of every visible running instance,
+every sampling interval.
+
+pylxd on requests costs about 2.5 ms of CPU per request here; ``http.client`` on a kept-alive
+connection about 0.9 ms (measured against LXD 5.0.2, unix socket and HTTPS). Everything else
+goes through pylxd. The TLS context is the same pinned one the events websocket uses.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from ..models import Remote
+from .tls import ssl_context
+
+
+class HTTPStatusError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("lxd", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class FastGet:
+    """Thread-safe: one kept-alive connection per worker thread."""
+
+    def __init__(self, remote: Remote, timeout: float) -> None:
+        self.remote = remote
+        self.timeout = timeout
+        self._local = threading.local()
+        self._all: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._ctx: ssl.SSLContext | None = None
+        self._query = (
+            "?" + urlencode({"project": remote.project}) if remote.project != "default" else ""
+        )
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.remote.is_unix:
+                conn = _UnixConnection(self.remote.socket_path, self.timeout)
+            else:
+                if self._ctx is None:
+                    self._ctx = ssl_context(self.remote)
+                hostport = self.remote.address.split("://", 1)[1].rstrip("/")
+                conn = http.client.HTTPSConnection(hostport, timeout=self.timeout,
+                                                   context=self._ctx)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def get_json(self, path: str) -> Any:
+        """``GET /1.0/<path>`` -> the ``metadata`` of the response.
+
+        Raises:
+            HTTPStatusError: the daemon answered with an error.
+            OSError, http.client.HTTPException: transport problems.
+        """
+        url = "/1.0/" + quote(path) + self._query
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request("GET", url)
+                response = conn.getresponse()
+                body = response.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                self._local.conn = None
+                if attempt:
+                    raise
+            except Exception:
+                conn.close()
+                self._local.conn = None
+                raise
+        data = json.loads(body) if body else {}
+        if response.status != 200:
+            raise HTTPStatusError(response.status, str(data.get("error") or response.reason))
+        return data.get("metadata")
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
