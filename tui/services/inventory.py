@@ -155,57 +155,68 @@ class Inventory:
                 continue
             self._set_state(name, ConnectionState.CONNECTING, "")
             backend = self._factory(remote, self.timeout)
+            # The event stream opens while the REST connection is made (one round trip
+            # saved); its events wait in a queue until the first listing is in.
+            events: asyncio.Queue[BackendEvent] = asyncio.Queue()
+            pump = None
+            if Capability.EVENTS in backend.capabilities:
+                pump = asyncio.ensure_future(self._pump(backend, events))
             try:
                 info = await backend.connect()
-            except AuthError as e:
+            except (BackendError, asyncio.CancelledError) as e:
+                if pump is not None:
+                    pump.cancel()
                 await backend.close()
-                self._set_state(name, ConnectionState.UNTRUSTED, e.message)
-                await self._sleep_or_wake(name, None)  # waits for the user to retry
-                continue
-            except NotResponding as e:
-                await backend.close()
-                self._set_state(name, ConnectionState.NOT_RESPONDING, e.message)
-            except BackendError as e:
-                await backend.close()
-                self._set_state(name, ConnectionState.DISCONNECTED, e.message)
-            except asyncio.CancelledError:
-                await backend.close()
-                raise
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+                if isinstance(e, AuthError):
+                    self._set_state(name, ConnectionState.UNTRUSTED, e.message)
+                    await self._sleep_or_wake(name, None)  # waits for the user to retry
+                    continue
+                state = (ConnectionState.NOT_RESPONDING if isinstance(e, NotResponding)
+                         else ConnectionState.DISCONNECTED)
+                self._set_state(name, state, e.message)
             else:
                 attempt = 0
                 self.statuses[name].server = info
                 self.backends[name] = backend
                 try:
-                    # Paint first: a listing right away (cheap); the event stream then
-                    # opens and a second listing after it resyncs anything missed between.
-                    self._set_state(name, ConnectionState.CONNECTED)
-                    await self.refresh(name)
-                    await self._follow(name, backend)
+                    await self._follow(name, events if pump is not None else None)
                 finally:
+                    if pump is not None:
+                        pump.cancel()
                     self.backends.pop(name, None)
                     await backend.close()
             attempt += 1
             delay = min(self.reconnect_cap, 0.5 * 2 ** attempt) * random.uniform(0.8, 1.2)
             await self._sleep_or_wake(name, delay)
 
-    async def _follow(self, name: str, backend: Backend) -> None:
-        if Capability.EVENTS not in backend.capabilities:
+    @staticmethod
+    async def _pump(backend: Backend, queue: asyncio.Queue[BackendEvent]) -> None:
+        async for event in backend.watch():
+            queue.put_nowait(event)
+
+    async def _follow(self, name: str, events: asyncio.Queue[BackendEvent] | None) -> None:
+        if events is None:
             # Backends without an event stream: a full refresh now, then on request.
             self._set_state(name, ConnectionState.CONNECTED)
             await self.refresh(name)
             await self._sleep_or_wake(name, None)
             return
-        async for event in backend.watch():
+        while True:
+            event = await events.get()
+            if event.kind is EventKind.CONNECTION and event.action == "connected":
+                # (Re)connected: list everything before applying the events that follow,
+                # so no stale listing can overwrite a newer fetch.
+                self.statuses[name].connected_at = time.monotonic()
+                self._set_state(name, ConnectionState.CONNECTED)
+                await self.refresh(name)
+                continue
             self._handle(name, event)
 
     def _handle(self, name: str, event: BackendEvent) -> None:
         if event.kind is EventKind.CONNECTION:
-            if event.action == "connected":
-                self.statuses[name].connected_at = time.monotonic()
-                self._set_state(name, ConnectionState.CONNECTED)
-                self._spawn(self.refresh(name))
-            else:
-                self._set_state(name, ConnectionState.DISCONNECTED, event.message)
+            self._set_state(name, ConnectionState.DISCONNECTED, event.message)
             return
         if event.kind is EventKind.OPERATION and event.operation is not None:
             ops = self.statuses[name].operations
