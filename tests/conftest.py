@@ -8,6 +8,7 @@ needs it errors with the reason. Developers without the lab deselect explicitly:
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -32,6 +33,9 @@ def lab():
     if reason:
         pytest.fail(f"the real-daemon lab cannot run here: {reason}", pytrace=False)
     the_lab = labmod.Lab()
+    # A SIGTERM (a CI time-out, a killed run) must still stop the daemons: turn it into
+    # the KeyboardInterrupt pytest handles by running finalizers.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         the_lab.start()
     except Exception as e:  # noqa: BLE001
@@ -39,6 +43,11 @@ def lab():
         pytest.fail(f"the real-daemon lab failed to start: {e}", pytrace=False)
     yield the_lab
     the_lab.stop()
+    signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(*_args):
+    raise KeyboardInterrupt("SIGTERM")
 
 
 @pytest.fixture

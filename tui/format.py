@@ -9,10 +9,25 @@ import humanize
 from backends.models import InstanceState, InstanceType
 
 
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
 def size(n: int | None) -> str:
+    """Bytes in at most three significant digits: ``512B``, ``420KiB``, ``23.4MiB``,
+    ``1.25GiB`` (narrow columns, and figures that do not flicker in the last digit)."""
     if n is None:
         return ""
-    return humanize.naturalsize(n, binary=True, format="%.1f").replace(" ", "")
+    value, unit = float(n), 0
+    while value >= 1024 and unit < len(_UNITS) - 1:
+        value /= 1024
+        unit += 1
+    if unit == 0:
+        return f"{int(value)}B"
+    if value >= 100:
+        return f"{value:.0f}{_UNITS[unit]}"
+    if value >= 10:
+        return f"{value:.1f}{_UNITS[unit]}"
+    return f"{value:.2f}{_UNITS[unit]}"
 
 
 def memory(state: InstanceState | None, limit: int | None) -> str:

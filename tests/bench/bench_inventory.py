@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import os
 import statistics
 import subprocess
@@ -164,6 +165,8 @@ def idle_cpu(env: dict[str, str], n: int, seconds: float = 30.0) -> float:
 
 
 def main() -> int:
+    # a timeout's SIGTERM must still stop the lab's daemons (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=300, help="containers to create (default 300)")
     parser.add_argument("--running", type=int, default=30, help="of which running (default 30)")

@@ -80,7 +80,7 @@ async def test_table_lists_all_remotes_and_filter_narrows(fake_env):
         assert len(table_rows(app)) == 5
         remotes = app.screen.query_one(RemoteList)
         assert str(remotes.get_row("alpha")[2]) == "connected"
-        assert str(remotes.get_row("alpha")[3]) == "2/3"
+        assert str(remotes.get_row("alpha")[3]).strip() == "2/3"
 
 
 async def test_stop_key_and_force_dialog_when_graceful_stop_hangs(fake_env):
@@ -208,3 +208,20 @@ async def test_command_palette_offers_instance_actions(fake_env):
         await pilot.press("enter")
         await settle(pilot, app)
         assert ("stop", "db1", {"force": False}) in backends["beta"].calls
+
+
+async def test_usage_figures_fill_the_table_after_sampling(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause(0.6)  # the first sample runs 0.3 s after a listing
+        await settle(pilot, app)
+        row = table_rows(app)["alpha:web1"]
+        assert str(row[5]) == "1.5%"
+        assert str(row[4]) == "10.0.0.2"
+        assert str(row[6]).startswith("4")
+        assert str(table_rows(app)["alpha:web2"][5]) == ""  # stopped: no figures
+        # and it is on the screen, not only in the table's data
+        await pilot.pause(0.1)
+        assert "1.5%" in app.export_screenshot()

@@ -130,6 +130,7 @@ class MainScreen(Screen[None]):
         self._dirty = {name: None for name in self.inventory.remotes}
         self._apply_changes()
         self._ready = True
+        self._sample_soon()
         self.set_timer(self.metrics_interval, self._sample_tick)
 
     # Inventory -> widgets --------------------------------------------------------------
@@ -214,16 +215,19 @@ class MainScreen(Screen[None]):
             _update_if_changed(info, "")
             return
         st = self.inventory.statuses[name]
-        lines = [f"[b]{name}[/b]  {st.remote.address}"]
+        text = Text()
+        text.append(name, style="bold")
+        text.append(f"  {st.remote.address}\n")
         if st.server:
-            lines.append(f"{st.server.server} {st.server.version}"
-                         + (f" · project {st.remote.project}"
-                            if st.remote.project != "default" else ""))
+            text.append(f"{st.server.server} {st.server.version}")
+            if st.remote.project != "default":
+                text.append(f" · project {st.remote.project}")
+            text.append("\n")
         if st.remote.read_only:
-            lines.append("read-only")
+            text.append("read-only\n")
         if st.message:
-            lines.append(f"[$error]{st.message}[/]")
-        _update_if_changed(info, "\n".join(lines))
+            text.append(st.message, style=self.app.get_css_variables().get("error", "red"))
+        _update_if_changed(info, text)
 
     def _update_details(self) -> None:
         details = self.query_one("#details", Static)
@@ -265,15 +269,17 @@ class MainScreen(Screen[None]):
     # Sampling (the only periodic work: usage of visible running rows) ------------------
 
     def _sample_soon(self) -> None:
+        """Sample just after a listing, and again 2 s later: CPU % needs two samples."""
         if self._sample_soon_scheduled:
             return
         self._sample_soon_scheduled = True
 
-        def go() -> None:
+        def first() -> None:
             self._sample_soon_scheduled = False
             self._sample(reschedule=False)
 
-        self.set_timer(0.3, go)
+        self.set_timer(0.3, first)
+        self.set_timer(2.3, lambda: self._sample(reschedule=False))
 
     def _sample_tick(self) -> None:
         self._sample(reschedule=True)

@@ -33,17 +33,20 @@ class SortCell(Text):
 
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("name", "Name", 20),
-    ("remote", "Remote", 11),
+    # key, label, fixed width (None: shares the width that is left)
+    ("name", "Name", None),
+    ("remote", "Remote", None),
     ("type", "Type", 4),
-    ("status", "Status", 11),
+    ("status", "Status", 10),
     ("ipv4", "IPv4", 15),
     ("cpu", "CPU", 6),
-    ("memory", "Memory", 17),
+    ("memory", "Memory", 14),
     ("disk", "Disk", 7),
     ("snapshots", "Snaps", 5),
-    ("image", "Image", 24),
+    ("image", "Image", None),
 )
+FLEXIBLE = {"name": (8, 3), "remote": (6, 1), "image": (6, 2)}
+"""Minimum width and share of the columns that grow with the terminal."""
 
 _STATUS_VAR = {
     InstanceStatus.RUNNING: "status-running",
@@ -89,7 +92,7 @@ class InstanceTable(DataTable):
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+            self.add_column(label, key=key, width=width or FLEXIBLE[key][0])
         self._load_colors()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
 
@@ -102,6 +105,25 @@ class InstanceTable(DataTable):
         self._load_colors()
         self._colors_version += 1
         self.refresh()
+
+    def on_resize(self) -> None:
+        """Give the flexible columns (name, remote, image) the width that is left."""
+        padding = 2 * self.cell_padding * len(COLUMNS)
+        fixed = sum(w for _, _, w in COLUMNS if w)
+        spare = self.size.width - padding - fixed - 1  # 1: vertical scrollbar
+        minimum = sum(m for m, _ in FLEXIBLE.values())
+        extra = max(0, spare - minimum)
+        shares = sum(w for _, w in FLEXIBLE.values())
+        changed = False
+        for key, (least, share) in FLEXIBLE.items():
+            width = least + extra * share // shares
+            column = self.columns[ColumnKey(key)]
+            if column.width != width:
+                column.width = width
+                changed = True
+        if changed:
+            self._require_update_dimensions = True
+            self.refresh()
 
     @property
     def selected_ref(self) -> InstanceRef | None:
@@ -189,7 +211,7 @@ class InstanceTable(DataTable):
                 continue
             assert inst is not None
             online = inv.statuses[ref.remote].state is ConnectionState.CONNECTED
-            inputs = (inst, id(state), inv.pending.get(ref), online, self._colors_version)
+            inputs = (inst, state, inv.pending.get(ref), online, self._colors_version)
             if present and self._inputs.get(key) == inputs:
                 continue
             self._inputs[key] = inputs
@@ -236,6 +258,9 @@ class InstanceTable(DataTable):
         for cache in (self._cell_render_cache, self._row_render_cache):
             for cache_key in [k for k in cache.keys() if k[0] in row_keys]:
                 cache.discard(cache_key)
+        indexes = {self._row_locations.get(k) for k in row_keys}
+        for cache_key in [k for k in self._row_renderable_cache.keys() if k[1] in indexes]:
+            self._row_renderable_cache.discard(cache_key)
         self._line_cache.clear()  # assembled lines; rebuilt from the row caches cheaply
         if repaint:
             for row_key in row_keys:

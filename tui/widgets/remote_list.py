@@ -10,6 +10,16 @@ from backends.models import ConnectionState, InstanceStatus
 
 from ..services.inventory import Inventory
 
+LABELS = {
+    ConnectionState.CONNECTED: "connected",
+    ConnectionState.CONNECTING: "connecting",
+    ConnectionState.DISCONNECTED: "offline",
+    ConnectionState.NOT_RESPONDING: "no answer",
+    ConnectionState.UNTRUSTED: "untrusted",
+    ConnectionState.ERROR: "error",
+}
+"""Short state words for the narrow pane; the full reason is shown below the table."""
+
 _STATE_VAR = {
     ConnectionState.CONNECTED: "status-running",
     ConnectionState.CONNECTING: "status-busy",
@@ -24,15 +34,15 @@ class RemoteList(DataTable):
     """One row per remote; the selected remote's problem is shown below the table."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", show_header=True)
+        super().__init__(id=id, cursor_type="row", show_header=True, cell_padding=0)
         self._colors: dict[str, str] = {}
         self._rendered: dict[str, tuple] = {}
 
     def on_mount(self) -> None:
-        self.add_column("Remote", key="name", width=13)
-        self.add_column("Kind", key="kind", width=5)
-        self.add_column("State", key="state", width=11)
-        self.add_column("Up/All", key="count", width=6)
+        self.add_column(" Remote", key="name", width=13)
+        self.add_column("Kind", key="kind", width=6)
+        self.add_column("State", key="state", width=10)
+        self.add_column("Up/All ", key="count", width=7)
         self._load_colors()
         self.app.theme_changed_signal.subscribe(self, lambda _t: self._recolor())
 
@@ -66,16 +76,16 @@ class RemoteList(DataTable):
         for name in names:
             st = inv.statuses[name]
             kind = (st.server.server if st.server else st.remote.kind)
-            label = st.state.value
+            label = LABELS[st.state]
             if st.state is ConnectionState.CONNECTED and st.operations:
                 label = f"busy ({len(st.operations)})"
             color = self._colors.get(_STATE_VAR[st.state]) or None
             count = f"{running.get(name, 0)}/{total.get(name, 0)}" if st.listed else ""
             cells = (
-                Text(name, no_wrap=True, overflow="ellipsis"),
+                Text(f" {name[:11]}" + ("…" if len(name) > 11 else ""), no_wrap=True),
                 Text(kind),
                 Text(label, style=Style(color=color), no_wrap=True, overflow="ellipsis"),
-                Text(count, justify="right"),
+                Text(f"{count} ", justify="right"),
             )
             plain = tuple(str(c) for c in cells) + (color,)
             if name not in self._rendered:
