@@ -168,3 +168,26 @@ async def test_event_arrives_when_another_client_changes_state(remote_backend, u
     finally:
         task.cancel()
         daemon.cli("delete", "--force", c)
+
+
+async def test_graceful_stop_that_times_out_offers_force(remote_backend, unique):
+    """A guest that ignores the halt signal: the graceful stop gives up after the timeout
+    with StopTimedOut (the UI then offers force), and a forced stop works."""
+    from backends.errors import StopTimedOut
+
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("init", "busybox", c)
+    daemon.cli("config", "set", c, "raw.lxc", "lxc.signal.halt=SIGWINCH")
+    daemon.cli("start", c)
+    ref = InstanceRef(name, c)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StopTimedOut, match="did not shut down within 2 s"):
+            await backend.stop(ref, timeout=2)
+        assert time.monotonic() - started < 15
+        assert cli_status(daemon, c) == "RUNNING"
+        await backend.stop(ref, force=True)
+        assert cli_status(daemon, c) == "STOPPED"
+    finally:
+        daemon.cli("delete", "--force", c)

@@ -225,3 +225,40 @@ async def test_usage_figures_fill_the_table_after_sampling(fake_env):
         # and it is on the screen, not only in the table's data
         await pilot.pause(0.1)
         assert "1.5%" in app.export_screenshot()
+
+
+async def test_light_theme_and_semantic_status_colours(fake_env):
+    cfg, env, factory, _ = fake_env
+    cfg.write_text(cfg.read_text().replace("[ui]\n", '[ui]\ntheme = "corral-light"\n'))
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.theme == "corral-light"
+        variables = app.get_css_variables()
+        assert variables["status-running"].upper() == "#2E7D32"
+        table = app.screen.query_one(InstanceTable)
+        key = next(k for k, r in table.refs.items() if str(r) == "alpha:web1")
+        status_cell = table.get_row(key)[3]
+        assert status_cell.style.color.triplet.hex.upper() == "#2E7D32"
+        app.theme = "corral-dark"
+        await settle(pilot, app)
+        await pilot.pause(0.2)
+        # the running colour follows the theme without a restart
+        assert app.get_css_variables()["status-running"].upper() == "#7BC47F"
+        status_cell = table.get_row(key)[3]
+        assert status_cell.style.color.triplet.hex.upper() == "#7BC47F"
+
+
+async def test_read_only_remote_offers_no_actions(fake_env):
+    cfg, env, factory, backends = fake_env
+    cfg.write_text(cfg.read_text() + '[remotes]\nread_only = ["beta"]\n')
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "beta:db1")
+        await settle(pilot, app)
+        assert app.screen.check_action("stop_instance", ()) is None
+        await pilot.press("s", "d")
+        await settle(pilot, app)
+        assert backends["beta"].calls == []
+        assert not isinstance(app.screen, ConfirmDialog)

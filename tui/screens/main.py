@@ -131,6 +131,14 @@ class MainScreen(Screen[None]):
         self._apply_changes()
         self._ready = True
         self._sample_soon()
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, _theme: object) -> None:
+        """Status colours are theme variables: re-render every row in the new colours."""
+        self.query_one(InstanceTable).reload_colors()
+        self.query_one(RemoteList).reload_colors()
+        for name in self.inventory.remotes:
+            self.inventory_changed(name, None)
         self.set_timer(self.metrics_interval, self._sample_tick)
 
     # Inventory -> widgets --------------------------------------------------------------

@@ -93,18 +93,14 @@ class InstanceTable(DataTable):
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
             self.add_column(label, key=key, width=width or FLEXIBLE[key][0])
-        self._load_colors()
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
+        self.reload_colors()
 
-    def _load_colors(self) -> None:
+    def reload_colors(self) -> None:
+        """Take the status colours from the current theme (rows re-render on next sync)."""
         variables = self.app.get_css_variables()
         self._colors = {name: variables.get(name, "") for name in set(_STATUS_VAR.values())}
         self._colors["vm-badge"] = variables.get("vm-badge", "")
-
-    def _theme_changed(self) -> None:
-        self._load_colors()
         self._colors_version += 1
-        self.refresh()
 
     def on_resize(self) -> None:
         """Give the flexible columns (name, remote, image) the width that is left."""

@@ -37,21 +37,19 @@ class RemoteList(DataTable):
         super().__init__(id=id, cursor_type="row", show_header=True, cell_padding=0)
         self._colors: dict[str, str] = {}
         self._rendered: dict[str, tuple] = {}
+        self._present: set[str] = set()
 
     def on_mount(self) -> None:
         self.add_column(" Remote", key="name", width=13)
         self.add_column("Kind", key="kind", width=6)
         self.add_column("State", key="state", width=10)
         self.add_column("Up/All ", key="count", width=7)
-        self._load_colors()
-        self.app.theme_changed_signal.subscribe(self, lambda _t: self._recolor())
+        self.reload_colors()
 
-    def _load_colors(self) -> None:
+    def reload_colors(self) -> None:
+        """Take the state colours from the current theme (rows re-render on next sync)."""
         v = self.app.get_css_variables()
         self._colors = {k: v.get(k, "") for k in set(_STATE_VAR.values())}
-
-    def _recolor(self) -> None:
-        self._load_colors()
         self._rendered.clear()
 
     @property
@@ -88,9 +86,10 @@ class RemoteList(DataTable):
                 Text(f"{count} ", justify="right"),
             )
             plain = tuple(str(c) for c in cells) + (color,)
-            if name not in self._rendered:
+            if name not in self._present:
                 self.add_row(*cells, key=name)
-            elif self._rendered[name] != plain:
+                self._present.add(name)
+            elif self._rendered.get(name) != plain:
                 for col, cell in zip(("name", "kind", "state", "count"), cells):
                     self.update_cell(name, col, cell)
             self._rendered[name] = plain
