@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 REGISTRY: dict[str, str] = {
     "lxd": "backends.lxd:LXDBackend",
     "incus": "backends.lxd:IncusBackend",
+    "lxc": "backends.lxc:LXCBackend",
 }
 
 

@@ -169,6 +169,7 @@ class Snapshot:
     stateful: bool = False
     expires_at: datetime | None = None
     size: int | None = None
+    comment: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,30 @@ def _interrupt(*_args):
 
 
 @pytest.fixture
+def lxc_path(tmp_path_factory):
+    """A private lxcpath (LXC tools required: a missing tool fails, never skips)."""
+    import shutil
+
+    missing = [t for t in ("lxc-create", "lxc-start", "lxc-monitor", "lxc-snapshot")
+               if shutil.which(t) is None]
+    if missing:
+        pytest.fail(f"LXC tools missing: {', '.join(missing)} (run scripts/setup-lab.sh)",
+                    pytrace=False)
+    path = tmp_path_factory.mktemp("lxcpath")
+    os.chmod(path, 0o755)
+    yield path
+    # stop and destroy whatever a test left behind
+    import subprocess
+
+    for entry in path.iterdir():
+        if (entry / "config").is_file():
+            subprocess.run(["lxc-stop", "-P", str(path), "-n", entry.name, "-k"],
+                           capture_output=True)
+            subprocess.run(["lxc-destroy", "-P", str(path), "-n", entry.name, "-s"],
+                           capture_output=True)
+
+
+@pytest.fixture
 def lab_env(lab):
     """The lab's environment: HOME, LXD_CONF, INCUS_CONF, LXD_DIR (local = lxd1)."""
     return lab.env()

@@ -47,6 +47,11 @@ class CorralApp(App[None]):
             hidden=config.hide_remotes,
         )
         remotes = found.remotes
+        if config.lxc_enabled:
+            from backends.lxc import lxc_remotes
+
+            remotes += [r for r in lxc_remotes(config.lxc_paths)
+                        if r.name not in config.hide_remotes]
         if remote_names:
             remotes = [r for r in remotes if r.name in remote_names]
         self.remotes = remotes

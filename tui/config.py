@@ -14,6 +14,10 @@ network_timeout = 10       # seconds before a remote counts as not responding
 hide = ["images"]
 read_only = ["prod"]
 
+[lxc]                      # local LXC containers (lxc-* tools)
+enabled = true
+paths = ["/var/lib/lxc"]   # lxcpaths; default: the tools' default for this user
+
 [[remote]]                 # extra LXD/Incus remotes beside the lxc/incus CLI ones
 name = "lab"
 kind = "lxd"               # or incus
@@ -45,6 +49,9 @@ class Config:
     hide_remotes: tuple[str, ...] = ()
     read_only_remotes: tuple[str, ...] = ()
     remotes: tuple[dict[str, Any], ...] = ()
+    lxc_enabled: bool = True
+    lxc_paths: tuple[str, ...] = ()
+    """lxcpaths to show (default: the lxc tools' own default)."""
     problems: tuple[str, ...] = ()
     """Why (part of) the file was ignored, in words."""
 
@@ -88,5 +95,7 @@ def load_config(path: Path | None = None) -> Config:
         hide_remotes=tuple(remotes_section.get("hide") or ()),
         read_only_remotes=tuple(remotes_section.get("read_only") or ()),
         remotes=tuple(e for e in extra if isinstance(e, dict)),
+        lxc_enabled=bool((data.get("lxc") or {}).get("enabled", True)),
+        lxc_paths=tuple(str(p) for p in (data.get("lxc") or {}).get("paths") or ()),
         problems=tuple(problems),
     )

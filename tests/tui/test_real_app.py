@@ -47,8 +47,10 @@ def select(app, ref_text):
 
 def write_config(tmp_path, extra=""):
     cfg = tmp_path / "config.toml"
+    lxc = tmp_path / "lxcpath"
+    lxc.mkdir(exist_ok=True)
     cfg.write_text("[ui]\nmetrics_interval = 60\nnetwork_timeout = 2\nstop_timeout = 20\n"
-                   + extra)
+                   f'[lxc]\npaths = ["{lxc}"]\n' + extra)
     return cfg
 
 
@@ -207,3 +209,40 @@ async def test_killed_daemon_shows_disconnected_then_reconnects(lab, lab_env, un
         if not lab.lxd2.alive():
             lab.lxd2.start()
         lab.lxd2.cli("delete", "--force", name, check=False)
+
+
+async def test_lxc_containers_beside_lxd_and_incus(lab, lab_env, unique, tmp_path):
+    import subprocess
+
+    a = unique("a")
+    lab.lxd1.cli("launch", "busybox", a)
+    cfg = write_config(tmp_path)
+    lxcpath = tmp_path / "lxcpath"
+
+    def lxc(*args):
+        subprocess.run([args[0], "-P", str(lxcpath), *args[1:]], check=True,
+                       capture_output=True)
+
+    lxc("lxc-create", "-t", "busybox", "-n", "box1")
+    (lxcpath / "box1" / "config").write_text(
+        "\n".join(line for line in (lxcpath / "box1" / "config").read_text().splitlines()
+                  if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
+    app = make_app(cfg, env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: {f"local:{a}", "lxc:box1"} <= set(rows(app)),
+                           what="LXD and LXC rows")
+            assert status(app, "lxc:box1") == "stopped"
+            assert str(app.screen.query_one(RemoteList).get_row("lxc")[1]).strip() == "lxc"
+            await asyncio.to_thread(lxc, "lxc-start", "-n", "box1")
+            await wait_for(pilot, lambda: status(app, "lxc:box1") == "running",
+                           what="external lxc-start shown")
+            select(app, "lxc:box1")
+            await pilot.press("s")
+            await wait_for(pilot, lambda: status(app, "lxc:box1") == "stopped", timeout=30,
+                           what="stopped from the keyboard")
+    finally:
+        lab.lxd1.cli("delete", "--force", a)
+        subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", "box1", "-k"],
+                       capture_output=True)
+        subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", "box1"], capture_output=True)

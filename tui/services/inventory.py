@@ -227,6 +227,9 @@ class Inventory:
                 ops[op.id] = op
             self._notify(name, set())
             return
+        if event.action == "remote-changed":  # something was created/removed: list again
+            self._schedule_refresh(name)
+            return
         ref = event.ref
         if ref is None:
             return

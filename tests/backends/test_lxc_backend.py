@@ -1,0 +1,166 @@
+"""The LXC backend against real containers in a private lxcpath (busybox template, no
+network: there is no lxcbr0 here)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut
+from backends.lxc import LXCBackend, lxc_remotes
+from backends.models import EventKind, InstanceRef, InstanceStatus
+
+
+@pytest.fixture
+async def backend(lxc_path):
+    b = LXCBackend(lxc_remotes([str(lxc_path)])[0], timeout=10)
+    info = await b.connect()
+    assert info.server == "lxc" and info.version
+    yield b
+    await b.close()
+
+
+def lxc(path, tool, *args, check=True):
+    return subprocess.run([tool, "-P", str(path), *args], capture_output=True, text=True,
+                          check=check)
+
+
+def state(path, name):
+    out = lxc(path, "lxc-info", "-n", name, "-s", check=False).stdout
+    return out.split(":", 1)[1].strip() if ":" in out else None
+
+
+async def test_create_list_and_every_action(backend, lxc_path):
+    inst = await backend.create("c1")
+    assert inst.status is InstanceStatus.STOPPED and "busybox" in inst.image
+    config = (lxc_path / "c1" / "config").read_text()
+    assert "lxc.net.0.type = empty" in config and "lxcbr0" not in config
+    ref = InstanceRef("lxc", "c1")
+
+    assert [i.name for i in await backend.list_instances()] == ["c1"]
+    await backend.start(ref)
+    assert state(lxc_path, "c1") == "RUNNING"
+    listed = {i.name: i for i in await backend.list_instances()}
+    assert listed["c1"].status is InstanceStatus.RUNNING
+
+    usage = (await backend.get_states([ref]))[ref]
+    assert usage.memory_usage > 0 and usage.pid
+    await asyncio.sleep(0.2)
+    assert (await backend.get_states([ref]))[ref].cpu_percent is not None
+
+    await backend.freeze(ref)
+    assert state(lxc_path, "c1") == "FROZEN"
+    await backend.unfreeze(ref)
+    assert state(lxc_path, "c1") == "RUNNING"
+    pid = usage.pid
+    await backend.restart(ref, timeout=10)
+    assert state(lxc_path, "c1") == "RUNNING"
+    assert (await backend.get_states([ref]))[ref].pid != pid
+    await backend.stop(ref, timeout=10)
+    assert state(lxc_path, "c1") == "STOPPED"
+
+    await backend.start(ref)
+    with pytest.raises(Conflict, match="Stop it first"):
+        await backend.delete(ref)
+    await backend.delete(ref, force=True)
+    assert not (lxc_path / "c1").exists()
+    with pytest.raises(NotFound):
+        await backend.get_instance(ref)
+
+
+async def test_graceful_stop_timeout_then_force(backend, lxc_path):
+    await backend.create("hang")
+    cfg = lxc_path / "hang" / "config"
+    cfg.write_text(cfg.read_text().replace("lxc.signal.halt = SIGUSR1",
+                                           "lxc.signal.halt = SIGWINCH"))
+    ref = InstanceRef("lxc", "hang")
+    await backend.start(ref)
+    started = time.monotonic()
+    with pytest.raises(StopTimedOut, match="did not shut down within 2 s"):
+        await backend.stop(ref, timeout=2)
+    assert time.monotonic() - started < 10
+    assert state(lxc_path, "hang") == "RUNNING"
+    await backend.stop(ref, force=True)
+    assert state(lxc_path, "hang") == "STOPPED"
+
+
+async def test_bad_names_missing_template_and_missing_bridge(backend, lxc_path):
+    with pytest.raises(InvalidInput, match="not a valid container name"):
+        await backend.create("bad name!")
+    with pytest.raises(InvalidInput, match="No LXC template 'nosuch'.*busybox"):
+        await backend.create("ok1", template="nosuch")
+    with pytest.raises(InvalidInput, match="no bridge named 'nobr0'"):
+        await backend.create("ok2", bridge="nobr0")
+    await backend.create("dup")
+    with pytest.raises(InvalidInput, match="already exists"):
+        await backend.create("dup")
+    assert sorted(p.name for p in lxc_path.iterdir()) == ["dup"]  # nothing half-made
+
+
+async def test_failed_template_leaves_nothing_behind(backend, lxc_path):
+    # the local template without its rootfs tarball fails inside lxc-create
+    with pytest.raises(Exception) as err:
+        await backend.create("broken", template="local",
+                             template_args=["-m", "/nonexistent-meta.tar", "-f", "/nonexistent.tar"])
+    assert "broken" in str(err.value) or "failed" in str(err.value).lower()
+    assert not (lxc_path / "broken").exists()
+
+
+async def test_snapshot_create_restore_brings_back_a_file(backend, lxc_path):
+    await backend.create("s1")
+    ref = InstanceRef("lxc", "s1")
+    marker = lxc_path / "s1" / "rootfs" / "marker"
+    marker.write_text("before")
+    snap = await backend.create_snapshot(ref, comment="first one")
+    assert snap.name == "snap0" and snap.created_at is not None
+    listed = await backend.list_snapshots(ref)
+    assert [(s.name, s.comment) for s in listed] == [("snap0", "first one")]
+    marker.write_text("after")
+    await backend.restore_snapshot(snap)
+    assert (lxc_path / "s1" / "rootfs" / "marker").read_text() == "before"
+    assert (await backend.get_instance(ref)).snapshot_count == 1
+
+    await backend.start(ref)
+    with pytest.raises(Conflict, match="only snapshot a stopped container"):
+        await backend.create_snapshot(ref)
+    await backend.stop(ref, force=True)
+    await backend.delete_snapshot(snap)
+    assert await backend.list_snapshots(ref) == []
+
+
+async def test_external_changes_arrive_as_events(backend, lxc_path):
+    await backend.create("e1")
+    stream = backend.watch()
+    try:
+        first = await asyncio.wait_for(anext(stream), 10)
+        assert first.action == "connected"
+        await asyncio.to_thread(lxc, lxc_path, "lxc-start", "-n", "e1")
+        seen = []
+        while True:
+            ev = await asyncio.wait_for(anext(stream), 15)
+            seen.append(ev)
+            if ev.ref == InstanceRef("lxc", "e1") and ev.action == "instance-started":
+                break
+        await asyncio.to_thread(lxc, lxc_path, "lxc-stop", "-n", "e1", "-k")
+        while True:
+            ev = await asyncio.wait_for(anext(stream), 15)
+            if ev.ref == InstanceRef("lxc", "e1") and ev.action == "instance-stopped":
+                break
+        # a container made outside corral changes the lxcpath: a listing is asked for
+        await asyncio.to_thread(lxc, lxc_path, "lxc-create", "-t", "busybox", "-n", "e2")
+        while True:
+            ev = await asyncio.wait_for(anext(stream), 15)
+            if ev.action == "remote-changed":
+                break
+    finally:
+        await stream.aclose()
+
+
+async def test_missing_lxcpath_is_explained(tmp_path):
+    b = LXCBackend(lxc_remotes([str(tmp_path / "nope")])[0])
+    with pytest.raises(Exception, match="does not exist"):
+        await b.connect()
