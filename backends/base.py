@@ -18,6 +18,7 @@ from .models import (
     InstanceRef,
     InstanceState,
     InstanceStatus,
+    LimitField,
     Remote,
     ServerInfo,
     Snapshot,
@@ -148,6 +149,24 @@ class SupportsSnapshots(Protocol):
     async def restore_snapshot(self, snapshot: Snapshot) -> None: ...
 
     async def delete_snapshot(self, snapshot: Snapshot) -> None: ...
+
+
+@runtime_checkable
+class SupportsLimits(Protocol):
+    """Backends whose resource limits can be read and changed (live where possible)."""
+
+    async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        """Every limit with its current value and whether a change applies live."""
+        ...
+
+    async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
+        """Apply ``{key: value}``; returns ``{key: "live" | "restart"}``.
+
+        Raises:
+            InvalidInput: a value is malformed or out of range (nothing is changed).
+            Unsupported: a key this instance cannot limit.
+        """
+        ...
 
 
 class ConsoleSink(Protocol):

@@ -228,3 +228,18 @@ class ServerInfo:
     auth: str = ""
     """``trusted`` / ``untrusted``."""
     server_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitField:
+    """One resource limit of an instance, as the resource editor shows it."""
+
+    key: str
+    """``memory``, ``cpu_weight``, ``cpu_quota``, ``cpuset``, ``io_weight``, ``pids``, …"""
+    label: str
+    value: str
+    """Current value in the units of ``hint`` (empty: unlimited / default)."""
+    applies: str
+    """``live`` (takes effect now), ``restart`` (saved, takes effect at next start) or
+    ``unsupported`` (this host/instance cannot do it; ``hint`` says why)."""
+    hint: str = ""

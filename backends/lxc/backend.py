@@ -37,11 +37,13 @@ from ..models import (
     InstanceState,
     InstanceStatus,
     InstanceType,
+    LimitField,
     Remote,
     ServerInfo,
     Snapshot,
 )
 from . import parse
+from .limits import BY_KEY, LIMITS, cgroup_version, host_supports
 
 _TOOL_PREFIX = re.compile(r"^lxc-[\w-]+: (?:[^:]+: )?[^:]*\.c: \w+: \d+ ")
 
@@ -87,7 +89,7 @@ class LXCBackend(Backend):
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS, Capability.SNAPSHOTS, Capability.CREATE,
+        Capability.METRICS, Capability.SNAPSHOTS, Capability.CREATE, Capability.RESOURCES,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
@@ -398,6 +400,83 @@ class LXCBackend(Backend):
         else:
             lines += ["lxc.net.0.type = veth", f"lxc.net.0.link = {bridge}",
                       "lxc.net.0.flags = up"]
+        tmp = path.with_suffix(".corral-tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+
+    # Limits ----------------------------------------------------------------------------
+
+    def _config_prefix(self, version: int) -> str:
+        return "lxc.cgroup." if version == 1 else "lxc.cgroup2."
+
+    async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        inst = await self.get_instance(ref)
+        running = inst.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)
+        version = cgroup_version()
+        config = (self._dir(ref.name) / "config").read_text()
+        fields = []
+        for limit in LIMITS:
+            keys = limit.v1 if version == 1 else (limit.v2,)
+            if not host_supports(limit.key, version):
+                fields.append(LimitField(limit.key, limit.label, "", "unsupported",
+                                         f"this host's cgroup v{version} has no {keys[0]}"))
+                continue
+            if running:
+                values = []
+                for key in keys:
+                    rc, out, _ = await self._run("lxc-cgroup", "-n", ref.name, key)
+                    values.append(out.strip() if rc == 0 else "")
+            else:
+                prefix = self._config_prefix(version)
+                values = [parse.config_value(config, prefix + k) or "" for k in keys]
+            try:
+                value = limit.from_v1(tuple(values)) if version == 1 else \
+                    limit.from_v2(values[0])
+            except (ValueError, IndexError, ZeroDivisionError):
+                value = ""
+            fields.append(LimitField(limit.key, limit.label, value,
+                                     "live" if running else "restart", limit.hint))
+        return fields
+
+    async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
+        """Validate everything first, apply live (running containers), then persist in the
+        container's config so the limits survive a restart."""
+        inst = await self.get_instance(ref)
+        running = inst.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)
+        version = cgroup_version()
+        planned: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        for key, value in changes.items():
+            limit = BY_KEY.get(key)
+            if limit is None:
+                raise InvalidInput(f"Unknown limit '{key}' (known: {', '.join(BY_KEY)}).")
+            if not host_supports(key, version):
+                raise InvalidInput(f"{limit.label} cannot be limited on this host "
+                                   f"(cgroup v{version} lacks it).")
+            value = value.strip()
+            if version == 1:
+                pairs = tuple(zip(limit.v1, limit.to_v1(value)))
+            else:
+                pairs = ((limit.v2, limit.to_v2(value)),)
+            planned.append((key, pairs))
+        if running:
+            for key, pairs in planned:
+                for cg_key, cg_value in pairs:
+                    if cg_value == "":
+                        continue  # an empty cpuset means "leave as is" live
+                    rc, _, err = await self._run("lxc-cgroup", "-n", ref.name, cg_key, cg_value)
+                    if rc != 0:
+                        raise OperationFailed(f"Setting {cg_key} = {cg_value} on {ref} failed: "
+                                              f"{self._words(err)}")
+        self._persist(ref.name, version, [pair for _, pairs in planned for pair in pairs])
+        return {key: "live" if running else "restart" for key, _ in planned}
+
+    def _persist(self, name: str, version: int, pairs: list[tuple[str, str]]) -> None:
+        prefix = self._config_prefix(version)
+        path = self._dir(name) / "config"
+        keys = {prefix + k for k, _ in pairs}
+        lines = [line for line in path.read_text().splitlines()
+                 if line.partition("=")[0].strip() not in keys]
+        lines += [f"{prefix}{k} = {v}" for k, v in pairs if v not in ("", "-1", "max")]
         tmp = path.with_suffix(".corral-tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)

@@ -164,3 +164,51 @@ async def test_missing_lxcpath_is_explained(tmp_path):
     b = LXCBackend(lxc_remotes([str(tmp_path / "nope")])[0])
     with pytest.raises(Exception, match="does not exist"):
         await b.connect()
+
+
+def cgroup_value(path, name, key):
+    return lxc(path, "lxc-cgroup", "-n", name, key).stdout.strip()
+
+
+async def test_live_limits_reach_the_cgroup_and_survive_a_restart(backend, lxc_path):
+    from backends.lxc.limits import cgroup_version
+
+    v1 = cgroup_version() == 1
+    await backend.create("lim")
+    ref = InstanceRef("lxc", "lim")
+    # stopped: saved for the next start
+    assert await backend.set_limits(ref, {"cpu_weight": "200"}) == {"cpu_weight": "restart"}
+    await backend.start(ref)
+    fields = {f.key: f for f in await backend.get_limits(ref)}
+    assert fields["memory"].applies == "live"
+    assert fields["cpu_weight"].value == "200"
+    # running: live, and in the config
+    result = await backend.set_limits(ref, {"memory": "256MiB", "cpu_quota": "50",
+                                            "cpuset": "0"})
+    assert result == {"memory": "live", "cpu_quota": "live", "cpuset": "live"}
+    mem_key = "memory.limit_in_bytes" if v1 else "memory.max"
+    assert cgroup_value(lxc_path, "lim", mem_key) == str(256 * 1024 * 1024)
+    if v1:
+        assert cgroup_value(lxc_path, "lim", "cpu.cfs_quota_us") == "50000"
+    config = (lxc_path / "lim" / "config").read_text()
+    assert f"{mem_key} = {256 * 1024 * 1024}" in config
+    await backend.stop(ref, force=True)
+    await backend.start(ref)
+    assert cgroup_value(lxc_path, "lim", mem_key) == str(256 * 1024 * 1024)
+    fields = {f.key: f for f in await backend.get_limits(ref)}
+    assert fields["memory"].value == str(256 * 1024 * 1024)
+    assert fields["cpu_quota"].value == "50"
+    await backend.stop(ref, force=True)
+
+
+async def test_bad_limits_are_refused_before_anything_changes(backend, lxc_path):
+    await backend.create("badlim")
+    ref = InstanceRef("lxc", "badlim")
+    before = (lxc_path / "badlim" / "config").read_text()
+    with pytest.raises(InvalidInput, match="at least 4MiB"):
+        await backend.set_limits(ref, {"cpu_weight": "300", "memory": "12"})
+    with pytest.raises(InvalidInput, match="CPU 99 does not exist"):
+        await backend.set_limits(ref, {"cpuset": "0,99"})
+    with pytest.raises(InvalidInput, match="Unknown limit"):
+        await backend.set_limits(ref, {"bogus": "1"})
+    assert (lxc_path / "badlim" / "config").read_text() == before
