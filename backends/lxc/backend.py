@@ -42,6 +42,7 @@ from ..models import (
     ServerInfo,
     Snapshot,
 )
+from ..session import EscapedPtySession, PtySession
 from . import parse
 from .limits import BY_KEY, LIMITS, cgroup_version, host_supports
 
@@ -90,6 +91,7 @@ class LXCBackend(Backend):
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
         Capability.METRICS, Capability.SNAPSHOTS, Capability.CREATE, Capability.RESOURCES,
+        Capability.CONSOLE, Capability.EXEC,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
@@ -403,6 +405,36 @@ class LXCBackend(Backend):
         tmp = path.with_suffix(".corral-tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, path)
+
+    # Consoles --------------------------------------------------------------------------
+
+    async def _require_running(self, ref: InstanceRef) -> None:
+        current = await self.get_instance(ref)
+        if current.status is not InstanceStatus.RUNNING:
+            raise Conflict(f"{ref} is {current.status.value}: start it to use its console.")
+
+    async def open_console(self, ref: InstanceRef, *, width: int = 80,
+                           height: int = 24) -> PtySession:
+        """The container's /dev/console (tty 0) through ``lxc-console`` on a pty.
+
+        lxc-console's escape (Ctrl+a) is doubled on input, so it reaches the container like
+        any other key; corral's console detaches with its own key.
+        """
+        await self._require_running(ref)
+        return EscapedPtySession(["lxc-console", "-P", self.path, "-n", ref.name, "-t", "0"],
+                                 escape=b"\x01", width=width, height=height)
+
+    async def open_shell(self, ref: InstanceRef, command: list[str] | None = None, *,
+                         width: int = 80, height: int = 24) -> PtySession:
+        """A shell (or ``command``) inside the container through ``lxc-attach`` on a pty:
+        bash when the container has it, else sh."""
+        await self._require_running(ref)
+        argv = command or ["/bin/sh", "-c",
+                           "if command -v bash >/dev/null 2>&1; then exec bash -l; "
+                           "else exec sh -l; fi"]
+        return PtySession(["lxc-attach", "-P", self.path, "-n", ref.name,
+                           "--set-var", "TERM=xterm-256color", "--", *argv],
+                          width=width, height=height)
 
     # Limits ----------------------------------------------------------------------------
 
