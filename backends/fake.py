@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import AsyncIterator
 
 from .base import Backend
-from .errors import Conflict, NotFound, StopTimedOut
+from .errors import Conflict, NotFound, NotResponding, StopTimedOut
 from .models import (
     BackendEvent,
     Capability,
@@ -44,14 +44,22 @@ class FakeBackend(Backend):
         self.queue: asyncio.Queue[BackendEvent] = asyncio.Queue()
         self.hang_on_stop = set(hang_on_stop)
         self.calls: list[tuple[str, str, dict]] = []
+        self.fail_lists = 0
+        """Fail this many listings (a remote that stumbles)."""
+        self.connects = 0
+        self.state_calls = 0
 
     async def connect(self) -> ServerInfo:
+        self.connects += 1
         return ServerInfo(server="fake", version="1")
 
     async def close(self) -> None:
         return None
 
     async def list_instances(self) -> list[Instance]:
+        if self.fail_lists > 0:
+            self.fail_lists -= 1
+            raise NotResponding(f"'{self.remote.name}' is not responding.")
         return list(self.data.values())
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
@@ -61,6 +69,7 @@ class FakeBackend(Backend):
             raise NotFound(f"{ref} not found") from None
 
     async def get_states(self, refs):
+        self.state_calls += 1
         return {r: InstanceState(cpu_usage_ns=1, cpu_percent=1.5, memory_usage=4 << 20,
                                  ipv4=("10.0.0.2",), sampled_at=1.0)
                 for r in refs if r.name in self.data

@@ -158,6 +158,9 @@ def _read_cli(
         problem = None
         auth = str(spec.get("auth_type") or "tls")
         addresses = tuple(a.strip() for a in addr.split(",") if a.strip())
+        if not addresses:
+            out.problems.append(ConfigProblem(str(path), f"remote '{name}' has no address"))
+            continue
         first = addresses[0]
         if first.startswith("unix:"):
             sock = first[len("unix://"):] if first.startswith("unix://") else first[5:]
@@ -195,7 +198,8 @@ def _flavour(
         if env.get("LXD_CONF"):
             user_dirs = [Path(env["LXD_CONF"])]
         else:
-            user_dirs = [_user_config_dir(env) / "lxc", _home(env) / "snap/lxd/common/config"]
+            # lxc uses $HOME/.config/lxc whatever XDG_CONFIG_HOME says (lxc/main.go)
+            user_dirs = [_home(env) / ".config/lxc", _home(env) / "snap/lxd/common/config"]
         global_dir = Path(env.get("LXD_GLOBAL_CONF") or "/etc/lxd")
         socket = lxd_socket_path(env)
     else:
@@ -239,7 +243,7 @@ def _extra_remote(spec: Mapping[str, Any], source: str, out: Discovery) -> Remot
     kind = str(spec.get("kind") or spec.get("backend") or "lxd")
     address = str(spec.get("address") or "")
     if not name:
-        out.problems.append(ConfigProblem(source, "a [[remotes]] entry has no 'name'"))
+        out.problems.append(ConfigProblem(source, "a [[remote]] entry has no 'name'"))
         return None
     if kind not in ("lxd", "incus"):
         out.problems.append(

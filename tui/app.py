@@ -8,8 +8,9 @@ from typing import Mapping
 
 from textual.app import App
 from textual.binding import Binding
+from textual.worker import Worker, WorkerState
 
-from backends.remotes import discover
+from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
 from .commands import InstanceCommands
@@ -53,7 +54,12 @@ class CorralApp(App[None]):
             remotes += [r for r in lxc_remotes(config.lxc_paths)
                         if r.name not in config.hide_remotes]
         if remote_names:
+            unknown = [n for n in remote_names if n not in {r.name for r in remotes}]
             remotes = [r for r in remotes if r.name in remote_names]
+            if unknown:
+                known = ", ".join(r.name for r in found.remotes) or "none"
+                found.problems.append(ConfigProblem(
+                    "--remote", f"no remote named {', '.join(unknown)} (known: {known})"))
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
         if not remotes and not self.problems:
@@ -76,6 +82,22 @@ class CorralApp(App[None]):
             self.run_worker(self.inventory.run_remote(name), group=f"remote:{name}",
                             exclusive=True, exit_on_error=False,
                             description=f"Follow remote {name}")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A background job failed unexpectedly: say so instead of failing silently."""
+        if event.state is WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(f"{event.worker.description}: {error}", title="Unexpected error",
+                        severity="error", timeout=15)
+            group = event.worker.group
+            if group.startswith("remote:"):
+                from backends.models import ConnectionState
+
+                name = group.split(":", 1)[1]
+                if name in self.inventory.statuses:
+                    st = self.inventory.statuses[name]
+                    st.state, st.message = ConnectionState.ERROR, f"internal error: {error}"
+                    self._inventory_changed(name, None)
 
     async def on_unmount(self) -> None:
         await self.inventory.close()

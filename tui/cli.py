@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from . import __version__
@@ -51,4 +53,8 @@ def main(argv: list[str] | None = None) -> int:
 
     app = make_app(args.config, theme=args.theme, remote_names=args.remotes)
     app.run()
-    return 0
+    # A call stuck on a hung remote sits in a worker thread that the interpreter would
+    # join at exit (up to its timeout): leave at once instead.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(app.return_code or 0)

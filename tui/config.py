@@ -78,9 +78,33 @@ def load_config(path: Path | None = None) -> Config:
         return Config(path=path, problems=(f"{path}: not valid TOML ({e}); using defaults",))
     except OSError as e:
         return Config(path=path, problems=(f"{path}: cannot be read ({e.strerror})",))
-    ui = data.get("ui") or {}
-    keymap = {str(k): str(v) for k, v in (data.get("keymap") or {}).items()}
+    def table(name: str) -> dict[str, Any]:
+        value = data.get(name) or {}
+        if not isinstance(value, dict):
+            problems.append(f"{path}: [{name}] must be a table; ignored")
+            return {}
+        return value
+
+    def names(section: dict[str, Any], key: str) -> tuple[str, ...]:
+        value = section.get(key) or ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            problems.append(f"{path}: {key} must be a list of names; ignored")
+            return ()
+        return tuple(str(v) for v in value)
+
+    ui = table("ui")
+    keymap = {str(k): str(v) for k, v in table("keymap").items()}
     remotes_section = data.get("remotes") or {}
+    if isinstance(remotes_section, list):
+        problems.append(f"{path}: extra remotes are [[remote]] tables (singular); "
+                        f"[[remotes]] was ignored")
+        remotes_section = {}
+    elif not isinstance(remotes_section, dict):
+        problems.append(f"{path}: [remotes] must be a table; ignored")
+        remotes_section = {}
+    lxc = table("lxc")
     extra = data.get("remote") or []
     if not isinstance(extra, list):
         problems.append(f"{path}: [[remote]] entries must be tables")
@@ -92,10 +116,10 @@ def load_config(path: Path | None = None) -> Config:
         stop_timeout=int(_num(ui, "stop_timeout", 30, problems, path, minimum=1)),
         network_timeout=_num(ui, "network_timeout", 10.0, problems, path, minimum=0.5),
         keymap=keymap,
-        hide_remotes=tuple(remotes_section.get("hide") or ()),
-        read_only_remotes=tuple(remotes_section.get("read_only") or ()),
+        hide_remotes=names(remotes_section, "hide"),
+        read_only_remotes=names(remotes_section, "read_only"),
         remotes=tuple(e for e in extra if isinstance(e, dict)),
-        lxc_enabled=bool((data.get("lxc") or {}).get("enabled", True)),
-        lxc_paths=tuple(str(p) for p in (data.get("lxc") or {}).get("paths") or ()),
+        lxc_enabled=bool(lxc.get("enabled", True)),
+        lxc_paths=names(lxc, "paths"),
         problems=tuple(problems),
     )

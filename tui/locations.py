@@ -17,9 +17,3 @@ def config_file() -> Path:
     if override:
         return Path(override).expanduser()
     return _xdg("XDG_CONFIG_HOME", ".config") / "corral" / "config.toml"
-
-
-def state_dir() -> Path:
-    path = _xdg("XDG_STATE_HOME", ".local/state") / "corral"
-    path.mkdir(parents=True, exist_ok=True)
-    return path

@@ -121,10 +121,7 @@ class LXDBackend(Backend):
         if isinstance(e, BackendError):
             return e
         if isinstance(e, (requests.exceptions.Timeout, asyncio.TimeoutError, TimeoutError)):
-            return NotResponding(
-                f"'{name}' ({self._where}) is not responding: no answer within "
-                f"{self.timeout:g} s."
-            )
+            return NotResponding(f"'{name}' ({self._where}) is not responding.")
         if isinstance(e, requests.exceptions.SSLError):
             text = str(e)
             if "Fingerprints did not match" in text or "certificate verify failed" in text:
@@ -469,10 +466,8 @@ class LXDBackend(Backend):
         ref = snapshot.ref
 
         def _do() -> None:
-            cur = client.api.instances[ref.name].get().json()["metadata"]
-            body = {k: cur[k] for k in ("architecture", "config", "devices", "ephemeral",
-                                        "profiles", "description") if k in cur}
-            body["restore"] = snapshot.name
+            # what `lxc restore` sends: the other fields are ignored when restoring
+            body = {"restore": snapshot.name, "stateful": snapshot.stateful}
             self._wait(client.api.instances[ref.name].put(json=body), 300)
 
         await self._call(_do, timeout=330)

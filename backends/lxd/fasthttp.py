@@ -84,18 +84,23 @@ class FastGet:
                 body = response.read()
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                conn.close()
-                self._local.conn = None
+                self._forget(conn)
                 if attempt:
                     raise
             except Exception:
-                conn.close()
-                self._local.conn = None
+                self._forget(conn)
                 raise
         data = json.loads(body) if body else {}
         if response.status != 200:
             raise HTTPStatusError(response.status, str(data.get("error") or response.reason))
         return data.get("metadata")
+
+    def _forget(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+        self._local.conn = None
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
 
     def close(self) -> None:
         with self._lock:

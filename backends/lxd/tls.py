@@ -33,6 +33,20 @@ def check_credentials(remote: Remote) -> None:
     for path in (remote.client_cert, remote.client_key, remote.server_cert):
         if path and not os.access(path, os.R_OK):
             raise AuthError(f"Cannot read {path} for remote '{remote.name}'.")
+    try:
+        with open(remote.client_key, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        head = b""
+    if b"ENCRYPTED" in head or b"OPENSSH PRIVATE KEY" in head:
+        # OpenSSL would prompt for the passphrase on the terminal and freeze the UI.
+        raise AuthError(
+            f"The client key {remote.client_key} is protected by a passphrase, which corral "
+            f"cannot ask for yet. Use an unencrypted key for this remote.")
+
+
+def _no_passphrase() -> bytes:
+    raise AuthError("The client key is protected by a passphrase, which corral cannot ask for.")
 
 
 def base_url(remote: Remote) -> str:
@@ -59,7 +73,7 @@ def ssl_context(remote: Remote) -> ssl.SSLContext:
     dialled). Without a pinned certificate, the system CAs and a hostname check."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if remote.client_cert and remote.client_key:
-        ctx.load_cert_chain(remote.client_cert, remote.client_key)
+        ctx.load_cert_chain(remote.client_cert, remote.client_key, password=_no_passphrase)
     if remote.server_cert:
         ctx.check_hostname = False
         ctx.load_verify_locations(cafile=remote.server_cert)

@@ -262,3 +262,76 @@ async def test_read_only_remote_offers_no_actions(fake_env):
         await settle(pilot, app)
         assert backends["beta"].calls == []
         assert not isinstance(app.screen, ConfirmDialog)
+
+
+async def test_textual_builtin_theme_works(fake_env):
+    cfg, env, factory, _ = fake_env
+    cfg.write_text(cfg.read_text().replace("[ui]\n", '[ui]\ntheme = "textual-dark"\n'))
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.theme == "textual-dark"
+        assert str(table_rows(app)["alpha:web1"][3]) == "running"
+        app.theme = "nord"
+        await settle(pilot, app)
+        assert str(table_rows(app)["alpha:web1"][3]) == "running"
+
+
+async def test_usage_is_sampled_periodically(fake_env):
+    cfg, env, factory, backends = fake_env
+    cfg.write_text(cfg.read_text().replace("metrics_interval = 60", "metrics_interval = 1"))
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        before = backends["alpha"].state_calls
+        await pilot.pause(3.5)
+        assert backends["alpha"].state_calls >= before + 2
+
+
+async def test_failed_listing_is_retried_and_the_remote_recovers(fake_env):
+    cfg, env, factory, backends = fake_env
+
+    def stumbling(remote, timeout):
+        backend = factory(remote, timeout)
+        backend.fail_lists = 2 if remote.name == "alpha" else 0
+        return backend
+
+    app = make_app(cfg, env=env, factory=stumbling)
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.1)
+            if "alpha:web1" in table_rows(app):
+                break
+        assert "alpha:web1" in table_rows(app)
+        assert app.screen.inventory.statuses["alpha"].state.value == "connected"
+
+
+async def test_reconnect_key_reconnects_the_selected_remote(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        first = backends["beta"]
+        select(app, "beta:db1")
+        await pilot.press("R")
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if backends["beta"] is not first:
+                break
+        assert backends["beta"] is not first  # a new backend object: a new connection
+        await settle(pilot, app)
+        assert app.screen.inventory.statuses["beta"].state.value == "connected"
+
+
+async def test_greyed_key_says_why(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web2")  # stopped
+        await settle(pilot, app)
+        await pilot.press("s")
+        await settle(pilot, app)
+        messages = [n.message for n in app._notifications]
+        assert any("not possible for alpha:web2: it is stopped" in m for m in messages)
+        assert backends["alpha"].calls == []

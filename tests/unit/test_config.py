@@ -36,3 +36,20 @@ def test_bad_number_is_reported_and_defaulted(tmp_path):
     cfg = load_config(path)
     assert cfg.stop_timeout == 30
     assert "stop_timeout" in cfg.problems[0]
+
+
+def test_wrong_shapes_are_reported_not_crashed(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('keymap = "x"\nui = 3\n[remotes]\nhide = "prod"\n'
+                    '[[lxc.paths]]\n')
+    cfg = load_config(path)
+    assert cfg.hide_remotes == ("prod",)
+    assert any("[keymap] must be a table" in p for p in cfg.problems)
+    assert any("[ui] must be a table" in p for p in cfg.problems)
+
+
+def test_plural_remote_tables_are_explained(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('[[remotes]]\nname = "x"\n')
+    cfg = load_config(path)
+    assert any("[[remote]] tables (singular)" in p for p in cfg.problems)

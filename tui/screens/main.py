@@ -19,6 +19,7 @@ from backends.models import Capability, InstanceRef, InstanceStatus
 from .. import format as fmt
 from ..filter import FilterError, Term, parse
 from ..services.inventory import Inventory
+from ..widgets.colors import theme_colors
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from .dialogs import ConfirmDialog
@@ -131,6 +132,7 @@ class MainScreen(Screen[None]):
         self._apply_changes()
         self._ready = True
         self._sample_soon()
+        self.set_timer(self.metrics_interval, self._sample_tick)
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
 
     def _theme_changed(self, _theme: object) -> None:
@@ -139,7 +141,6 @@ class MainScreen(Screen[None]):
         self.query_one(RemoteList).reload_colors()
         for name in self.inventory.remotes:
             self.inventory_changed(name, None)
-        self.set_timer(self.metrics_interval, self._sample_tick)
 
     # Inventory -> widgets --------------------------------------------------------------
 
@@ -234,7 +235,7 @@ class MainScreen(Screen[None]):
         if st.remote.read_only:
             text.append("read-only\n")
         if st.message:
-            text.append(st.message, style=self.app.get_css_variables().get("error", "red"))
+            text.append(st.message, style=theme_colors(self.app, ["error"])["error"] or "red")
         _update_if_changed(info, text)
 
     def _update_details(self) -> None:
@@ -360,6 +361,28 @@ class MainScreen(Screen[None]):
             return False
         return True if needed in caps else None
 
+    def on_key(self, event) -> None:
+        """A greyed-out instance key was pressed: say why instead of doing nothing."""
+        active = self.active_bindings.get(event.key)
+        if active is None or active.enabled or active.binding.action not in _INSTANCE_ACTIONS:
+            return
+        ref = self.query_one(InstanceTable).selected_ref
+        if ref is None:
+            return
+        inst = self.inventory.instances.get(ref)
+        status = self.inventory.statuses[ref.remote]
+        if status.remote.read_only:
+            why = f"remote {ref.remote} is read-only"
+        elif status.state.value != "connected":
+            why = f"remote {ref.remote} is {status.state.value}"
+        elif ref in self.inventory.pending:
+            why = f"it is {self.inventory.pending[ref]}"
+        else:
+            why = f"it is {inst.status.value}" if inst else "it is gone"
+        self.notify(f"{active.binding.description} is not possible for {ref}: {why}.",
+                    severity="warning")
+        event.stop()
+
     def _selected(self) -> InstanceRef | None:
         ref = self.query_one(InstanceTable).selected_ref
         if ref is None:
@@ -462,15 +485,23 @@ class MainScreen(Screen[None]):
             details.remove_class("-visible")
 
     def action_retry_remote(self) -> None:
-        name = self.query_one(RemoteList).selected_remote
+        remotes = self.query_one(RemoteList)
+        ref = self.query_one(InstanceTable).selected_ref
+        name = remotes.selected_remote if remotes.has_focus or ref is None else ref.remote
         if name:
             self.inventory.retry(name)
             self.notify(f"Reconnecting {name}…")
 
     def action_refresh(self) -> None:
+        async def list_again(name: str) -> None:
+            try:
+                await self.inventory.refresh(name)
+            except BackendError as e:
+                self.notify(e.message, title=f"Listing {name} failed", severity="error")
+
         for name in self.inventory.backends:
-            self.run_worker(self.inventory.refresh(name), group=f"refresh:{name}",
-                            exclusive=True, exit_on_error=False, description=f"List {name}")
+            self.run_worker(list_again(name), group=f"refresh:{name}", exclusive=True,
+                            exit_on_error=False, description=f"List {name}")
 
     def action_focus_remotes(self) -> None:
         self.query_one(RemoteList).focus()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from dataclasses import dataclass, field, replace
 from typing import Awaitable, Callable, Iterable
 
@@ -59,7 +58,6 @@ class RemoteStatus:
     server: ServerInfo | None = None
     listed: bool = False
     """The first listing arrived."""
-    connected_at: float = 0.0
     operations: dict[str, Operation] = field(default_factory=dict)
 
 
@@ -129,20 +127,21 @@ class Inventory:
         return backend.instance_capabilities(inst)
 
     def retry(self, name: str) -> None:
-        """Wake a remote that is waiting to reconnect (the user asked)."""
-        event = self._wakeups.get(name)
-        if event is not None:
-            event.set()
+        """Reconnect a remote now (the user asked): ends its wait, or its current
+        connection, and connects again at once."""
+        self._wakeups.setdefault(name, asyncio.Event()).set()
 
     # Supervisor ------------------------------------------------------------------------
 
-    async def _sleep_or_wake(self, name: str, delay: float | None) -> None:
+    async def _sleep_or_wake(self, name: str, delay: float | None) -> bool:
+        """Wait ``delay`` seconds (forever: ``None``) or until :meth:`retry`; True if woken."""
         event = self._wakeups.setdefault(name, asyncio.Event())
-        event.clear()
         try:
             await asyncio.wait_for(event.wait(), delay)
         except asyncio.TimeoutError:
-            pass
+            return False
+        event.clear()
+        return True
 
     async def run_remote(self, name: str) -> None:
         """Connect, list and follow one remote forever; reconnect with backoff."""
@@ -181,7 +180,8 @@ class Inventory:
                 self.statuses[name].server = info
                 self.backends[name] = backend
                 try:
-                    await self._follow(name, events if pump is not None else None)
+                    if await self._follow(name, events if pump is not None else None):
+                        attempt = -1  # the user asked to reconnect: no delay
                 finally:
                     if pump is not None:
                         pump.cancel()
@@ -189,33 +189,69 @@ class Inventory:
                     await backend.close()
             attempt += 1
             delay = min(self.reconnect_cap, 0.5 * 2 ** attempt) * random.uniform(0.8, 1.2)
-            await self._sleep_or_wake(name, delay)
+            if await self._sleep_or_wake(name, delay):
+                attempt = 0
 
     @staticmethod
-    async def _pump(backend: Backend, queue: asyncio.Queue[BackendEvent]) -> None:
-        async for event in backend.watch():
-            queue.put_nowait(event)
+    async def _pump(backend: Backend, queue: asyncio.Queue[BackendEvent | None]) -> None:
+        try:
+            async for event in backend.watch():
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(None)  # the stream ended (or failed): the follower reconnects
 
-    async def _follow(self, name: str, events: asyncio.Queue[BackendEvent] | None) -> None:
+    async def _follow(self, name: str, events: asyncio.Queue[BackendEvent | None] | None
+                      ) -> bool:
+        """Apply a connected remote's events until its stream ends (False) or the user
+        asks to reconnect (True)."""
+        wake = self._wakeups.setdefault(name, asyncio.Event())
         if events is None:
             # Backends without an event stream: a full refresh now, then on request.
             self._set_state(name, ConnectionState.CONNECTED)
-            await self.refresh(name)
-            await self._sleep_or_wake(name, None)
-            return
+            await self._list_until_done(name)
+            return await self._sleep_or_wake(name, None)
         while True:
-            event = await events.get()
-            if event.kind is EventKind.CONNECTION and event.action == "connected":
-                # (Re)connected: list everything before applying the events that follow,
-                # so no stale listing can overwrite a newer fetch.
-                self.statuses[name].connected_at = time.monotonic()
-                self._set_state(name, ConnectionState.CONNECTED)
-                await self.refresh(name)
-                continue
+            getter = asyncio.ensure_future(events.get())
+            waker = asyncio.ensure_future(wake.wait())
+            try:
+                await asyncio.wait({getter, waker}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waker.cancel()
+                if not getter.done():
+                    getter.cancel()
+            if wake.is_set():
+                wake.clear()
+                return True
+            event = getter.result()
+            if event is None:
+                self._set_state(name, ConnectionState.DISCONNECTED, "event stream ended")
+                return False
+            if event.kind is EventKind.CONNECTION:
+                self.statuses[name].operations.clear()
+                if event.action == "connected":
+                    # (Re)connected: list everything before applying the events that
+                    # follow, so no stale listing overwrites a newer fetch.
+                    self._set_state(name, ConnectionState.CONNECTED)
+                    await self._list_until_done(name)
+                    continue
             self._handle(name, event)
+
+    async def _list_until_done(self, name: str) -> None:
+        """The listing after a (re)connect, retried with backoff while it fails."""
+        for attempt in range(1000):
+            try:
+                await self.refresh(name)
+                self._set_state(name, ConnectionState.CONNECTED)
+                return
+            except BackendError as e:
+                state = (ConnectionState.NOT_RESPONDING if isinstance(e, NotResponding)
+                         else ConnectionState.ERROR)
+                self._set_state(name, state, f"listing failed: {e.message} (retrying)")
+                await asyncio.sleep(min(self.reconnect_cap, 0.5 * 2 ** attempt))
 
     def _handle(self, name: str, event: BackendEvent) -> None:
         if event.kind is EventKind.CONNECTION:
+            self.statuses[name].operations.clear()
             self._set_state(name, ConnectionState.DISCONNECTED, event.message)
             return
         if event.kind is EventKind.OPERATION and event.operation is not None:
@@ -238,6 +274,8 @@ class Inventory:
         action = event.action
         if action == "instance-deleted":
             self._drop(ref)
+            if ref in self._fetching:
+                self._refetch.add(ref)  # the fetch in flight must not bring it back
             self._notify(name, {ref})
         elif action == "instance-renamed":
             self._schedule_refresh(name)
@@ -267,7 +305,10 @@ class Inventory:
         async def later() -> None:
             await asyncio.sleep(0.2)  # coalesce bursts of events into one listing
             self._refresh_pending.discard(name)
-            await self.refresh(name)
+            try:
+                await self.refresh(name)
+            except BackendError:
+                pass  # the next event or reconnect lists again
 
         self._spawn(later())
 
@@ -322,15 +363,15 @@ class Inventory:
             self._notify(ref.remote, {ref})
 
     async def refresh(self, name: str) -> None:
-        """Full listing of one remote (after connect and reconnect)."""
+        """Full listing of one remote (after connect and reconnect, and on request).
+
+        Raises:
+            BackendError: the listing failed (the previous rows stay).
+        """
         backend = self.backends.get(name)
         if backend is None:
             return
-        try:
-            listed = await backend.list_instances()
-        except BackendError as e:
-            self._set_state(name, ConnectionState.ERROR, e.message)
-            return
+        listed = await backend.list_instances()
         fresh = {i.ref: i for i in listed}
         for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
             self._drop(ref)
@@ -339,6 +380,8 @@ class Inventory:
             if old is not None and inst.snapshot_count is None:
                 inst = replace(inst, snapshot_count=old.snapshot_count)
             self.instances[ref] = inst
+            if inst.status is not InstanceStatus.RUNNING:
+                self.states.pop(ref, None)
         self.statuses[name].listed = True
         self._notify(name, None)
 
@@ -346,7 +389,8 @@ class Inventory:
         """Fetch usage figures of the running ones of these instances, and snapshot counts
         of those not counted yet (only rows the user can see are sampled)."""
         backend = self.backends.get(name)
-        if backend is None or not refs:
+        if backend is None or not refs or \
+                self.statuses[name].state is not ConnectionState.CONNECTED:
             return
         running = [r for r in refs if (i := self.instances.get(r)) is not None
                    and i.status is InstanceStatus.RUNNING]

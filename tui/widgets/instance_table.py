@@ -22,6 +22,7 @@ from backends.models import (
 from .. import format as fmt
 from ..filter import Term, matches
 from ..services.inventory import Inventory
+from .colors import theme_colors
 
 
 class SortCell(Text):
@@ -97,9 +98,7 @@ class InstanceTable(DataTable):
 
     def reload_colors(self) -> None:
         """Take the status colours from the current theme (rows re-render on next sync)."""
-        variables = self.app.get_css_variables()
-        self._colors = {name: variables.get(name, "") for name in set(_STATUS_VAR.values())}
-        self._colors["vm-badge"] = variables.get("vm-badge", "")
+        self._colors = theme_colors(self.app, [*set(_STATUS_VAR.values()), "vm-badge"])
         self._colors_version += 1
 
     def on_resize(self) -> None:

@@ -9,6 +9,7 @@ from textual.widgets import DataTable
 from backends.models import ConnectionState, InstanceStatus
 
 from ..services.inventory import Inventory
+from .colors import theme_colors
 
 LABELS = {
     ConnectionState.CONNECTED: "connected",
@@ -48,8 +49,7 @@ class RemoteList(DataTable):
 
     def reload_colors(self) -> None:
         """Take the state colours from the current theme (rows re-render on next sync)."""
-        v = self.app.get_css_variables()
-        self._colors = {k: v.get(k, "") for k in set(_STATE_VAR.values())}
+        self._colors = theme_colors(self.app, list(set(_STATE_VAR.values())))
         self._rendered.clear()
 
     @property
