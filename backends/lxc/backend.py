@@ -258,12 +258,14 @@ class LXCBackend(Backend):
                 try:
                     while not reader.done() or not queue.empty():
                         getter = asyncio.ensure_future(queue.get())
-                        done, _ = await asyncio.wait({getter, reader},
-                                                     return_when=asyncio.FIRST_COMPLETED)
+                        try:
+                            done, _ = await asyncio.wait({getter, reader},
+                                                         return_when=asyncio.FIRST_COMPLETED)
+                        finally:
+                            if not getter.done():
+                                getter.cancel()
                         if getter in done:
                             yield getter.result()
-                        else:
-                            getter.cancel()
                 finally:
                     reader.cancel()
                     if proc.returncode is None:
