@@ -117,6 +117,10 @@ class LXCBackend(Backend):
             proc.kill()
             await proc.wait()
             raise NotResponding(f"{args[0]} did not finish in time.") from None
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.kill()
+            raise
         rc = proc.returncode or 0
         stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
         if check and rc != 0:
