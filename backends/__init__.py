@@ -18,6 +18,7 @@ REGISTRY: dict[str, str] = {
     "lxd": "backends.lxd:LXDBackend",
     "incus": "backends.lxd:IncusBackend",
     "lxc": "backends.lxc:LXCBackend",
+    "qemu": "backends.qemu:QEMUBackend",
 }
 
 
@@ -34,9 +35,9 @@ def backend_class(kind: str) -> type[Backend]:
     return getattr(importlib.import_module(module_name), cls_name)
 
 
-def get_backend(remote: Remote, *, timeout: float = 10.0) -> Backend:
-    """A new backend object serving ``remote``."""
-    return backend_class(remote.kind)(remote, timeout=timeout)
+def get_backend(remote: Remote, *, timeout: float = 10.0, **options: object) -> Backend:
+    """A new backend object serving ``remote`` (``options``: backend-specific settings)."""
+    return backend_class(remote.kind)(remote, timeout=timeout, **options)
 
 
 __all__ = ["Backend", "BackendError", "Remote", "REGISTRY", "backend_class", "get_backend"]

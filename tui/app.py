@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Mapping
 
@@ -10,6 +11,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
+from backends import Backend, Remote, get_backend
 from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
@@ -48,6 +50,11 @@ class CorralApp(App[None]):
             hidden=config.hide_remotes,
         )
         remotes = found.remotes
+        if config.qemu_enabled and shutil.which("qemu-system-x86_64"):
+            from backends.qemu import qemu_remote
+
+            if "qemu" not in config.hide_remotes:
+                remotes.append(qemu_remote(config.qemu_path or None))
         if config.lxc_enabled:
             from backends.lxc import lxc_remotes
 
@@ -67,7 +74,11 @@ class CorralApp(App[None]):
                 "No LXD or Incus remotes found. Add one with `lxc remote add` or "
                 f"`incus remote add`, or under [[remote]] in {config.path}."
             )
-        kwargs = {"factory": factory} if factory is not None else {}
+        if factory is None:
+            def factory(remote: Remote, timeout: float) -> Backend:
+                options = {"default_accel": config.qemu_accel} if remote.kind == "qemu" else {}
+                return get_backend(remote, timeout=timeout, **options)
+        kwargs = {"factory": factory}
         self.inventory = Inventory(remotes, on_change=self._inventory_changed,
                                    timeout=config.network_timeout, **kwargs)
         self.main_screen: MainScreen | None = None

@@ -14,6 +14,11 @@ network_timeout = 10       # seconds before a remote counts as not responding
 hide = ["images"]
 read_only = ["prod"]
 
+[qemu]                     # local QEMU VMs (no daemon)
+enabled = true
+path = "~/.local/share/corral/qemu"
+accel = "auto"             # kvm, tcg, or auto (KVM when /dev/kvm is usable)
+
 [lxc]                      # local LXC containers (lxc-* tools)
 enabled = true
 paths = ["/var/lib/lxc"]   # lxcpaths; default: the tools' default for this user
@@ -49,6 +54,11 @@ class Config:
     hide_remotes: tuple[str, ...] = ()
     read_only_remotes: tuple[str, ...] = ()
     remotes: tuple[dict[str, Any], ...] = ()
+    qemu_enabled: bool = True
+    qemu_path: str = ""
+    """Where VM definitions and disks live (default: $XDG_DATA_HOME/corral/qemu)."""
+    qemu_accel: str = "auto"
+    """Default accelerator of VMs set to 'auto': auto (KVM when usable), kvm or tcg."""
     lxc_enabled: bool = True
     lxc_paths: tuple[str, ...] = ()
     """lxcpaths to show (default: the lxc tools' own default)."""
@@ -105,6 +115,11 @@ def load_config(path: Path | None = None) -> Config:
         problems.append(f"{path}: [remotes] must be a table; ignored")
         remotes_section = {}
     lxc = table("lxc")
+    qemu = table("qemu")
+    accel = str(qemu.get("accel", "auto"))
+    if accel not in ("auto", "kvm", "tcg"):
+        problems.append(f"{path}: [qemu] accel must be auto, kvm or tcg; using auto")
+        accel = "auto"
     extra = data.get("remote") or []
     if not isinstance(extra, list):
         problems.append(f"{path}: [[remote]] entries must be tables")
@@ -119,6 +134,9 @@ def load_config(path: Path | None = None) -> Config:
         hide_remotes=names(remotes_section, "hide"),
         read_only_remotes=names(remotes_section, "read_only"),
         remotes=tuple(e for e in extra if isinstance(e, dict)),
+        qemu_enabled=bool(qemu.get("enabled", True)),
+        qemu_path=str(qemu.get("path") or ""),
+        qemu_accel=accel,
         lxc_enabled=bool(lxc.get("enabled", True)),
         lxc_paths=names(lxc, "paths"),
         problems=tuple(problems),

@@ -24,7 +24,7 @@ def fake_env(tmp_path):
     """Two fake remotes configured through corral's own config file."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(
-        '[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n'
+        '[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n[qemu]\nenabled = false\n'
         '[[remote]]\nname = "alpha"\nkind = "lxd"\naddress = "/nonexistent/a.sock"\n'
         '[[remote]]\nname = "beta"\nkind = "lxd"\naddress = "/nonexistent/b.sock"\n'
     )

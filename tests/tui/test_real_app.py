@@ -7,7 +7,7 @@ import asyncio
 import socket
 import time
 
-from backends.models import ConnectionState
+from backends.models import ConnectionState, InstanceRef
 from tui.app import make_app
 from tui.widgets.instance_table import InstanceTable
 from tui.widgets.remote_list import RemoteList
@@ -50,7 +50,8 @@ def write_config(tmp_path, extra=""):
     lxc = tmp_path / "lxcpath"
     lxc.mkdir(exist_ok=True)
     cfg.write_text("[ui]\nmetrics_interval = 60\nnetwork_timeout = 2\nstop_timeout = 20\n"
-                   f'[lxc]\npaths = ["{lxc}"]\n' + extra)
+                   f'[lxc]\npaths = ["{lxc}"]\n[qemu]\npath = "{tmp_path / "vms"}"\n'
+                   'accel = "tcg"\n' + extra)
     return cfg
 
 
@@ -211,8 +212,26 @@ async def test_killed_daemon_shows_disconnected_then_reconnects(lab, lab_env, un
         lab.lxd2.cli("delete", "--force", name, check=False)
 
 
-async def test_lxc_containers_beside_lxd_and_incus(lab, lab_env, unique, tmp_path):
+async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path, monkeypatch):
+    """One table: an LXD container, a plain LXC container and a local QEMU VM; the VM is
+    started from the keyboard and boots for real (TCG)."""
+    import os
     import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import qemu_guest
+
+    from backends.qemu import QEMUBackend, qemu_remote
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", f"/tmp/cq-ui-{os.getpid()}")
+    kernel, initrd = qemu_guest.guest()
+    vms = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
+    await vms.connect()
+    await vms.create("guest1", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                     cmdline="console=ttyS0", accel="tcg")
+    await vms.close()
 
     a = unique("a")
     lab.lxd1.cli("launch", "busybox", a)
@@ -230,8 +249,20 @@ async def test_lxc_containers_beside_lxd_and_incus(lab, lab_env, unique, tmp_pat
     app = make_app(cfg, env=lab_env)
     try:
         async with app.run_test(size=(160, 45)) as pilot:
-            await wait_for(pilot, lambda: {f"local:{a}", "lxc:box1"} <= set(rows(app)),
-                           what="LXD and LXC rows")
+            await wait_for(pilot, lambda: {f"local:{a}", "lxc:box1", "qemu:guest1"}
+                           <= set(rows(app)), what="LXD, LXC and QEMU rows")
+            assert rows(app)["qemu:guest1"][2] == "VM"
+            select(app, "qemu:guest1")
+            await pilot.press("S")
+            await wait_for(pilot, lambda: status(app, "qemu:guest1") == "running",
+                           timeout=30, what="VM started from the keyboard")
+            log = Path(f"/tmp/cq-ui-{os.getpid()}/corral/qemu/guest1/serial.log")
+            await wait_for(pilot, lambda: log.exists()
+                           and "corral-guest ready" in log.read_text(errors="replace"),
+                           timeout=60, what="the VM booted")
+            await pilot.press("p")
+            await wait_for(pilot, lambda: status(app, "qemu:guest1") == "frozen",
+                           what="VM paused")
             assert status(app, "lxc:box1") == "stopped"
             assert str(app.screen.query_one(RemoteList).get_row("lxc")[1]).strip() == "lxc"
             await asyncio.to_thread(lxc, "lxc-start", "-n", "box1")
@@ -246,3 +277,8 @@ async def test_lxc_containers_beside_lxd_and_incus(lab, lab_env, unique, tmp_pat
         subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", "box1", "-k"],
                        capture_output=True)
         subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", "box1"], capture_output=True)
+        cleanup = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
+        await cleanup.connect()
+        if cleanup._pid("guest1"):
+            await cleanup.stop(InstanceRef("qemu", "guest1"), force=True)
+        await cleanup.close()

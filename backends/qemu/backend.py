@@ -1,0 +1,567 @@
+"""Local QEMU VMs with no daemon: QEMU runs detached (``-daemonize``), corral talks QMP.
+
+Layout: definitions and disks in ``<remote.address>/<name>/`` (``vm.json`` + qcow2 files);
+runtime files (QMP socket, serial socket and log, pid file) in
+``$XDG_RUNTIME_DIR/corral/qemu/<name>/``. A VM outlives corral; a new corral finds it
+through its pid file and QMP socket. State follows QMP events (STOP, RESUME, SHUTDOWN,
+RESET, POWERDOWN); a QEMU that dies shows as stopped, with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import AsyncIterator
+
+from qemu.qmp import QMPClient, Runstate
+from qemu.qmp.error import QMPError
+
+from ..base import Backend
+from ..errors import (
+    BackendError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    OperationFailed,
+    StopTimedOut,
+    Unreachable,
+)
+from ..models import (
+    BackendEvent,
+    Capability,
+    EventKind,
+    Instance,
+    InstanceRef,
+    InstanceState,
+    InstanceStatus,
+    InstanceType,
+    Remote,
+    ServerInfo,
+)
+from .definition import VMDefinition, check_name
+
+QEMU = "qemu-system-x86_64"
+_EVENT_ACTIONS = {
+    "STOP": "instance-paused",
+    "RESUME": "instance-resumed",
+    "SHUTDOWN": "instance-shutdown",
+    "RESET": "instance-restarted",
+    "POWERDOWN": "instance-updated",
+}
+
+
+def default_qemu_dir() -> str:
+    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return os.path.join(data, "corral", "qemu")
+
+
+def runtime_root() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/corral-{os.getuid()}"
+    return Path(base) / "corral" / "qemu"
+
+
+def kvm_usable() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+def qemu_remote(path: str | None = None) -> Remote:
+    path = os.path.abspath(os.path.expanduser(path or default_qemu_dir()))
+    return Remote(name="qemu", kind="qemu", address=path, source="local QEMU",
+                  addresses=(path,))
+
+
+class QEMUBackend(Backend):
+    """The VMs defined under one directory."""
+
+    kind = "qemu"
+    capabilities = frozenset({
+        Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
+        Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
+        Capability.METRICS, Capability.CREATE,
+    })
+
+    def __init__(self, remote: Remote, *, timeout: float = 10.0,
+                 default_accel: str = "auto") -> None:
+        super().__init__(remote, timeout=timeout)
+        self.root = Path(remote.address)
+        self.default_accel = default_accel
+        self._qmp: dict[str, QMPClient] = {}
+        self._status: dict[str, InstanceStatus] = {}
+        self._why: dict[str, str] = {}
+        self._events: asyncio.Queue[BackendEvent] = asyncio.Queue()
+        self._listeners: dict[str, asyncio.Task[None]] = {}
+        self._cpu: dict[str, tuple[float, float]] = {}
+        self._expect_exit: set[str] = set()
+
+    # Paths -----------------------------------------------------------------------------
+
+    def _dir(self, name: str) -> Path:
+        return self.root / name
+
+    def _run_dir(self, name: str) -> Path:
+        return runtime_root() / name
+
+    def _pid(self, name: str) -> int | None:
+        try:
+            pid = int((self._run_dir(name) / "qemu.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if b"qemu-system" in cmdline and name.encode() in cmdline else None
+
+    def _ref(self, name: str) -> InstanceRef:
+        return InstanceRef(self.remote.name, name)
+
+    def _names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "vm.json").is_file())
+
+    def _definition(self, name: str) -> VMDefinition:
+        try:
+            return VMDefinition.load(self._dir(name))
+        except FileNotFoundError:
+            raise NotFound(f"No QEMU VM named '{name}'.") from None
+        except (ValueError, TypeError) as e:
+            raise OperationFailed(f"The definition of '{name}' is damaged: {e}") from e
+
+    # Connection ------------------------------------------------------------------------
+
+    async def connect(self) -> ServerInfo:
+        if shutil.which(QEMU) is None:
+            raise Unreachable(f"{QEMU} is not installed (package qemu-system-x86).")
+        proc = await asyncio.create_subprocess_exec(QEMU, "--version",
+                                                    stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        self.root.mkdir(parents=True, exist_ok=True)
+        for name in self._names():  # VMs that outlived an earlier corral
+            await self._adopt(name)
+        version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
+        return ServerInfo(server="qemu", version=version, auth="local")
+
+    async def _adopt(self, name: str) -> None:
+        """Attach to a running VM (pid alive + QMP), or clean its stale runtime files."""
+        if name in self._qmp:
+            return
+        if self._pid(name) is None:
+            run = self._run_dir(name)
+            if run.exists():
+                for f in ("qemu.pid", "qmp.sock", "serial.sock"):
+                    (run / f).unlink(missing_ok=True)
+            self._status[name] = InstanceStatus.STOPPED
+            return
+        qmp = QMPClient(name)
+        try:
+            await asyncio.wait_for(qmp.connect(str(self._run_dir(name) / "qmp.sock")), 5)
+            status = await qmp.execute("query-status")
+        except (QMPError, OSError, asyncio.TimeoutError) as e:
+            self._status[name] = InstanceStatus.UNKNOWN
+            self._why[name] = f"QEMU runs but its QMP socket does not answer ({e or 'timeout'})"
+            return
+        self._qmp[name] = qmp
+        self._status[name] = (InstanceStatus.RUNNING if status.get("running")
+                              else InstanceStatus.FROZEN)
+        self._listeners[name] = asyncio.ensure_future(self._listen(name, qmp))
+
+    async def _listen(self, name: str, qmp: QMPClient) -> None:
+        """Follow one VM: its QMP events, and the connection itself (it drops when QEMU
+        exits or is killed; qemu.qmp's event stream does not end on its own then)."""
+        events = asyncio.ensure_future(self._pump_events(name, qmp))
+        try:
+            while qmp.runstate is Runstate.RUNNING:
+                await qmp.runstate_changed()
+        except asyncio.CancelledError:
+            events.cancel()
+            raise
+        events.cancel()
+        if self._qmp.get(name) is qmp:
+            await self._gone(name)
+
+    async def _pump_events(self, name: str, qmp: QMPClient) -> None:
+        ref = self._ref(name)
+        async for event in qmp.events:
+            kind = event["event"]
+            if kind == "STOP":
+                self._status[name] = InstanceStatus.FROZEN
+            elif kind == "RESUME":
+                self._status[name] = InstanceStatus.RUNNING
+            elif kind == "SHUTDOWN":
+                self._status[name] = InstanceStatus.STOPPING
+            action = _EVENT_ACTIONS.get(kind)
+            if action:
+                self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                                     action=action, ref=ref, message=kind))
+
+    async def _gone(self, name: str) -> None:
+        """The QMP connection ended: QEMU exited (or was killed)."""
+        qmp = self._qmp.pop(name, None)
+        if qmp is not None:
+            try:
+                await qmp.disconnect()
+            except Exception:  # noqa: BLE001 - after quit it raises an empty error
+                pass
+        expected = name in self._expect_exit
+        self._expect_exit.discard(name)
+        for _ in range(20):  # give the process a moment to exit
+            if self._pid(name) is None:
+                break
+            await asyncio.sleep(0.05)
+        self._status[name] = InstanceStatus.STOPPED
+        self._why[name] = "" if expected else "QEMU exited (it was stopped or killed outside corral)"
+        self._cpu.pop(name, None)
+        run = self._run_dir(name)
+        for f in ("qemu.pid", "qmp.sock", "serial.sock"):
+            (run / f).unlink(missing_ok=True)
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-stopped", ref=self._ref(name),
+                                             message=self._why[name]))
+
+    async def close(self) -> None:
+        for task in self._listeners.values():
+            task.cancel()
+        self._listeners.clear()
+        for qmp in list(self._qmp.values()):
+            try:
+                await qmp.disconnect()
+            except Exception:  # noqa: BLE001
+                pass
+        self._qmp.clear()
+
+    # Listing ---------------------------------------------------------------------------
+
+    def _instance(self, name: str) -> Instance:
+        d = self._definition(name)
+        status = self._status.get(name, InstanceStatus.STOPPED)
+        created = None
+        if d.created_at:
+            try:
+                created = datetime.fromisoformat(d.created_at)
+            except ValueError:
+                created = None
+        if d.kernel:
+            image = f"kernel {Path(d.kernel).name}"
+        elif d.iso:
+            image = f"installer {Path(d.iso).name}"
+        elif d.boot == "network":
+            image = "network boot (PXE)"
+        else:
+            image = "disk"
+        return Instance(
+            ref=self._ref(name), type=InstanceType.VM, status=status, image=image,
+            description=d.description or self._why.get(name, ""), created_at=created,
+            cpu_limit=str(d.cpus), memory_limit=d.memory_mib * 1024 * 1024, snapshot_count=0,
+            extra={"accel": d.accel, "firmware": d.firmware, "reason": self._why.get(name, "")},
+        )
+
+    async def list_instances(self) -> list[Instance]:
+        names = self._names()
+        for name in names:
+            if name not in self._status:
+                await self._adopt(name)
+        return [self._instance(n) for n in names]
+
+    async def get_instance(self, ref: InstanceRef) -> Instance:
+        if not (self._dir(ref.name) / "vm.json").is_file():
+            raise NotFound(f"No QEMU VM named '{ref.name}'.")
+        if ref.name not in self._status:
+            await self._adopt(ref.name)
+        return self._instance(ref.name)
+
+    async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        out = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for ref in refs:
+            pid = self._pid(ref.name)
+            qmp = self._qmp.get(ref.name)
+            if pid is None or qmp is None:
+                continue
+            try:
+                fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf(
+                    "SC_PAGE_SIZE")
+            except OSError:
+                continue
+            cpu_s = (int(fields_[11]) + int(fields_[12])) / tick
+            now = time.monotonic()
+            prev = self._cpu.get(ref.name)
+            self._cpu[ref.name] = (cpu_s, now)
+            percent = (cpu_s - prev[0]) / (now - prev[1]) * 100 if prev and now > prev[1] else None
+            memory = rss
+            try:
+                balloon = await qmp.execute("query-balloon")
+                memory = int(balloon.get("actual", rss))
+            except QMPError:
+                pass
+            d = self._definition(ref.name)
+            disk = sum((self._dir(ref.name) / disk).stat().st_blocks * 512
+                       for disk in d.disks if (self._dir(ref.name) / disk).exists())
+            out[ref] = InstanceState(cpu_usage_ns=int(cpu_s * 1e9), cpu_percent=percent,
+                                     memory_usage=memory, memory_limit=d.memory_mib << 20,
+                                     disk_usage=disk or None, pid=pid, sampled_at=now)
+        return out
+
+    # Events ----------------------------------------------------------------------------
+
+    async def watch(self) -> AsyncIterator[BackendEvent]:
+        yield BackendEvent(EventKind.CONNECTION, self.remote.name, action="connected")
+        last = None
+        while True:
+            try:
+                event = await asyncio.wait_for(self._events.get(), 2.0)
+            except asyncio.TimeoutError:
+                # VMs defined or removed outside corral change the directory (one stat)
+                try:
+                    mtime = self.root.stat().st_mtime_ns
+                except OSError:
+                    mtime = None
+                if last is not None and mtime != last:
+                    yield BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                       action="remote-changed")
+                last = mtime
+                continue
+            yield event
+
+    # Create ----------------------------------------------------------------------------
+
+    async def create(self, name: str, *, cpus: int = 1, memory_mib: int = 512,
+                     disk_gib: float = 0, image: str = "", overlay: bool = True,
+                     iso: str = "", kernel: str = "", initrd: str = "", cmdline: str = "",
+                     network_boot: bool = False, accel: str = "auto",
+                     firmware: str = "bios", description: str = "") -> Instance:
+        """Define a VM (and make its disks). Nothing is left behind on failure.
+
+        Raises:
+            InvalidInput: bad name or sizes, name taken, missing files, unknown accel.
+        """
+        check_name(name)
+        if (self._dir(name)).exists():
+            raise InvalidInput(f"A VM named '{name}' already exists.")
+        if not 1 <= cpus <= (os.cpu_count() or 1) * 4:
+            raise InvalidInput(f"CPUs must be from 1 to {(os.cpu_count() or 1) * 4}.")
+        if memory_mib < 32:
+            raise InvalidInput("Memory must be at least 32 MiB.")
+        if accel not in ("auto", "kvm", "tcg"):
+            raise InvalidInput("Accelerator must be kvm, tcg or auto.")
+        if firmware not in ("bios", "uefi"):
+            raise InvalidInput("Firmware must be bios or uefi.")
+        for label, path in (("image", image), ("ISO", iso), ("kernel", kernel),
+                            ("initrd", initrd)):
+            if path and not os.path.isfile(path):
+                raise InvalidInput(f"The {label} {path} does not exist.")
+        if initrd and not kernel:
+            raise InvalidInput("An initrd needs a kernel.")
+        directory = self._dir(name)
+        directory.mkdir(parents=True)
+        try:
+            disks = []
+            if image:
+                target = directory / "disk0.qcow2"
+                if overlay:
+                    await self._qemu_img("create", "-f", "qcow2", "-F",
+                                         await self._image_format(image), "-b",
+                                         os.path.abspath(image), str(target))
+                else:
+                    await self._qemu_img("convert", "-O", "qcow2", image, str(target))
+                if disk_gib:
+                    await self._qemu_img("resize", str(target), f"{disk_gib}G")
+                disks.append(target.name)
+            elif disk_gib:
+                target = directory / "disk0.qcow2"
+                await self._qemu_img("create", "-f", "qcow2", str(target), f"{disk_gib}G")
+                disks.append(target.name)
+            boot = ("kernel" if kernel else "cdrom" if iso else
+                    "network" if network_boot else "disk")
+            if boot == "disk" and not disks:
+                raise InvalidInput("Nothing to boot: give an image, a disk size with an ISO, "
+                                   "a kernel, or choose network boot.")
+            definition = VMDefinition(
+                name=name, cpus=cpus, max_cpus=max(cpus, min(8, (os.cpu_count() or 1) * 2)),
+                memory_mib=memory_mib, accel=accel, firmware=firmware, disks=disks,
+                iso=os.path.abspath(iso) if iso else "",
+                kernel=os.path.abspath(kernel) if kernel else "",
+                initrd=os.path.abspath(initrd) if initrd else "", cmdline=cmdline, boot=boot,
+                description=description, created_at=datetime.now(timezone.utc).isoformat())
+            if firmware == "uefi":
+                vars_src = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+                if not vars_src.exists():
+                    raise InvalidInput("UEFI needs OVMF (package ovmf).")
+                shutil.copyfile(vars_src, directory / "OVMF_VARS.fd")
+            definition.save(directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        self._status[name] = InstanceStatus.STOPPED
+        return self._instance(name)
+
+    async def _qemu_img(self, *args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            "qemu-img", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise OperationFailed(f"qemu-img {args[0]} failed: {err.decode().strip()}")
+        return out.decode()
+
+    async def _image_format(self, path: str) -> str:
+        import json
+
+        info = json.loads(await self._qemu_img("info", "--output=json", path))
+        return info.get("format", "raw")
+
+    # Lifecycle -------------------------------------------------------------------------
+
+    def _accel(self, d: VMDefinition) -> str:
+        accel = d.accel if d.accel != "auto" else self.default_accel
+        if accel == "auto":
+            accel = "kvm" if kvm_usable() else "tcg"
+        return accel
+
+    def _argv(self, d: VMDefinition) -> list[str]:
+        run = self._run_dir(d.name)
+        directory = self._dir(d.name)
+        accel = self._accel(d)
+        argv = [
+            QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
+            "-cpu", "host" if accel == "kvm" else "max",
+            "-smp", f"{d.cpus},maxcpus={max(d.cpus, d.max_cpus)}", "-m", f"{d.memory_mib}M",
+            "-nodefaults", "-display", "none", "-vga", "std",
+            "-chardev", f"socket,id=ser0,path={run}/serial.sock,server=on,wait=off,"
+                        f"logfile={run}/serial.log,logappend=on",
+            "-serial", "chardev:ser0",
+            "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
+            "-device", "virtio-balloon-pci,id=balloon0",
+            "-pidfile", str(run / "qemu.pid"), "-daemonize",
+        ]
+        if d.firmware == "uefi":
+            argv += ["-drive", "if=pflash,format=raw,readonly=on,"
+                               "file=/usr/share/OVMF/OVMF_CODE_4M.fd",
+                     "-drive", f"if=pflash,format=raw,file={directory}/OVMF_VARS.fd"]
+        for i, disk in enumerate(d.disks):
+            argv += ["-drive", f"if=none,id=drive{i},node-name=disk{i},format=qcow2,"
+                               f"file={directory / disk}",
+                     "-device", f"virtio-blk-pci,drive=drive{i},id=vblk{i}"
+                     + (",bootindex=1" if i == 0 and d.boot == "disk" else "")]
+        if d.iso:
+            argv += ["-drive", f"if=none,id=cd0,media=cdrom,readonly=on,file={d.iso}",
+                     "-device", "ide-cd,drive=cd0" + (",bootindex=0" if d.boot == "cdrom"
+                                                      else "")]
+        if d.network == "user":
+            argv += ["-netdev", "user,id=net0",
+                     "-device", "virtio-net-pci,netdev=net0"
+                     + (",bootindex=0" if d.boot == "network" else "")]
+        if d.kernel:
+            argv += ["-kernel", d.kernel]
+            if d.initrd:
+                argv += ["-initrd", d.initrd]
+            if d.cmdline:
+                argv += ["-append", d.cmdline]
+        return argv
+
+    async def start(self, ref: InstanceRef) -> None:
+        d = self._definition(ref.name)
+        if self._pid(ref.name) is not None:
+            raise Conflict(f"{ref} is already running.")
+        run = self._run_dir(ref.name)
+        run.mkdir(parents=True, exist_ok=True)
+        os.chmod(run, 0o700)
+        for f in ("qemu.pid", "qmp.sock", "serial.sock"):
+            (run / f).unlink(missing_ok=True)
+        proc = await asyncio.create_subprocess_exec(
+            *self._argv(d), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+        except asyncio.TimeoutError:
+            proc.kill()
+            raise OperationFailed(f"QEMU did not start {ref} within 60 s.") from None
+        if proc.returncode != 0:
+            message = err.decode(errors="replace").strip().splitlines()
+            raise OperationFailed(f"QEMU refused to start {ref}: "
+                                  f"{message[-1] if message else 'exit ' + str(proc.returncode)}")
+        self._why.pop(ref.name, None)
+        self._status.pop(ref.name, None)
+        await self._adopt(ref.name)
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-started", ref=ref))
+
+    async def _qmp_for(self, ref: InstanceRef) -> QMPClient:
+        if ref.name not in self._qmp:
+            await self._adopt(ref.name)
+        qmp = self._qmp.get(ref.name)
+        if qmp is None:
+            if not (self._dir(ref.name) / "vm.json").is_file():
+                raise NotFound(f"No QEMU VM named '{ref.name}'.")
+            raise Conflict(f"{ref} is not running.")
+        return qmp
+
+    async def _execute(self, ref: InstanceRef, command: str, **arguments) -> object:
+        qmp = await self._qmp_for(ref)
+        try:
+            return await qmp.execute(command, arguments or None)
+        except QMPError as e:
+            raise OperationFailed(f"QEMU refused {command} for {ref}: {e}") from e
+
+    async def _wait_stopped(self, ref: InstanceRef, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._pid(ref.name) is None:
+                if ref.name in self._qmp:
+                    await self._gone(ref.name)
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+        if force:
+            self._expect_exit.add(ref.name)
+            try:
+                await self._execute(ref, "quit")
+            except (OperationFailed, Conflict):
+                pid = self._pid(ref.name)
+                if pid is None:
+                    raise
+                os.kill(pid, signal.SIGKILL)
+            if not await self._wait_stopped(ref, 15):
+                pid = self._pid(ref.name)
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+                await self._wait_stopped(ref, 5)
+            return
+        await self._execute(ref, "system_powerdown")
+        self._expect_exit.add(ref.name)
+        if not await self._wait_stopped(ref, timeout):
+            self._expect_exit.discard(ref.name)
+            raise StopTimedOut(f"{ref} did not power off within {timeout} s (the guest ignored "
+                               f"the ACPI power button). It can be force-stopped.")
+
+    async def restart(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+        await self._execute(ref, "system_reset")
+
+    async def freeze(self, ref: InstanceRef) -> None:
+        await self._execute(ref, "stop")
+        self._status[ref.name] = InstanceStatus.FROZEN
+
+    async def unfreeze(self, ref: InstanceRef) -> None:
+        await self._execute(ref, "cont")
+        self._status[ref.name] = InstanceStatus.RUNNING
+
+    async def delete(self, ref: InstanceRef, *, force: bool = False) -> None:
+        self._definition(ref.name)
+        if self._pid(ref.name) is not None:
+            if not force:
+                raise Conflict(f"{ref} is running. Stop it first, or delete it with force.")
+            await self.stop(ref, force=True)
+        shutil.rmtree(self._dir(ref.name))
+        shutil.rmtree(self._run_dir(ref.name), ignore_errors=True)
+        for d in (self._status, self._why):
+            d.pop(ref.name, None)
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-deleted", ref=ref))

@@ -1,0 +1,165 @@
+"""The QEMU backend against real QEMU (TCG: a Linux guest hangs under KVM on these
+machines), booting a Debian cloud kernel with a busybox initramfs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import qemu_guest  # noqa: E402
+
+from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut  # noqa: E402
+from backends.models import EventKind, InstanceRef, InstanceStatus  # noqa: E402
+from backends.qemu import QEMUBackend, qemu_remote  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def guest():
+    import shutil
+
+    if shutil.which("qemu-system-x86_64") is None or shutil.which("qemu-img") is None:
+        pytest.fail("QEMU is not installed (run scripts/setup-lab.sh)", pytrace=False)
+    return qemu_guest.guest()
+
+
+@pytest.fixture
+async def qemu(tmp_path, monkeypatch):
+    run = Path(f"/tmp/cq-{os.getpid()}-{tmp_path.name[-6:]}")  # short: unix socket paths
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    backend = QEMUBackend(qemu_remote(str(tmp_path / "vms")), timeout=10)
+    info = await backend.connect()
+    assert info.server == "qemu" and info.version
+    yield backend
+    for name in list(backend._names()):
+        pid = backend._pid(name)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    await backend.close()
+    import shutil
+
+    shutil.rmtree(run, ignore_errors=True)
+
+
+async def wait_serial(backend, name, needle, timeout=60):
+    log = backend._run_dir(name) / "serial.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and needle in log.read_text(errors="replace"):
+            return
+        await asyncio.sleep(0.2)
+    tail = log.read_text(errors="replace")[-500:] if log.exists() else "(no log)"
+    raise AssertionError(f"{needle!r} not on the serial console: {tail}")
+
+
+async def next_event(stream, ref, actions, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        ev = await asyncio.wait_for(anext(stream), max(0.1, deadline - time.monotonic()))
+        if ev.ref == ref and ev.action in actions:
+            return ev
+
+
+async def test_kernel_vm_lifecycle_and_events(qemu, guest):
+    kernel, initrd = guest
+    inst = await qemu.create("vm1", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                             cmdline="console=ttyS0 panic=-1", accel="tcg")
+    assert inst.status is InstanceStatus.STOPPED and inst.type.value == "vm"
+    ref = InstanceRef("qemu", "vm1")
+    stream = qemu.watch()
+    assert (await anext(stream)).action == "connected"
+    try:
+        await qemu.start(ref)
+        await next_event(stream, ref, {"instance-started"})
+        await wait_serial(qemu, "vm1", "corral-guest ready")
+        assert (await qemu.get_instance(ref)).status is InstanceStatus.RUNNING
+
+        first = (await qemu.get_states([ref]))[ref]
+        assert first.memory_usage > 0 and first.pid
+        await asyncio.sleep(0.3)
+        assert (await qemu.get_states([ref]))[ref].cpu_percent is not None
+
+        await qemu.freeze(ref)
+        await next_event(stream, ref, {"instance-paused"})
+        assert (await qemu.get_instance(ref)).status is InstanceStatus.FROZEN
+        await qemu.unfreeze(ref)
+        await next_event(stream, ref, {"instance-resumed"})
+
+        await qemu.restart(ref)
+        await next_event(stream, ref, {"instance-restarted"})
+
+        # busybox as init ignores the ACPI power button: graceful stop times out
+        with pytest.raises(StopTimedOut, match="did not power off within 2 s"):
+            await qemu.stop(ref, timeout=2)
+        await qemu.stop(ref, force=True)
+        ev = await next_event(stream, ref, {"instance-stopped"})
+        assert ev.message == ""  # we stopped it: no complaint
+        assert (await qemu.get_instance(ref)).status is InstanceStatus.STOPPED
+        assert qemu._pid("vm1") is None
+    finally:
+        await stream.aclose()
+
+
+async def test_vm_outlives_corral_and_an_outside_kill_is_reported(qemu, guest, tmp_path):
+    kernel, initrd = guest
+    await qemu.create("vm2", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                      cmdline="console=ttyS0", accel="tcg")
+    ref = InstanceRef("qemu", "vm2")
+    await qemu.start(ref)
+    pid = qemu._pid("vm2")
+    await qemu.close()  # corral quits; QEMU keeps running
+    assert qemu._pid("vm2") == pid
+
+    again = QEMUBackend(qemu.remote, timeout=10)
+    await again.connect()  # a new corral adopts the running VM
+    try:
+        listed = {i.name: i for i in await again.list_instances()}
+        assert listed["vm2"].status is InstanceStatus.RUNNING
+        stream = again.watch()
+        assert (await anext(stream)).action == "connected"
+        os.kill(pid, signal.SIGKILL)
+        ev = await next_event(stream, ref, {"instance-stopped"})
+        assert "killed outside corral" in ev.message
+        inst = await again.get_instance(ref)
+        assert inst.status is InstanceStatus.STOPPED
+        assert "killed outside corral" in inst.extra["reason"]
+        await stream.aclose()
+    finally:
+        await again.close()
+
+
+async def test_create_validation_and_delete_leave_nothing_behind(qemu, guest, tmp_path):
+    kernel, initrd = guest
+    vms = Path(qemu.remote.address)
+    with pytest.raises(InvalidInput, match="not a valid VM name"):
+        await qemu.create("Bad_Name", kernel=str(kernel))
+    with pytest.raises(InvalidInput, match="does not exist"):
+        await qemu.create("vm3", kernel="/nonexistent/vmlinuz")
+    with pytest.raises(InvalidInput, match="Nothing to boot"):
+        await qemu.create("vm3")
+    with pytest.raises(InvalidInput, match="tcg or auto"):
+        await qemu.create("vm3", kernel=str(kernel), accel="hvf")
+    assert list(vms.iterdir()) == []
+
+    # an empty disk + network boot, and a qcow2 overlay of an existing image
+    await qemu.create("pxe", disk_gib=1, network_boot=True, accel="tcg")
+    assert (vms / "pxe" / "disk0.qcow2").exists()
+    await qemu.create("ovl", image=str(vms / "pxe" / "disk0.qcow2"), accel="tcg")
+    with pytest.raises(InvalidInput, match="already exists"):
+        await qemu.create("ovl", disk_gib=1)
+
+    ref = InstanceRef("qemu", "pxe")
+    await qemu.start(ref)
+    with pytest.raises(Conflict, match="Stop it first"):
+        await qemu.delete(ref)
+    await qemu.delete(ref, force=True)
+    assert not (vms / "pxe").exists()
+    with pytest.raises(NotFound):
+        await qemu.get_instance(ref)
