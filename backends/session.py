@@ -186,3 +186,74 @@ class EscapedPtySession(PtySession):
 
     def translate_input(self, data: bytes) -> bytes:
         return data.replace(self.escape, self.escape * 2)
+
+
+class SocketSession:
+    """A console on a unix stream socket (QEMU's serial chardev), with its history taken
+    from the log file the chardev keeps (output made while nobody was attached)."""
+
+    def __init__(self, path: str, log: str | None = None, *, history: int = 256 * 1024) -> None:
+        self.path = path
+        self.log = log
+        self.limit = history
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+        self.exit_reason = ""
+
+    async def start(self, sink: ConsoleSink) -> None:
+        try:
+            self._reader, self._writer = await asyncio.open_unix_connection(self.path)
+        except OSError as e:
+            raise OperationFailed(f"Cannot attach to {self.path}: {e.strerror or e}") from e
+
+        async def pump() -> None:
+            assert self._reader is not None
+            reason = "the console closed"
+            try:
+                while data := await self._reader.read(65536):
+                    sink.feed(data)
+            except (OSError, asyncio.IncompleteReadError) as e:
+                reason = f"the console failed: {e}"
+            finally:
+                self.exit_reason = self.exit_reason or reason
+                self._closed.set()
+                sink.closed(self.exit_reason)
+
+        self._task = asyncio.ensure_future(pump())
+
+    async def send_bytes(self, data: bytes) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def resize(self, width: int, height: int) -> None:
+        """A serial line has no window size; the guest needs ``stty rows R cols C``."""
+
+    async def close(self) -> None:
+        self.exit_reason = self.exit_reason or "detached"
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=2)
+
+    async def wait(self) -> str:
+        await self._closed.wait()
+        return self.exit_reason
+
+    async def history(self) -> bytes:
+        if not self.log:
+            return b""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - self.limit))
+                return f.read()
+        except OSError:
+            return b""

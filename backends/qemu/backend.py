@@ -43,6 +43,7 @@ from ..models import (
     Remote,
     ServerInfo,
 )
+from ..session import SocketSession
 from .definition import VMDefinition, check_name
 
 QEMU = "qemu-system-x86_64"
@@ -82,7 +83,7 @@ class QEMUBackend(Backend):
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS, Capability.CREATE,
+        Capability.METRICS, Capability.CREATE, Capability.CONSOLE,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
@@ -328,6 +329,19 @@ class QEMUBackend(Backend):
                 last = mtime
                 continue
             yield event
+
+    # Consoles --------------------------------------------------------------------------
+
+    async def open_console(self, ref: InstanceRef, *, width: int = 80,
+                           height: int = 24) -> SocketSession:
+        """The VM's first serial port (ttyS0 in the guest). Detach and re-attach freely:
+        QEMU keeps running, and everything the guest printed meanwhile is in the serial
+        log, which :meth:`SocketSession.history` returns."""
+        if self._pid(ref.name) is None:
+            self._definition(ref.name)
+            raise Conflict(f"{ref} is not running: start it to use its console.")
+        run = self._run_dir(ref.name)
+        return SocketSession(str(run / "serial.sock"), str(run / "serial.log"))
 
     # Create ----------------------------------------------------------------------------
 

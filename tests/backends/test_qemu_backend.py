@@ -163,3 +163,52 @@ async def test_create_validation_and_delete_leave_nothing_behind(qemu, guest, tm
     assert not (vms / "pxe").exists()
     with pytest.raises(NotFound):
         await qemu.get_instance(ref)
+
+
+class Collect:
+    def __init__(self):
+        self.data = b""
+        self.reason = None
+
+    def feed(self, data):
+        self.data += data
+
+    def closed(self, reason):
+        self.reason = reason
+
+    async def wait_for(self, needle, timeout=20):
+        deadline = time.monotonic() + timeout
+        while needle not in self.data:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} not in {self.data[-300:]!r}")
+            await asyncio.sleep(0.05)
+
+
+async def test_serial_console_attach_detach_reattach_with_history(qemu, guest):
+    kernel, initrd = guest
+    await qemu.create("con", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                      cmdline="console=ttyS0", accel="tcg")
+    ref = InstanceRef("qemu", "con")
+    with pytest.raises(Conflict, match="not running"):
+        await qemu.open_console(ref)
+    await qemu.start(ref)
+    await wait_serial(qemu, "con", "corral-guest ready")
+    # output printed while nobody was attached is in the history
+    session = await qemu.open_console(ref)
+    assert b"corral-guest ready" in await session.history()
+    sink = Collect()
+    await session.start(sink)
+    await session.send_bytes(b"echo first-$((20+1))\n")
+    await sink.wait_for(b"first-21")
+    await session.close()  # detach: the VM keeps running
+    assert qemu._pid("con") is not None
+    await session.wait()
+
+    again = await qemu.open_console(ref)
+    sink2 = Collect()
+    await again.start(sink2)
+    await again.send_bytes(b"echo second-$((40+2))\n")
+    await sink2.wait_for(b"second-42")
+    assert b"first-21" in await again.history()
+    await again.close()
+    await qemu.stop(ref, force=True)
