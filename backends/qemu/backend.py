@@ -40,6 +40,7 @@ from ..models import (
     InstanceState,
     InstanceStatus,
     InstanceType,
+    LimitField,
     Remote,
     ServerInfo,
 )
@@ -83,7 +84,7 @@ class QEMUBackend(Backend):
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS, Capability.CREATE, Capability.CONSOLE,
+        Capability.METRICS, Capability.CREATE, Capability.CONSOLE, Capability.RESOURCES,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
@@ -330,6 +331,142 @@ class QEMUBackend(Backend):
                 continue
             yield event
 
+    # Live resources --------------------------------------------------------------------
+
+    _IO_KEYS = {"read_bps": "bps_rd", "write_bps": "bps_wr", "read_iops": "iops_rd",
+                "write_iops": "iops_wr"}
+
+    async def _virtual_size(self, ref: InstanceRef) -> int | None:
+        d = self._definition(ref.name)
+        if not d.disks:
+            return None
+        import json
+
+        info = json.loads(await self._qemu_img("info", "-U", "--output=json",
+                                               str(self._dir(ref.name) / d.disks[0])))
+        return int(info.get("virtual-size") or 0) or None
+
+    async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        d = self._definition(ref.name)
+        running = self._pid(ref.name) is not None
+        live = "live" if running else "restart"
+        cpus = d.cpus
+        if running:
+            try:
+                cpus = len(await self._execute(ref, "query-cpus-fast"))  # type: ignore[arg-type]
+            except BackendError:
+                pass
+        size = await self._virtual_size(ref)
+        fields_ = [
+            LimitField("cpus", "vCPUs", str(cpus), live if cpus < d.max_cpus else "restart",
+                       f"hot-add up to {d.max_cpus} while running; fewer needs a restart"),
+            LimitField("memory", "Memory (balloon)",
+                       f"{d.memory_target_mib or d.memory_mib}MiB", live,
+                       f"balloon target up to {d.memory_mib}MiB; the guest needs its "
+                       f"virtio-balloon driver"),
+            LimitField("memory_max", "Memory (max)", f"{d.memory_mib}MiB", "restart",
+                       "the VM's RAM; takes effect at next start"),
+        ]
+        if size is not None:
+            fields_.append(LimitField("disk", "Disk size", str(size), live,
+                                      "grow only; the guest then grows its partition"))
+            for key, label in (("read_bps", "Read bytes/s"), ("write_bps", "Write bytes/s"),
+                               ("read_iops", "Read IOPS"), ("write_iops", "Write IOPS")):
+                value = d.io_limits.get(key, 0)
+                fields_.append(LimitField(key, label, str(value) if value else "", live,
+                                          "0 or empty: no limit"))
+        else:
+            fields_.append(LimitField("disk", "Disk size", "", "unsupported", "no disk"))
+        return fields_
+
+    async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
+        """Apply what QEMU can change live (balloon, vCPU hot-add, block_resize, IO
+        throttling) and save everything to the definition; the rest applies at next start.
+        Everything is validated before anything is changed."""
+        from ..lxd.convert import parse_size
+
+        d = self._definition(ref.name)
+        running = self._pid(ref.name) is not None
+        plan: dict[str, int] = {}
+        for key, raw in changes.items():
+            raw = raw.strip()
+            if key == "cpus":
+                if not raw.isdigit() or not 1 <= int(raw) <= d.max_cpus:
+                    raise InvalidInput(f"vCPUs must be from 1 to {d.max_cpus}.")
+                plan[key] = int(raw)
+            elif key in ("memory", "memory_max"):
+                n = parse_size(raw if raw[-1:].isalpha() else raw + "MiB")
+                if n is None or n < 32 << 20:
+                    raise InvalidInput(f"Memory '{raw}' is not a size of at least 32MiB.")
+                plan[key] = n >> 20
+                if key == "memory" and plan[key] > d.memory_mib:
+                    raise InvalidInput(f"The balloon can give at most {d.memory_mib}MiB; "
+                                       f"raise 'Memory (max)' (needs a restart) first.")
+            elif key == "disk":
+                n = parse_size(raw)
+                size = await self._virtual_size(ref)
+                if size is None:
+                    raise InvalidInput(f"{ref} has no disk to resize.")
+                if n is None or n < size:
+                    raise InvalidInput(f"Disks only grow: give a size above {size} bytes.")
+                plan[key] = n
+            elif key in self._IO_KEYS:
+                if raw and not raw.isdigit():
+                    raise InvalidInput(f"{key} must be a whole number (0 or empty: no limit).")
+                if not d.disks:
+                    raise InvalidInput(f"{ref} has no disk to throttle.")
+                plan[key] = int(raw or 0)
+            else:
+                raise InvalidInput(f"Unknown resource '{key}'.")
+        result: dict[str, str] = {}
+        if "cpus" in plan:
+            target = plan["cpus"]
+            if running:
+                current = len(await self._execute(ref, "query-cpus-fast"))  # type: ignore
+                if target > current:
+                    slots = [s for s in await self._execute(ref, "query-hotpluggable-cpus")
+                             if "qom-path" not in s]  # type: ignore[union-attr]
+                    for i, slot in enumerate(slots[: target - current]):
+                        await self._execute(ref, "device_add", driver=slot["type"],
+                                            id=f"cpu-hot{current + i}", **slot["props"])
+                    result["cpus"] = "live"
+                else:
+                    result["cpus"] = "restart"
+            else:
+                result["cpus"] = "restart"
+            d.cpus = target
+        if "memory_max" in plan:
+            d.memory_mib = plan["memory_max"]
+            d.memory_target_mib = min(d.memory_target_mib, d.memory_mib)
+            result["memory_max"] = "restart"
+        if "memory" in plan:
+            d.memory_target_mib = plan["memory"]
+            if running:
+                await self._execute(ref, "balloon", value=plan["memory"] << 20)
+            result["memory"] = "live" if running else "restart"
+        if "disk" in plan:
+            if running:
+                await self._execute(ref, "block_resize", **{"node-name": "disk0",
+                                                            "size": plan["disk"]})
+            else:
+                await self._qemu_img("resize", str(self._dir(ref.name) / d.disks[0]),
+                                     str(plan["disk"]))
+            result["disk"] = "live" if running else "restart"
+        io = {k: v for k, v in plan.items() if k in self._IO_KEYS}
+        if io:
+            d.io_limits.update(io)
+            if running:
+                await self._apply_io_limits(ref, d)
+            result.update({k: "live" if running else "restart" for k in io})
+        d.save(self._dir(ref.name))
+        return result
+
+    async def _apply_io_limits(self, ref: InstanceRef, d: VMDefinition) -> None:
+        args = {"id": "/machine/peripheral/vblk0/virtio-backend", "bps": 0, "iops": 0}
+        for key, qmp_key in self._IO_KEYS.items():
+            args[qmp_key] = int(d.io_limits.get(key, 0))
+        await self._execute(ref, "block_set_io_throttle", **args)
+
     # Consoles --------------------------------------------------------------------------
 
     async def open_console(self, ref: InstanceRef, *, width: int = 80,
@@ -503,6 +640,10 @@ class QEMUBackend(Backend):
         self._why.pop(ref.name, None)
         self._status.pop(ref.name, None)
         await self._adopt(ref.name)
+        if d.memory_target_mib and d.memory_target_mib < d.memory_mib:
+            await self._execute(ref, "balloon", value=d.memory_target_mib << 20)
+        if d.disks and any(d.io_limits.values()):
+            await self._apply_io_limits(ref, d)
         self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                              action="instance-started", ref=ref))
 

@@ -42,6 +42,10 @@ class VMDefinition:
     """``user`` (QEMU's NAT) or ``none``."""
     description: str = ""
     created_at: str = ""
+    memory_target_mib: int = 0
+    """Balloon target (0: all of ``memory_mib``)."""
+    io_limits: dict[str, int] = field(default_factory=dict)
+    """Disk IO limits: read_bps, write_bps, read_iops, write_iops (0: none)."""
 
     def save(self, directory: Path) -> None:
         path = directory / "vm.json"

@@ -212,3 +212,38 @@ async def test_serial_console_attach_detach_reattach_with_history(qemu, guest):
     assert b"first-21" in await again.history()
     await again.close()
     await qemu.stop(ref, force=True)
+
+
+async def test_live_resources_through_qmp(qemu, guest):
+    kernel, initrd = guest
+    await qemu.create("res", kernel=str(kernel), initrd=str(initrd), memory_mib=512,
+                      cpus=1, disk_gib=1, cmdline="console=ttyS0", accel="tcg")
+    ref = InstanceRef("qemu", "res")
+    # stopped: saved for the next start
+    assert await qemu.set_limits(ref, {"write_bps": "1048576"}) == {"write_bps": "restart"}
+    await qemu.start(ref)
+    await wait_serial(qemu, "res", "corral-guest ready")
+    fields = {f.key: f for f in await qemu.get_limits(ref)}
+    assert fields["cpus"].applies == "live" and fields["cpus"].value == "1"
+    assert fields["memory_max"].applies == "restart"
+
+    result = await qemu.set_limits(ref, {"cpus": "2", "memory": "384", "disk": "2GiB",
+                                         "read_iops": "500"})
+    assert result == {"cpus": "live", "memory": "live", "disk": "live", "read_iops": "live"}
+    assert len(await qemu._execute(ref, "query-cpus-fast")) == 2
+    block = next(b for b in await qemu._execute(ref, "query-block") if b["device"] == "drive0"
+                 or b.get("qdev", "").startswith("/machine/peripheral/vblk0"))
+    assert block["inserted"]["iops_rd"] == 500
+    assert block["inserted"]["bps_wr"] == 1048576  # the saved limit was applied at start
+    assert await qemu._virtual_size(ref) == 2 * 1024**3
+    balloon = await qemu._execute(ref, "query-balloon")
+    assert "actual" in balloon  # accepted (this guest has no balloon driver to honour it)
+
+    with pytest.raises(InvalidInput, match="Disks only grow"):
+        await qemu.set_limits(ref, {"disk": "1GiB"})
+    with pytest.raises(InvalidInput, match="at most 512MiB"):
+        await qemu.set_limits(ref, {"memory": "1024"})
+    assert await qemu.set_limits(ref, {"cpus": "1"}) == {"cpus": "restart"}
+    await qemu.stop(ref, force=True)
+    d = qemu._definition("res")
+    assert (d.cpus, d.memory_target_mib, d.io_limits["read_iops"]) == (1, 384, 500)
