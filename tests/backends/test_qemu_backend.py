@@ -247,3 +247,31 @@ async def test_live_resources_through_qmp(qemu, guest):
     await qemu.stop(ref, force=True)
     d = qemu._definition("res")
     assert (d.cpus, d.memory_target_mib, d.io_limits["read_iops"]) == (1, 384, 500)
+
+
+async def test_snapshots_offline_and_live(qemu, guest):
+    kernel, initrd = guest
+    await qemu.create("snap", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                      disk_gib=1, cmdline="console=ttyS0", accel="tcg")
+    ref = InstanceRef("qemu", "snap")
+    offline = await qemu.create_snapshot(ref, "cold")
+    assert not offline.stateful and offline.created_at is not None
+    await qemu.start(ref)
+    await wait_serial(qemu, "snap", "corral-guest ready")
+    live = await qemu.create_snapshot(ref, "warm")
+    assert live.stateful and live.size
+    assert [s.name for s in await qemu.list_snapshots(ref)] == ["cold", "warm"]
+    assert await qemu.snapshot_counts([ref]) == {ref: 2}
+    with pytest.raises(InvalidInput, match="already has a snapshot"):
+        await qemu.create_snapshot(ref, "warm")
+    # a live restore brings the VM back to the moment of the snapshot
+    await qemu.restore_snapshot(live)
+    assert (await qemu.get_instance(ref)).status in (InstanceStatus.RUNNING,
+                                                     InstanceStatus.FROZEN)
+    with pytest.raises(Conflict, match="no VM state"):
+        await qemu.restore_snapshot(offline)
+    await qemu.delete_snapshot(live)
+    await qemu.stop(ref, force=True)
+    await qemu.restore_snapshot(offline)
+    await qemu.delete_snapshot(offline)
+    assert await qemu.list_snapshots(ref) == []
