@@ -275,3 +275,17 @@ async def test_snapshots_offline_and_live(qemu, guest):
     await qemu.restore_snapshot(offline)
     await qemu.delete_snapshot(offline)
     assert await qemu.list_snapshots(ref) == []
+
+
+async def test_uefi_vm_gets_a_private_variables_file_and_runs(qemu, tmp_path):
+    await qemu.create("efi", disk_gib=1, firmware="uefi", network_boot=True, accel="tcg",
+                      memory_mib=256)
+    vars_file = Path(qemu.remote.address) / "efi" / "OVMF_VARS.fd"
+    assert vars_file.exists() and vars_file.stat().st_size > 0
+    ref = InstanceRef("qemu", "efi")
+    await qemu.start(ref)
+    try:
+        assert (await qemu.get_instance(ref)).status is InstanceStatus.RUNNING
+        assert "OVMF_VARS.fd" in Path(f"/proc/{qemu._pid('efi')}/cmdline").read_text()
+    finally:
+        await qemu.stop(ref, force=True)

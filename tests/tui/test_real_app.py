@@ -67,8 +67,9 @@ async def test_table_shows_all_three_remotes_and_s_really_stops(lab, lab_env, un
             await wait_for(pilot, lambda: want <= set(rows(app)), what="all three instances")
             assert all(status(app, r) == "running" for r in want)
             remotes = app.screen.query_one(RemoteList)
-            assert str(remotes.get_row("inc1")[1]) == "incus"
-            assert str(remotes.get_row("lab2")[2]) == "connected"
+            await wait_for(pilot, lambda: str(remotes.get_row("lab2")[2]).strip()
+                           == "connected", what="lab2 connected in the remotes pane")
+            assert str(remotes.get_row("inc1")[1]).strip() == "incus"
             # the Incus CLI's built-in local remote has no daemon here: shown, in words
             await wait_for(pilot, lambda: remote_state(app, "incus-local")
                            is ConnectionState.DISCONNECTED, what="incus-local unreachable")
@@ -172,7 +173,8 @@ async def test_hung_remote_shows_not_responding_while_the_rest_works(lab, lab_en
                            is ConnectionState.NOT_RESPONDING, timeout=10, what="not responding")
             assert time.monotonic() - started < 10
             remotes = app.screen.query_one(RemoteList)
-            assert str(remotes.get_row("hung")[2]) == "no answer"
+            await wait_for(pilot, lambda: str(remotes.get_row("hung")[2]).strip()
+                           == "no answer", what="the remotes pane says so")
             # the rest keeps working while 'hung' hangs
             select(app, f"local:{name}")
             await pilot.press("s")
