@@ -134,8 +134,10 @@ class QEMUBackend(Backend):
             return VMDefinition.load(self._dir(name))
         except FileNotFoundError:
             raise NotFound(f"No QEMU VM named '{name}'.") from None
-        except (ValueError, TypeError) as e:
-            raise OperationFailed(f"The definition of '{name}' is damaged: {e}") from e
+        except (ValueError, TypeError, KeyError) as e:
+            raise OperationFailed(
+                f"The definition of '{name}' ({self._dir(name) / 'vm.json'}) is damaged: {e}"
+            ) from e
 
     # Connection ------------------------------------------------------------------------
 
@@ -267,10 +269,18 @@ class QEMUBackend(Backend):
 
     async def list_instances(self) -> list[Instance]:
         names = self._names()
+        out = []
         for name in names:
-            if name not in self._status:
-                await self._adopt(name)
-        return [self._instance(n) for n in names]
+            try:
+                if name not in self._status:
+                    await self._adopt(name)
+                out.append(self._instance(name))
+            except OperationFailed as e:
+                # a damaged definition is shown, with the problem, and hides nothing else
+                out.append(Instance(ref=self._ref(name), type=InstanceType.VM,
+                                    status=InstanceStatus.ERROR, description=e.message,
+                                    extra={"reason": e.message}))
+        return out
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
         if not (self._dir(ref.name) / "vm.json").is_file():

@@ -289,3 +289,47 @@ async def test_uefi_vm_gets_a_private_variables_file_and_runs(qemu, tmp_path):
         assert "OVMF_VARS.fd" in Path(f"/proc/{qemu._pid('efi')}/cmdline").read_text()
     finally:
         await qemu.stop(ref, force=True)
+
+
+async def test_damaged_or_missing_definition_hides_no_other_vm(qemu, guest):
+    kernel, initrd = guest
+    await qemu.create("good", kernel=str(kernel), accel="tcg")
+    await qemu.create("bad", kernel=str(kernel), accel="tcg")
+    root = Path(qemu.remote.address)
+    (root / "bad" / "vm.json").write_text("{not json")
+    (root / "orphan").mkdir()  # a directory without a definition is not a VM
+    listed = {i.name: i for i in await qemu.list_instances()}
+    assert set(listed) == {"good", "bad"}
+    assert listed["good"].status is InstanceStatus.STOPPED
+    assert listed["bad"].status is InstanceStatus.ERROR
+    assert "definition of 'bad'" in listed["bad"].description and "damaged" in \
+        listed["bad"].description
+    with pytest.raises(Exception, match="damaged"):
+        await qemu.start(InstanceRef("qemu", "bad"))
+    with pytest.raises(NotFound, match="No QEMU VM named 'orphan'"):
+        await qemu.start(InstanceRef("qemu", "orphan"))
+
+
+async def test_live_snapshot_brings_back_the_vm_state(qemu, guest):
+    """A shell variable set before a live snapshot is back after loading it."""
+    kernel, initrd = guest
+    await qemu.create("st", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                      disk_gib=1, cmdline="console=ttyS0", accel="tcg")
+    ref = InstanceRef("qemu", "st")
+    await qemu.start(ref)
+    await wait_serial(qemu, "st", "corral-guest ready")
+    session = await qemu.open_console(ref)
+    sink = Collect()
+    await session.start(sink)
+    try:
+        await session.send_bytes(b"MARK=before; echo set-$MARK\n")
+        await sink.wait_for(b"set-before")
+        snap = await qemu.create_snapshot(ref, "with-state")
+        await session.send_bytes(b"MARK=after; echo now-$MARK\n")
+        await sink.wait_for(b"now-after")
+        await qemu.restore_snapshot(snap)
+        await session.send_bytes(b"echo back-$MARK\n")
+        await sink.wait_for(b"back-before", timeout=30)
+    finally:
+        await session.close()
+        await qemu.stop(ref, force=True)
