@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import shutil
+import tarfile
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -398,6 +399,24 @@ class LXCBackend(Backend):
             raise
         return self._instance(name, InstanceStatus.STOPPED)
 
+    async def create_from_image(self, name: str, image: str, *,
+                                bridge: str | None = None) -> Instance:
+        """Create a container from an LXD-style unified image tarball (``metadata.yaml`` and
+        ``rootfs/``, gzip or xz), through the ``local`` template, offline.
+
+        Raises:
+            InvalidInput: the file is missing or is not such an image (nothing is created).
+        """
+        if not os.path.isfile(image):
+            raise InvalidInput(f"The image {image} does not exist.")
+        with tempfile.TemporaryDirectory(prefix="corral-lxc-") as tmp:
+            try:
+                meta, fstree = await asyncio.to_thread(_split_unified_image, image, Path(tmp))
+            except (OSError, tarfile.TarError, ValueError) as e:
+                raise InvalidInput(f"{image} is not an LXD-style image tarball: {e}") from e
+            return await self.create(name, template="local", bridge=bridge,
+                                     template_args=["-m", str(meta), "-f", str(fstree)])
+
     def _set_network(self, name: str, bridge: str | None) -> None:
         """Replace the template's network with no NIC or a veth on ``bridge``."""
         path = self._dir(name) / "config"
@@ -566,3 +585,28 @@ class LXCBackend(Backend):
             snaps = self._dir(ref.name) / "snaps"
             out[ref] = sum(1 for p in snaps.iterdir() if p.is_dir()) if snaps.is_dir() else 0
         return out
+
+
+def _split_unified_image(image: str, workdir: Path) -> tuple[Path, Path]:
+    """LXD unified tarball -> the ``local`` template's metadata and rootfs tarballs."""
+    meta = workdir / "meta.tar.xz"
+    fstree = workdir / "rootfs.tar.xz"
+    found = False
+    with tarfile.open(image) as src, tarfile.open(fstree, "w:xz") as dst:
+        for member in src:
+            path = member.name.lstrip("./")
+            if path == "rootfs" or not path.startswith("rootfs/"):
+                continue
+            found = True
+            member.name = "./" + path[len("rootfs/"):]
+            if member.islnk() and member.linkname.lstrip("./").startswith("rootfs/"):
+                member.linkname = "./" + member.linkname.lstrip("./")[len("rootfs/"):]
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+    if not found:
+        raise ValueError("it has no rootfs/ directory")
+    config = workdir / "config"
+    config.write_text("lxc.include = /usr/share/lxc/config/common.conf\n"
+                      f"lxc.arch = {os.uname().machine}\n")
+    with tarfile.open(meta, "w:xz") as dst:
+        dst.add(config, arcname="config")
+    return meta, fstree

@@ -281,3 +281,39 @@ async def test_console_shows_the_containers_console_shell(backend, lxc_path):
     finally:
         await session.close()
     assert sink.reason is not None
+
+
+async def test_create_from_an_lxd_style_image_with_the_local_template(backend, lxc_path,
+                                                                      tmp_path):
+    import lab as labmod  # tests/ is on sys.path (conftest)
+
+    image = labmod.build_busybox_image(tmp_path / "img")
+    inst = await backend.create_from_image("fromimg", str(image))
+    assert inst.status is InstanceStatus.STOPPED
+    assert (lxc_path / "fromimg" / "rootfs" / "bin" / "busybox").exists()
+    ref = InstanceRef("lxc", "fromimg")
+    await backend.start(ref)
+    assert state(lxc_path, "fromimg") == "RUNNING"
+    await backend.delete(ref, force=True)
+    bogus = tmp_path / "bogus.tar.gz"
+    subprocess.run(["tar", "-czf", str(bogus), "-C", str(tmp_path), "img"], check=True)
+    (tmp_path / "empty").mkdir()
+    subprocess.run(["tar", "-czf", str(bogus), "-C", str(tmp_path / "empty"), "."], check=True)
+    with pytest.raises(InvalidInput, match="not an LXD-style image"):
+        await backend.create_from_image("nope", str(bogus))
+    assert not (lxc_path / "nope").exists()
+
+
+async def test_create_on_an_existing_bridge(backend, lxc_path):
+    subprocess.run(["ip", "link", "add", "corraltbr0", "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "link", "set", "corraltbr0", "up"], check=True)
+        await backend.create("bridged", bridge="corraltbr0")
+        config = (lxc_path / "bridged" / "config").read_text()
+        assert "lxc.net.0.type = veth" in config and "lxc.net.0.link = corraltbr0" in config
+        ref = InstanceRef("lxc", "bridged")
+        await backend.start(ref)
+        assert list(Path("/sys/class/net/corraltbr0/brif").iterdir())  # its veth is attached
+        await backend.delete(ref, force=True)
+    finally:
+        subprocess.run(["ip", "link", "del", "corraltbr0"], check=False)
