@@ -23,7 +23,7 @@ async def wait_for(pilot, predicate, timeout=15.0, what="condition"):
 
 
 def rows(app):
-    table = app.screen.query_one(InstanceTable)
+    table = app.main_screen.query_one(InstanceTable)
     return {str(ref): [str(c) for c in table.get_row(key)] for key, ref in table.refs.items()}
 
 
@@ -32,11 +32,11 @@ def status(app, name):
 
 
 def remote_state(app, name):
-    return app.screen.inventory.statuses[name].state
+    return app.inventory.statuses[name].state
 
 
 def select(app, ref_text):
-    table = app.screen.query_one(InstanceTable)
+    table = app.main_screen.query_one(InstanceTable)
     for key, ref in table.refs.items():
         if str(ref) == ref_text:
             table.move_cursor(row=table.get_row_index(key))
@@ -45,11 +45,12 @@ def select(app, ref_text):
     raise AssertionError(f"{ref_text} not in table")
 
 
-def write_config(tmp_path, extra=""):
+def write_config(tmp_path, extra="", stop_timeout=20):
     cfg = tmp_path / "config.toml"
     lxc = tmp_path / "lxcpath"
     lxc.mkdir(exist_ok=True)
-    cfg.write_text("[ui]\nmetrics_interval = 60\nnetwork_timeout = 2\nstop_timeout = 20\n"
+    cfg.write_text("[ui]\nmetrics_interval = 60\nnetwork_timeout = 2\n"
+                   f"stop_timeout = {stop_timeout}\n"
                    f'[lxc]\npaths = ["{lxc}"]\n[qemu]\npath = "{tmp_path / "vms"}"\n'
                    'accel = "tcg"\n' + extra)
     return cfg
@@ -119,9 +120,10 @@ async def test_delete_from_keyboard_removes_it_on_the_daemon(lab, lab_env, uniqu
             await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="instance")
             select(app, f"local:{name}")
             await pilot.press("d")
-            await wait_for(pilot, lambda: app.screen.id != "_default"
-                           and hasattr(app.screen, "title_text"), what="dialog")
+            await wait_for(pilot, lambda: hasattr(app.screen, "title_text")
+                           and app.screen.query("#confirm"), what="dialog")
             assert name in app.screen.title_text
+            await pilot.pause(0.3)
             await pilot.click("#confirm")
             await wait_for(pilot, lambda: f"local:{name}" not in rows(app), what="row gone")
             out = lab.lxd1.cli("list", "--format", "csv", "-c", "n").stdout.split()
@@ -237,7 +239,7 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
 
     a = unique("a")
     lab.lxd1.cli("launch", "busybox", a)
-    cfg = write_config(tmp_path)
+    cfg = write_config(tmp_path, stop_timeout=3)
     lxcpath = tmp_path / "lxcpath"
 
     def lxc(*args):
@@ -265,6 +267,24 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
             await pilot.press("p")
             await wait_for(pilot, lambda: status(app, "qemu:guest1") == "frozen",
                            what="VM paused")
+            await pilot.press("p")
+            await wait_for(pilot, lambda: status(app, "qemu:guest1") == "running",
+                           what="VM resumed")
+            # `s`: the busybox guest ignores the ACPI power button, so after stop_timeout
+            # corral offers a forced stop
+            await pilot.press("s")
+            await wait_for(pilot, lambda: hasattr(app.screen, "title_text")
+                           and "Force stop" in app.screen.title_text
+                           and app.screen.query("#confirm"), timeout=20,
+                           what="the force-stop offer")
+            await pilot.pause(0.3)  # let the dialog lay out before clicking its button
+            await pilot.click("#confirm")
+            try:
+                await wait_for(pilot, lambda: status(app, "qemu:guest1") == "stopped",
+                               timeout=20, what="VM stopped")
+            except AssertionError:
+                raise AssertionError(f"status {status(app, 'qemu:guest1')!r}, "
+                                     f"{[n.message for n in app._notifications]}")
             assert status(app, "lxc:box1") == "stopped"
             assert str(app.screen.query_one(RemoteList).get_row("lxc")[1]).strip() == "lxc"
             await asyncio.to_thread(lxc, "lxc-start", "-n", "box1")
