@@ -259,8 +259,13 @@ class MainScreen(Screen[None]):
              f"{fmt.size(inst.memory_limit) if inst.memory_limit else 'unlimited'}"),
             ("Snapshots", "…" if inst.snapshot_count is None else str(inst.snapshot_count)),
         ]
+        if "autostart" in inst.extra:
+            rows.append(("Autostart", "yes" if inst.extra["autostart"] else "no"))
+        if inst.extra.get("reason"):
+            rows.append(("Note", str(inst.extra["reason"])))
         if state:
             rows += [
+                ("PID", str(state.pid) if state.pid else "—"),
                 ("Addresses", ", ".join(state.ipv4 + state.ipv6) or "—"),
                 ("Usage", f"cpu {fmt.cpu(state) or '…'}, memory {fmt.memory(state, inst.memory_limit)}"
                  f", disk {fmt.disk(state) or '—'}, {state.processes or 0} processes"),
