@@ -96,7 +96,7 @@ def load_config(path: Path | None = None) -> Config:
         return value
 
     def names(section: dict[str, Any], key: str) -> tuple[str, ...]:
-        value = section.get(key) or ()
+        value = section.get(key) or []
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):

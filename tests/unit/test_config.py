@@ -53,3 +53,11 @@ def test_plural_remote_tables_are_explained(tmp_path):
     path.write_text('[[remotes]]\nname = "x"\n')
     cfg = load_config(path)
     assert any("[[remote]] tables (singular)" in p for p in cfg.problems)
+
+
+def test_a_missing_list_is_no_problem(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('[remotes]\nhide = ["lab2"]\n[lxc]\nenabled = true\n')
+    cfg = load_config(path)
+    assert cfg.problems == ()
+    assert cfg.hide_remotes == ("lab2",) and cfg.read_only_remotes == () and cfg.lxc_paths == ()
