@@ -20,6 +20,9 @@ VERBS: tuple[tuple[str, Capability, str], ...] = (
     ("Resume", Capability.UNFREEZE, "unfreeze"),
     ("Delete", Capability.DELETE, "delete"),
 )
+"""(palette label, capability needed, backend verb): the one table of instance verbs."""
+
+VERB_CAPABILITY = {verb: cap for _, cap, verb in VERBS}
 
 
 class InstanceCommands(Provider):

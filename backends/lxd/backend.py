@@ -18,7 +18,6 @@ import asyncio
 import functools
 import json
 import os
-import random
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from websockets.asyncio.client import unix_connect as ws_unix_connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
 
 from ..base import Backend
+from ..retry import Backoff
 from ..errors import (
     AuthError,
     BackendError,
@@ -60,23 +60,6 @@ from .fasthttp import FastGet, HTTPStatusError
 from .tls import base_url, check_credentials, make_session, ssl_context
 
 T = TypeVar("T")
-
-
-class Backoff:
-    """Capped exponential backoff with jitter (textual-web's retry shape)."""
-
-    def __init__(self, first: float = 0.5, cap: float = 10.0) -> None:
-        self.first = first
-        self.cap = cap
-        self.attempt = 0
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-    def next(self) -> float:
-        delay = min(self.cap, self.first * (2 ** self.attempt))
-        self.attempt += 1
-        return delay * random.uniform(0.8, 1.2)
 
 
 class LXDBackend(Backend):
@@ -389,32 +372,28 @@ class LXDBackend(Backend):
     async def start(self, ref: InstanceRef) -> None:
         await self._state(ref, "start")
 
-    async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+    async def _shut_down(self, ref: InstanceRef, action: str, *, force: bool,
+                         timeout: int) -> None:
+        """stop/restart: a graceful attempt that fails while the instance still runs is a
+        timeout the UI can answer with force."""
         try:
-            await self._state(ref, "stop", timeout=timeout, force=force)
+            await self._state(ref, action, timeout=timeout, force=force)
         except OperationFailed as e:
             if force:
                 raise
             current = await self.get_instance(ref)
             if current.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
+                verb = "force-stopped" if action == "stop" else "restarted by force"
                 raise StopTimedOut(
-                    f"{ref} did not shut down within {timeout} s ({e}). It can be force-stopped."
+                    f"{ref} did not shut down within {timeout} s ({e}). It can be {verb}."
                 ) from e
             raise
 
+    async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+        await self._shut_down(ref, "stop", force=force, timeout=timeout)
+
     async def restart(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
-        try:
-            await self._state(ref, "restart", timeout=timeout, force=force)
-        except OperationFailed as e:
-            if force:
-                raise
-            current = await self.get_instance(ref)
-            if current.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
-                raise StopTimedOut(
-                    f"{ref} did not shut down within {timeout} s to restart ({e}). "
-                    f"It can be restarted by force."
-                ) from e
-            raise
+        await self._shut_down(ref, "restart", force=force, timeout=timeout)
 
     async def freeze(self, ref: InstanceRef) -> None:
         await self._state(ref, "freeze")

@@ -17,6 +17,7 @@ from backends.errors import BackendError, StopTimedOut
 from backends.models import Capability, InstanceRef, InstanceStatus
 
 from .. import format as fmt
+from ..commands import VERB_CAPABILITY
 from ..filter import FilterError, Term, parse
 from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
@@ -41,11 +42,11 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
 
 # action name -> (capability needed, label while running)
 _INSTANCE_ACTIONS = {
-    "start_instance": Capability.START,
-    "stop_instance": Capability.STOP,
-    "restart_instance": Capability.RESTART,
+    "start_instance": VERB_CAPABILITY["start"],
+    "stop_instance": VERB_CAPABILITY["stop"],
+    "restart_instance": VERB_CAPABILITY["restart"],
     "pause_instance": None,  # freeze or unfreeze, decided by status
-    "delete_instance": Capability.DELETE,
+    "delete_instance": VERB_CAPABILITY["delete"],
 }
 _PENDING = {
     "start": "starting…", "stop": "stopping…", "restart": "restarting…",
@@ -397,9 +398,7 @@ class MainScreen(Screen[None]):
     def run_verb(self, ref: InstanceRef, verb: str) -> None:
         """Run a lifecycle verb on an instance (keys and the command palette use this)."""
         caps = self.inventory.capabilities(ref)
-        needed = {"start": Capability.START, "stop": Capability.STOP,
-                  "restart": Capability.RESTART, "freeze": Capability.FREEZE,
-                  "unfreeze": Capability.UNFREEZE, "delete": Capability.DELETE}[verb]
+        needed = VERB_CAPABILITY[verb]
         if needed not in caps:
             inst = self.inventory.instances.get(ref)
             state = self.inventory.pending.get(ref) or (inst.status.value if inst else "gone")

@@ -9,12 +9,12 @@ the only periodic work is sampling CPU/memory of the running instances the user 
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass, field, replace
 from typing import Awaitable, Callable, Iterable
 
 from backends import get_backend
 from backends.base import Backend
+from backends.retry import Backoff
 from backends.errors import AuthError, BackendError, NotFound, NotResponding
 from backends.models import (
     BackendEvent,
@@ -146,7 +146,7 @@ class Inventory:
     async def run_remote(self, name: str) -> None:
         """Connect, list and follow one remote forever; reconnect with backoff."""
         remote = self.remotes[name]
-        attempt = 0
+        backoff = Backoff(cap=self.reconnect_cap)
         while True:
             if remote.problem:
                 self._set_state(name, ConnectionState.ERROR, remote.problem)
@@ -176,21 +176,19 @@ class Inventory:
                          else ConnectionState.DISCONNECTED)
                 self._set_state(name, state, e.message)
             else:
-                attempt = 0
+                backoff.reset()
                 self.statuses[name].server = info
                 self.backends[name] = backend
                 try:
                     if await self._follow(name, events if pump is not None else None):
-                        attempt = -1  # the user asked to reconnect: no delay
+                        continue  # the user asked to reconnect: at once
                 finally:
                     if pump is not None:
                         pump.cancel()
                     self.backends.pop(name, None)
                     await backend.close()
-            attempt += 1
-            delay = min(self.reconnect_cap, 0.5 * 2 ** attempt) * random.uniform(0.8, 1.2)
-            if await self._sleep_or_wake(name, delay):
-                attempt = 0
+            if await self._sleep_or_wake(name, backoff.next()):
+                backoff.reset()  # the user asked to reconnect
 
     @staticmethod
     async def _pump(backend: Backend, queue: asyncio.Queue[BackendEvent | None]) -> None:
@@ -238,7 +236,8 @@ class Inventory:
 
     async def _list_until_done(self, name: str) -> None:
         """The listing after a (re)connect, retried with backoff while it fails."""
-        for attempt in range(1000):
+        backoff = Backoff(cap=self.reconnect_cap)
+        while True:
             try:
                 await self.refresh(name)
                 self._set_state(name, ConnectionState.CONNECTED)
@@ -247,7 +246,7 @@ class Inventory:
                 state = (ConnectionState.NOT_RESPONDING if isinstance(e, NotResponding)
                          else ConnectionState.ERROR)
                 self._set_state(name, state, f"listing failed: {e.message} (retrying)")
-                await asyncio.sleep(min(self.reconnect_cap, 0.5 * 2 ** attempt))
+                await asyncio.sleep(backoff.next())
 
     def _handle(self, name: str, event: BackendEvent) -> None:
         if event.kind is EventKind.CONNECTION:
