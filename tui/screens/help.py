@@ -43,7 +43,7 @@ class HelpScreen(ModalScreen[None]):
         table = Table(box=None, expand=True, show_header=True, header_style="bold")
         table.add_column("Key", style="bold", no_wrap=True)
         table.add_column("Action")
-        table.add_column("Binding id (for [keymap])", style="dim")
+        table.add_column(Text("Binding id (for [keymap])"), style="dim")
         for keys, desc, bid in self.rows:
             table.add_row(Text(keys), Text(desc), Text(bid))
         with VerticalScroll(id="help") as scroll:
