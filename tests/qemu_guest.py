@@ -1,21 +1,38 @@
 """A bootable Linux guest for QEMU tests, built offline from Debian packages: the cloud
-kernel (vmlinuz) and a busybox initramfs whose /init prints a marker and runs a shell on
-the serial console. Cached under ~/.cache/corral-test (override: CORRAL_TEST_CACHE).
+kernel (vmlinuz) and a busybox initramfs whose /init loads the virtio balloon driver
+(virtio_pci + virtio_balloon and their dependencies, taken from the same kernel package),
+prints a marker and runs a shell on the serial console.
+
+Cached under ~/.cache/corral-test (override: CORRAL_TEST_CACHE). The kernel package is
+fetched once with `apt-get download` (or taken from /var/cache/apt/archives when there
+is no network); the kernel and its modules are cached together so they always match.
 """
 
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
+
+# Bump when what the cached kernel directory or initramfs holds changes: the old cache
+# is then ignored and rebuilt. v2: virtio balloon modules in the initramfs.
+CACHE_VERSION = 2
+
+# Modules the guest loads (their dependencies are added, and loaded first).
+MODULES = ("virtio_pci", "virtio_balloon")
 
 INIT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sys /sys
 /bin/busybox --install -s /bin
+for m in {modules}; do
+    insmod /lib/modules/$m.ko || echo "corral-guest: insmod $m failed"
+done
 echo "corral-guest ready"
 exec setsid cttyhack sh
 """
@@ -37,40 +54,145 @@ def kernel_package() -> str:
     raise RuntimeError("no kernel package behind linux-image-cloud-amd64 (apt-get update?)")
 
 
-def kernel() -> Path:
-    target = cache_dir() / "vmlinuz"
-    if target.exists():
+def _fetch_deb(into: str) -> Path:
+    """The cloud kernel .deb: from apt's archive cache if it is there, else `apt-get
+    download`; without network, any cloud kernel already in apt's archive cache."""
+    archives = Path("/var/cache/apt/archives")
+    try:
+        package = kernel_package()
+    except (OSError, subprocess.CalledProcessError, RuntimeError):
+        package = None
+    if package:
+        cached = sorted(archives.glob(f"{package}_*.deb"))
+        if cached:
+            return cached[-1]
+        try:
+            subprocess.run(["apt-get", "download", package], cwd=into, capture_output=True,
+                           check=True)
+        except (OSError, subprocess.CalledProcessError):
+            pass  # offline: fall back on what apt has cached
+        debs = list(Path(into).glob("*.deb"))
+        if debs:
+            return debs[0]
+    cached = sorted(archives.glob("linux-image-*-cloud-amd64_*.deb"))
+    if cached:
+        return cached[-1]
+    raise RuntimeError(f"cannot get the cloud kernel package {package or ''} "
+                       "(apt-get update? network?)")
+
+
+def modinfo(data: bytes) -> dict[str, list[str]]:
+    """The key=value strings of an ELF64 little-endian kernel module's .modinfo section
+    (what `modinfo` prints; kmod is not necessarily installed)."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("not an ELF64 little-endian module")
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+                for i in range(shnum)]
+    names = sections[shstrndx][4]
+    out: dict[str, list[str]] = {}
+    for name, _type, _flags, _addr, offset, size in sections:
+        if data[names + name: data.index(b"\0", names + name)] == b".modinfo":
+            for item in data[offset: offset + size].split(b"\0"):
+                key, eq, value = item.decode(errors="replace").partition("=")
+                if eq:
+                    out.setdefault(key, []).append(value)
+    return out
+
+
+def _read_module(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.name.endswith(".ko.xz"):
+        return lzma.decompress(data)  # busybox insmod may not read compressed modules
+    if path.name.endswith(".ko.gz"):
+        return gzip.decompress(data)
+    if path.name.endswith(".ko"):
+        return data
+    raise RuntimeError(f"cannot decompress kernel module {path}")
+
+
+def _modules(tree: Path, wanted: tuple[str, ...], into: Path) -> list[str]:
+    """Copy `wanted` and what they depend on from the extracted package into `into`
+    (decompressed, as NAME.ko); returns the names in load order (dependencies first)."""
+    index: dict[str, Path] = {}
+    for path in (tree / "lib" / "modules").rglob("*.ko*"):
+        index[path.name.split(".ko")[0].replace("-", "_")] = path
+    builtin = set()  # modules.builtin lists what is compiled in, e.g. kernel/.../x.ko
+    for listing in (tree / "lib" / "modules").glob("*/modules.builtin"):
+        builtin |= {Path(line).name.split(".ko")[0].replace("-", "_")
+                    for line in listing.read_text().split()}
+    order: list[str] = []
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if name in order or name in chain or name in builtin:
+            return  # loaded already, or built into the kernel: nothing to load
+        if name not in index:
+            raise RuntimeError(f"kernel module {name} is neither in the kernel package "
+                               "nor built in")
+        data = _read_module(index[name])
+        for dep in filter(None, ",".join(modinfo(data).get("depends", [])).split(",")):
+            visit(dep.replace("-", "_"), chain + (name,))
+        (into / f"{name}.ko").write_bytes(data)
+        order.append(name)
+
+    for name in wanted:
+        visit(name, ())
+    return order
+
+
+def _kernel_dir() -> Path:
+    """vmlinuz, the guest's modules (modules/*.ko) and their load order (modules/order),
+    all from one kernel package."""
+    target = cache_dir() / f"kernel-v{CACHE_VERSION}"
+    if (target / "vmlinuz").exists():
         return target
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["apt-get", "download", kernel_package()], cwd=tmp, check=True,
-                       capture_output=True)
-        deb = next(Path(tmp).glob("*.deb"))
-        subprocess.run(["dpkg-deb", "-x", str(deb), tmp + "/x"], check=True)
-        vmlinuz = next(Path(tmp, "x", "boot").glob("vmlinuz-*"))
-        shutil.copyfile(vmlinuz, target.with_suffix(".tmp"))
-        os.replace(target.with_suffix(".tmp"), target)
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        deb = _fetch_deb(tmp)
+        tree = Path(tmp, "x")
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(tree)], check=True)
+        build = Path(tmp, "out")
+        (build / "modules").mkdir(parents=True)
+        order = _modules(tree, MODULES, build / "modules")
+        (build / "modules" / "order").write_text(" ".join(order) + "\n")
+        shutil.copyfile(next((tree / "boot").glob("vmlinuz-*")), build / "vmlinuz")
+        (build / "package").write_text(deb.name + "\n")
+        try:
+            os.rename(build, target)  # atomic; a concurrent build may have won
+        except OSError:
+            if not (target / "vmlinuz").exists():
+                raise
     return target
 
 
+def kernel() -> Path:
+    return _kernel_dir() / "vmlinuz"
+
+
 def initrd() -> Path:
-    target = cache_dir() / "initrd.gz"
+    target = cache_dir() / f"initrd-v{CACHE_VERSION}.gz"
     if target.exists():
         return target
+    modules = _kernel_dir() / "modules"
+    order = (modules / "order").read_text().split()
     busybox = shutil.which("busybox") or "/bin/busybox"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for d in ("bin", "proc", "sys", "dev", "tmp"):
-            (root / d).mkdir()
+        for d in ("bin", "proc", "sys", "dev", "tmp", "lib/modules"):
+            (root / d).mkdir(parents=True)
         shutil.copy(busybox, root / "bin" / "busybox")
         (root / "bin" / "sh").symlink_to("busybox")
-        (root / "init").write_text(INIT)
+        for name in order:
+            shutil.copyfile(modules / f"{name}.ko", root / "lib" / "modules" / f"{name}.ko")
+        (root / "init").write_text(INIT.format(modules=" ".join(order)))
         os.chmod(root / "init", 0o755)
         listing = subprocess.run(["find", "."], cwd=root, capture_output=True,
                                  check=True).stdout
         cpio = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=listing,
                               capture_output=True, check=True).stdout
-        target.with_suffix(".tmp").write_bytes(gzip.compress(cpio))
-        os.replace(target.with_suffix(".tmp"), target)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        partial.write_bytes(gzip.compress(cpio))
+        os.replace(partial, target)
     return target
 
 
