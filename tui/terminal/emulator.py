@@ -242,6 +242,7 @@ class _Screen(pyte.Screen):
         self.app_cursor = False
         self.mouse_modes: set[int] = set()
         self._char_caches: dict[Char, _CharCache] = {}
+        self._last_char = ""
         super().__init__(columns, lines)
 
     def _new_buffer(self) -> defaultdict:
@@ -280,6 +281,7 @@ class _Screen(pyte.Screen):
                 i += take
             cursor.x = x
             self.dirty.add(cursor.y)
+            self._last_char = data[-1]
             return
 
         for char in data:
@@ -318,9 +320,47 @@ class _Screen(pyte.Screen):
             if width == 2 and cursor.x + 1 < self.columns:
                 line[cursor.x + 1] = cursor.attrs._replace(data="")
             cursor.x = min(cursor.x + width, self.columns)
+            self._last_char = char
         self.dirty.add(cursor.y)
 
+    def repeat_last(self, count: int = 1, *args, **kwargs) -> None:
+        """REP: the last graphic character again, ``count`` times."""
+        if self._last_char:
+            self.draw(self._last_char * min(max(count, 1), self.columns * self.lines))
+
     # -- scrolling and scrollback ----------------------------------------------------------
+
+    def scroll_up(self, count: int = 1, *args, **kwargs) -> None:
+        """SU: the scrolling region moves up ``count`` lines; the cursor stays."""
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        count = min(max(count, 1), bottom - top + 1)
+        buffer = self.buffer
+        for y in range(top, bottom + 1):
+            if y + count <= bottom and y + count in buffer:
+                buffer[y] = buffer.pop(y + count)
+            else:
+                buffer.pop(y, None)
+        self.dirty.update(range(top, bottom + 1))
+
+    def scroll_down(self, count: int = 1, *args, **kwargs) -> None:
+        """SD: the scrolling region moves down ``count`` lines; the cursor stays."""
+        top, bottom = self.margins or Margins(0, self.lines - 1)
+        count = min(max(count, 1), bottom - top + 1)
+        buffer = self.buffer
+        for y in range(bottom, top - 1, -1):
+            if y - count >= top and y - count in buffer:
+                buffer[y] = buffer.pop(y - count)
+            else:
+                buffer.pop(y, None)
+        self.dirty.update(range(top, bottom + 1))
+
+    def sco_save_cursor(self, *args, **kwargs) -> None:
+        if not kwargs.get("private"):
+            self.save_cursor()
+
+    def sco_restore_cursor(self, *args, **kwargs) -> None:
+        if not kwargs.get("private"):
+            self.restore_cursor()
 
     def index(self) -> None:
         cursor_y = self.cursor.y
@@ -500,7 +540,20 @@ class _Screen(pyte.Screen):
 
 
 class _Stream(pyte.Stream):
-    """A stream whose parser survives any input: a handler or parse error drops the sequence."""
+    """A stream whose parser survives any input: a handler or parse error drops the sequence.
+
+    It also dispatches what pyte 0.8.2 ignores but ncurses and shells send: SU/SD (``CSI S``,
+    ``CSI T``), REP (``CSI b``, in xterm-256color's terminfo) and SCOSC/SCORC (``CSI s``,
+    ``CSI u``).
+    """
+
+    csi = dict(
+        pyte.Stream.csi,
+        S="scroll_up", T="scroll_down", b="repeat_last", s="sco_save_cursor",
+        u="sco_restore_cursor",
+    )
+    events = pyte.Stream.events | frozenset(
+        ["scroll_up", "scroll_down", "repeat_last", "sco_save_cursor", "sco_restore_cursor"])
 
     def _send_to_parser(self, data: str):
         try:
@@ -567,6 +620,9 @@ class TerminalEmulator:
         self._cursor_style_cache: dict[Key, Style] = {}
         self._last_cursor: tuple[int, int, bool] | None = None
         self.bytes_fed = 0
+        self.lines_scrolled = 0
+        """Lines pushed to the scrollback so far (a view scrolled back adds the difference
+        to its offset to stay on the same text)."""
 
     # -- properties ----------------------------------------------------------------------------
 
@@ -681,6 +737,7 @@ class TerminalEmulator:
     def _push_history(self, runs: tuple[Run, ...]) -> None:
         self._history.append(runs)
         self._history_changed = True
+        self.lines_scrolled += 1
 
     def clear_history(self) -> None:
         self._history.clear()
@@ -800,6 +857,7 @@ class TerminalEmulator:
         key = tuple(attrs[1:])
         rows: list[list[Run]] = []
         append_row = rows.append
+        last_text = ""
         sgr = self._sgr
         split = _SGR_SPLIT.split
         for line in block.split("\n"):
@@ -817,6 +875,7 @@ class TerminalEmulator:
                     pairs = ()
                 while True:
                     if body:
+                        last_text = body
                         n = len(body)
                         if x + n <= columns:
                             row.append((body, key))
@@ -846,6 +905,7 @@ class TerminalEmulator:
             for tok in _TOKENS.finditer(line):
                 chunk, params, cr, _tab = tok.groups()
                 if chunk is not None:
+                    last_text = chunk
                     for ch in chunk:
                         if x >= columns:
                             append_row(cells)
@@ -899,6 +959,8 @@ class TerminalEmulator:
             new_buffer[y] = d
             y += 1
         s.buffer = new_buffer
+        if last_text:
+            s._last_char = last_text[-1]
         cursor.x = x
         cursor.attrs = attrs
         s.dirty.update(range(lines))
@@ -929,6 +991,7 @@ class TerminalEmulator:
             s.margins,
             frozenset(s.mode),
             s.alternate,
+            s._last_char,
         )
 
     # -- the view: scrollback + screen ---------------------------------------------------------
