@@ -120,7 +120,7 @@ class Backend(abc.ABC):
         if status is InstanceStatus.RUNNING:
             caps -= {Capability.START, Capability.UNFREEZE}
         elif status is InstanceStatus.FROZEN:
-            caps -= {Capability.START, Capability.FREEZE, Capability.RESTART}
+            caps -= {Capability.START, Capability.FREEZE, Capability.RESTART, Capability.EXEC}
         elif status is InstanceStatus.STOPPED:
             caps -= {
                 Capability.STOP,
@@ -129,10 +129,11 @@ class Backend(abc.ABC):
                 Capability.FREEZE,
                 Capability.UNFREEZE,
                 Capability.CONSOLE,
+                Capability.VGA,
                 Capability.EXEC,
             }
         if self.remote.read_only:
-            caps &= {Capability.EVENTS, Capability.METRICS, Capability.CONSOLE}
+            caps &= {Capability.EVENTS, Capability.METRICS, Capability.CONSOLE, Capability.VGA}
         return frozenset(caps)
 
 
@@ -197,8 +198,12 @@ class SupportsConsole(Protocol):
     """Backends with a serial/console attach and an exec shell."""
 
     async def open_console(
-        self, ref: InstanceRef, *, width: int, height: int
-    ) -> ConsoleSession: ...
+        self, ref: InstanceRef, *, width: int, height: int, kind: str = "console"
+    ) -> ConsoleSession:
+        """Attach to the instance's console (``kind="console"``: serial or /dev/console;
+        ``kind="vga"``: the VGA text screen where the backend has one). The session
+        delivers the console's history (output made while nobody watched) to its sink
+        first, then live output."""
 
     async def open_shell(
         self, ref: InstanceRef, command: list[str] | None, *, width: int, height: int

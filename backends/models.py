@@ -57,6 +57,7 @@ class Capability(str, enum.Enum):
     METRICS = "metrics"
     SNAPSHOTS = "snapshots"
     CONSOLE = "console"
+    VGA = "vga"
     EXEC = "exec"
     CREATE = "create"
     RESOURCES = "resources"

@@ -57,6 +57,9 @@ class PtySession:
         self.width, self.height = width, height
         self.env = dict(os.environ if env is None else env)
         self.env.setdefault("TERM", "xterm-256color")
+        # the window size is the pty's; stale LINES/COLUMNS would override it (busybox)
+        self.env.pop("LINES", None)
+        self.env.pop("COLUMNS", None)
         self.ring = RingBuffer(history)
         self._master: int | None = None
         self._proc: asyncio.subprocess.Process | None = None

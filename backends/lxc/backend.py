@@ -8,6 +8,7 @@ directory mtime, checked every few seconds (one ``stat``), which triggers one li
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ from ..errors import (
     OperationFailed,
     StopTimedOut,
     Unreachable,
+    Unsupported,
 )
 from ..models import (
     BackendEvent,
@@ -43,7 +45,8 @@ from ..models import (
     ServerInfo,
     Snapshot,
 )
-from ..session import EscapedPtySession, PtySession
+from ..console import WebSocketSession, attach_local
+from ..console.client import console_dir
 from . import parse
 from .limits import BY_KEY, LIMITS, cgroup_version, host_supports
 
@@ -438,28 +441,44 @@ class LXCBackend(Backend):
         if current.status is not InstanceStatus.RUNNING:
             raise Conflict(f"{ref} is {current.status.value}: start it to use its console.")
 
-    async def open_console(self, ref: InstanceRef, *, width: int = 80,
-                           height: int = 24) -> PtySession:
-        """The container's /dev/console (tty 0) through ``lxc-console`` on a pty.
+    def _console_dir(self, ref: InstanceRef) -> Path:
+        tag = hashlib.sha256(self.path.encode()).hexdigest()[:12]
+        return console_dir("lxc", tag, ref.name)
+
+    async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
+                           kind: str = "console") -> WebSocketSession:
+        """The container's /dev/console (tty 0) through ``lxc-console`` on a pty, held by
+        corral's console server so it outlives corral and keeps what was printed.
 
         lxc-console's escape (Ctrl+a) is doubled on input, so it reaches the container like
         any other key; corral's console detaches with its own key.
         """
+        if kind != "console":
+            raise Unsupported("Containers have no VGA screen; use the console.")
         await self._require_running(ref)
-        return EscapedPtySession(["lxc-console", "-P", self.path, "-n", ref.name, "-t", "0"],
-                                 escape=b"\x01", width=width, height=height)
+        return await attach_local(
+            f"{ref} console", str(self._console_dir(ref) / "console.ws"),
+            ["--escape", "01", "--pty", "--",
+             "lxc-console", "-P", self.path, "-n", ref.name, "-t", "0"],
+            width=width, height=height)
 
     async def open_shell(self, ref: InstanceRef, command: list[str] | None = None, *,
-                         width: int = 80, height: int = 24) -> PtySession:
+                         width: int = 80, height: int = 24) -> WebSocketSession:
         """A shell (or ``command``) inside the container through ``lxc-attach`` on a pty:
-        bash when the container has it, else sh."""
+        bash when the container has it, else sh. The shell is held by a console server:
+        detaching leaves it running, and the next attach (from this corral or a new one)
+        finds it again; it ends when the shell exits."""
         await self._require_running(ref)
         argv = command or ["/bin/sh", "-c",
                            "if command -v bash >/dev/null 2>&1; then exec bash -l; "
                            "else exec sh -l; fi"]
-        return PtySession(["lxc-attach", "-P", self.path, "-n", ref.name,
-                           "--set-var", "TERM=xterm-256color", "--", *argv],
-                          width=width, height=height)
+        tag = "shell" if command is None else "shell-" + hashlib.sha256(
+            "\0".join(command).encode()).hexdigest()[:10]
+        return await attach_local(
+            f"{ref} shell", str(self._console_dir(ref) / f"{tag}.ws"),
+            ["--pty", "--", "lxc-attach", "-P", self.path, "-n", ref.name,
+             "--set-var", "TERM=xterm-256color", "--", *argv],
+            width=width, height=height)
 
     # Limits ----------------------------------------------------------------------------
 

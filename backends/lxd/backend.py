@@ -32,16 +32,19 @@ from websockets.asyncio.client import unix_connect as ws_unix_connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
 
 from ..base import Backend
+from ..console import WebSocketSession
 from ..retry import Backoff
 from ..errors import (
     AuthError,
     BackendError,
     Conflict,
+    InvalidInput,
     NotFound,
     NotResponding,
     OperationFailed,
     StopTimedOut,
     Unreachable,
+    Unsupported,
 )
 from ..models import (
     BackendEvent,
@@ -51,6 +54,7 @@ from ..models import (
     InstanceRef,
     InstanceState,
     InstanceStatus,
+    InstanceType,
     Remote,
     ServerInfo,
     Snapshot,
@@ -79,6 +83,8 @@ class LXDBackend(Backend):
             Capability.EVENTS,
             Capability.METRICS,
             Capability.SNAPSHOTS,
+            Capability.CONSOLE,
+            Capability.EXEC,
         }
     )
 
@@ -289,11 +295,14 @@ class LXDBackend(Backend):
         return "/1.0/events?" + urlencode(params)
 
     def _open_events(self) -> Any:
-        path = self._events_path()
+        return self._websocket(self._events_path(), ping_interval=20)
+
+    def _websocket(self, path: str, *, ping_interval: float | None = None) -> Any:
+        """Connect a websocket to ``path`` on this remote (unix socket or pinned TLS)."""
         common: dict[str, Any] = {
             "open_timeout": self.timeout,
             "max_size": 2**24,
-            "ping_interval": 20,
+            "ping_interval": ping_interval,
             "ping_timeout": 20,
         }
         if self.remote.is_unix:
@@ -338,6 +347,116 @@ class LXDBackend(Backend):
                 message = str(e) if isinstance(e, AuthError) else self._event_error(e)
             yield BackendEvent(EventKind.CONNECTION, name, action="disconnected", message=message)
             await asyncio.sleep(backoff.next())
+
+    # Consoles --------------------------------------------------------------------------
+
+    def _operation_socket(self, op_id: str, secret: str) -> Callable[[], Any]:
+        params = {"secret": secret}
+        if self.remote.project != "default":
+            params["project"] = self.remote.project
+        path = f"/1.0/operations/{op_id}/websocket?" + urlencode(params)
+
+        async def open_ws() -> Any:
+            return await self._websocket(path)
+
+        return open_ws
+
+    async def _websocket_operation(self, ref: InstanceRef, endpoint: str,
+                                   body: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        """POST a console/exec request; return the operation id and its fds secrets."""
+        client = self.client
+
+        def _do() -> tuple[str, dict[str, str]]:
+            r = getattr(client.api.instances[ref.name], endpoint).post(json=body)
+            data = r.json()
+            meta = data.get("metadata") or {}
+            op_id = meta.get("id") or str(data.get("operation", "")).rstrip("/").split("/")[-1]
+            fds = (meta.get("metadata") or {}).get("fds") or {}
+            if "0" not in fds or "control" not in fds:
+                raise OperationFailed(f"'{self.remote.name}' gave no console websockets.")
+            return op_id, fds
+
+        return await self._call(_do)
+
+    async def _require_running(self, ref: InstanceRef, what: str) -> Instance:
+        inst = await self.get_instance(ref)
+        if inst.status is InstanceStatus.FROZEN:
+            raise Conflict(f"{ref} is frozen: resume it to use its {what}.")
+        if inst.status is not InstanceStatus.RUNNING:
+            raise Conflict(f"{ref} is {inst.status.value}: start it to use its {what}.")
+        return inst
+
+    async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
+                           kind: str = "console") -> WebSocketSession:
+        """The instance's console over LXD's console websockets: a container's
+        /dev/console (its console log shown first), a VM's first serial port.
+
+        ``kind="vga"`` is SPICE graphics on LXD/Incus VMs, which a terminal cannot draw:
+        refused with that explanation (see :meth:`spice_viewer_command`).
+        """
+        inst = await self._require_running(ref, "console")
+        if kind == "vga":
+            if not inst.type is InstanceType.VM:
+                raise Unsupported("Containers have no VGA screen; use the console.")
+            raise Unsupported(
+                f"The screen of {ref} is SPICE graphics, which a terminal cannot show. "
+                f"Use its serial console here, or `{self.product} console {ref.name} "
+                f"--type=vga` on a machine with a display.")
+        if kind != "console":
+            raise InvalidInput(f"Unknown console type '{kind}'.")
+        op_id, fds = await self._websocket_operation(
+            ref, "console", {"width": width, "height": height, "type": "console"})
+        client = self.client
+
+        async def prefill() -> bytes:
+            if inst.type is InstanceType.VM and self.product != "incus":
+                return b""  # LXD keeps a console log for containers only
+
+            def _log() -> bytes:
+                r = client.api.instances[ref.name].console.get()
+                return r.content[-256 * 1024:]
+
+            return await self._call(_log)
+
+        return WebSocketSession(
+            f"{ref} console", self._operation_socket(op_id, fds["0"]),
+            open_control=self._operation_socket(op_id, fds["control"]), prefill=prefill,
+            lost=f"the connection to '{self.remote.name}' was lost")
+
+    async def open_shell(self, ref: InstanceRef, command: list[str] | None = None, *,
+                         width: int = 80, height: int = 24) -> WebSocketSession:
+        """An interactive command (default: bash if the image has it, else sh) on a pty in
+        the instance, over LXD's exec websockets."""
+        await self._require_running(ref, "shell")
+        argv = command or ["/bin/sh", "-c",
+                           "if command -v bash >/dev/null 2>&1; then exec bash -l; "
+                           "else exec sh -l; fi"]
+        body = {"command": argv, "wait-for-websocket": True, "interactive": True,
+                "environment": {"TERM": "xterm-256color", "HOME": "/root",
+                                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                                        "/sbin:/bin"},
+                "width": width, "height": height}
+        op_id, fds = await self._websocket_operation(ref, "exec", body)
+        program = os.path.basename(argv[0]) if command else "the shell"
+        client = self.client
+
+        async def ended() -> str | None:
+            # after the command's output ends (an empty text frame) and the client closed
+            # its websockets, the operation completes with the exit code
+            def _wait() -> str | None:
+                r = client.api.operations[op_id].wait.get(params={"timeout": 5}, timeout=10)
+                meta = r.json().get("metadata") or {}
+                code = (meta.get("metadata") or {}).get("return")
+                if code is None:
+                    return meta.get("err") or None
+                return f"{program} exited ({code})"
+
+            return await self._call(_wait)
+
+        return WebSocketSession(
+            f"{ref} shell", self._operation_socket(op_id, fds["0"]),
+            open_control=self._operation_socket(op_id, fds["control"]), ended=ended,
+            lost=f"the connection to '{self.remote.name}' was lost")
 
     # Actions ---------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from ..errors import (
     OperationFailed,
     StopTimedOut,
     Unreachable,
+    Unsupported,
 )
 from ..models import (
     BackendEvent,
@@ -45,7 +46,8 @@ from ..models import (
     ServerInfo,
     Snapshot,
 )
-from ..session import SocketSession
+from ..console import WebSocketSession, attach_local
+from ..console.vga import SPECIAL_CHORDS
 from .definition import VMDefinition, check_name
 
 QEMU = "qemu-system-x86_64"
@@ -85,8 +87,8 @@ class QEMUBackend(Backend):
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS, Capability.CREATE, Capability.CONSOLE, Capability.RESOURCES,
-        Capability.SNAPSHOTS,
+        Capability.METRICS, Capability.CREATE, Capability.CONSOLE, Capability.VGA,
+        Capability.RESOURCES, Capability.SNAPSHOTS,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
@@ -160,7 +162,7 @@ class QEMUBackend(Backend):
         if self._pid(name) is None:
             run = self._run_dir(name)
             if run.exists():
-                for f in ("qemu.pid", "qmp.sock", "serial.sock"):
+                for f in ("qemu.pid", "qmp.sock", "serial.sock", "console-qmp.sock"):
                     (run / f).unlink(missing_ok=True)
             self._status[name] = InstanceStatus.STOPPED
             return
@@ -224,7 +226,7 @@ class QEMUBackend(Backend):
         self._why[name] = "" if expected else "QEMU exited (it was stopped or killed outside corral)"
         self._cpu.pop(name, None)
         run = self._run_dir(name)
-        for f in ("qemu.pid", "qmp.sock", "serial.sock"):
+        for f in ("qemu.pid", "qmp.sock", "serial.sock", "console-qmp.sock"):
             (run / f).unlink(missing_ok=True)
         self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                              action="instance-stopped", ref=self._ref(name),
@@ -572,16 +574,39 @@ class QEMUBackend(Backend):
 
     # Consoles --------------------------------------------------------------------------
 
-    async def open_console(self, ref: InstanceRef, *, width: int = 80,
-                           height: int = 24) -> SocketSession:
-        """The VM's first serial port (ttyS0 in the guest). Detach and re-attach freely:
-        QEMU keeps running, and everything the guest printed meanwhile is in the serial
-        log, which :meth:`SocketSession.history` returns."""
+    async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
+                           kind: str = "console") -> WebSocketSession:
+        """The VM's first serial port (``kind="console"``, ttyS0 in the guest) or its VGA
+        text screen (``kind="vga"``: firmware, boot loader, text installers), served by
+        corral's console server (:mod:`backends.console.server`). Detach and re-attach
+        freely: QEMU and the server keep running; what the guest printed meanwhile is
+        shown on attach (serial: the chardev's log; VGA: the current screen)."""
+        d = self._definition(ref.name)
         if self._pid(ref.name) is None:
-            self._definition(ref.name)
             raise Conflict(f"{ref} is not running: start it to use its console.")
         run = self._run_dir(ref.name)
-        return SocketSession(str(run / "serial.sock"), str(run / "serial.log"))
+        if kind == "console":
+            return await attach_local(
+                f"{ref} serial", str(run / "serial.ws"),
+                ["--unix", str(run / "serial.sock"), "--log", str(run / "serial.log")],
+                width=width, height=height, resizable=False)
+        if kind != "vga":
+            raise InvalidInput(f"Unknown console type '{kind}'.")
+        if d.firmware == "uefi":
+            raise Unsupported(f"{ref} boots UEFI, which draws graphics, not VGA text: "
+                              f"use its serial console.")
+        if not (run / "console-qmp.sock").exists():
+            raise Unsupported(f"{ref} was started by an older corral without a console "
+                              f"monitor: restart it to see its VGA text screen.")
+        return await attach_local(
+            f"{ref} VGA", str(run / "vga.ws"), ["--vga-qmp", str(run / "console-qmp.sock")],
+            special_keys=tuple(SPECIAL_CHORDS), resizable=False)
+
+    def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
+        caps = super().instance_capabilities(instance)
+        if instance.extra.get("firmware") == "uefi":
+            caps -= {Capability.VGA}
+        return caps
 
     # Create ----------------------------------------------------------------------------
 
@@ -690,6 +715,8 @@ class QEMUBackend(Backend):
                         f"logfile={run}/serial.log,logappend=on",
             "-serial", "chardev:ser0",
             "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
+            # a second monitor, for the VGA console server (QMP takes one client each)
+            "-qmp", f"unix:{run}/console-qmp.sock,server=on,wait=off",
             "-device", "virtio-balloon-pci,id=balloon0",
             "-pidfile", str(run / "qemu.pid"), "-daemonize",
         ]
@@ -725,7 +752,7 @@ class QEMUBackend(Backend):
         run = self._run_dir(ref.name)
         run.mkdir(parents=True, exist_ok=True)
         os.chmod(run, 0o700)
-        for f in ("qemu.pid", "qmp.sock", "serial.sock"):
+        for f in ("qemu.pid", "qmp.sock", "serial.sock", "console-qmp.sock"):
             (run / f).unlink(missing_ok=True)
         proc = await asyncio.create_subprocess_exec(
             *self._argv(d), stdin=asyncio.subprocess.DEVNULL,

@@ -191,3 +191,120 @@ async def test_graceful_stop_that_times_out_offers_force(remote_backend, unique)
         assert cli_status(daemon, c) == "STOPPED"
     finally:
         daemon.cli("delete", "--force", c)
+
+
+class Terminal:
+    """A console sink that answers the cursor-position query (busybox waits for it)."""
+
+    def __init__(self):
+        self.data = b""
+        self.reason = None
+        self.session = None
+
+    def feed(self, data):
+        self.data += data
+        if b"\x1b[6n" in data and self.session is not None:
+            asyncio.ensure_future(self.session.send_bytes(b"\x1b[1;3R"))
+
+    def closed(self, reason):
+        self.reason = reason
+
+    async def wait_for(self, needle, timeout=15):
+        deadline = time.monotonic() + timeout
+        while needle not in self.data:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} not in output: {self.data[-400:]!r}")
+            await asyncio.sleep(0.05)
+
+    async def prompt(self, timeout=15):
+        """Wait for the next prompt: busybox asks where the cursor is and reads the
+        answer from its input, so keys typed before the answer would be eaten."""
+        seen = getattr(self, "_prompts", 0)
+        deadline = time.monotonic() + timeout
+        while self.data.count(b"\x1b[6n") <= seen:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no prompt: {self.data[-400:]!r}")
+            await asyncio.sleep(0.05)
+        self._prompts = self.data.count(b"\x1b[6n")
+        await asyncio.sleep(0.1)
+
+
+async def live_prompt(session, term, timeout=15):
+    """Press Enter until the console answers with a prompt: LXD attaches the console a
+    moment after the websockets connect, and keys sent before that are dropped."""
+    start = len(term.data)
+    deadline = time.monotonic() + timeout
+    while b"# " not in term.data[start:]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the console never answered: {term.data[-300:]!r}")
+        await session.send_bytes(b"\r")
+        await asyncio.sleep(0.3)
+
+
+async def attach(session):
+    sink = Terminal()
+    sink.session = session
+    await session.start(sink)
+    return sink
+
+
+async def test_exec_shell_over_websockets_types_resizes_and_exits(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    inst = unique("x")
+    daemon.cli("launch", "busybox", inst)
+    ref = InstanceRef(name, inst, "default")
+    try:
+        session = await backend.open_shell(ref, width=100, height=40)
+        term = await attach(session)
+        await term.prompt()
+        await session.send_bytes(b"echo $((6*7)); stty size\r")
+        await term.wait_for(b"\n42\r\n")
+        await term.wait_for(b"40 100")  # the size given at open
+        await session.resize(132, 43)  # a window-resize control message
+        await term.prompt()
+        await session.send_bytes(b"stty size\r")
+        await term.wait_for(b"43 132")
+        await term.prompt()
+        await session.send_bytes(b"exit 3\r")
+        assert "exited (3)" in await asyncio.wait_for(session.wait(), 15)
+        # a user's own command
+        custom = await backend.open_shell(ref, ["/bin/sh", "-c", "echo custom-$((1+1))"])
+        out = await attach(custom)
+        assert "exited (0)" in await asyncio.wait_for(custom.wait(), 15)
+        assert b"custom-2" in out.data
+    finally:
+        daemon.cli("delete", "--force", inst)
+
+
+async def test_console_over_websockets_detaches_and_reattaches_with_the_log(remote_backend,
+                                                                            unique):
+    from backends.errors import Unsupported
+
+    name, backend, info, daemon = remote_backend
+    inst = unique("c")
+    daemon.cli("init", "busybox", inst)
+    ref = InstanceRef(name, inst, "default")
+    try:
+        with pytest.raises(Conflict, match="start it"):
+            await backend.open_console(ref)
+        daemon.cli("start", inst)
+        with pytest.raises(Unsupported, match="VGA"):
+            await backend.open_console(ref, kind="vga")
+        session = await backend.open_console(ref, width=100, height=30)
+        term = await attach(session)
+        await live_prompt(session, term)
+        await session.send_bytes(b"echo console-$((40+2))\r")
+        await term.wait_for(b"console-42")
+        await session.resize(120, 40)  # accepted (LXD does not pass it to /dev/console)
+        await session.close()
+        assert await asyncio.wait_for(session.wait(), 10) == "detached"
+
+        again = await backend.open_console(ref)
+        term2 = await attach(again)
+        assert b"console-42" in await again.history()  # the console log came first
+        await live_prompt(again, term2)
+        await again.send_bytes(b"echo back-$((50+5))\r")
+        await term2.wait_for(b"back-55")
+        await again.close()
+    finally:
+        daemon.cli("delete", "--force", inst)

@@ -1,0 +1,264 @@
+"""Console sessions over websockets — the one way every console reaches the widget.
+
+:class:`WebSocketSession` speaks LXD's console/exec protocol (a data websocket with
+binary frames, control messages as JSON text on a control websocket) and the same
+protocol as corral's own console server (control inline on the data websocket).
+:func:`attach_local` starts the console server for a local source when none is running
+and returns a session on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from websockets.asyncio.client import ClientConnection, unix_connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
+
+from ..base import ConsoleSink
+from ..errors import OperationFailed, Unsupported
+from .server import lock_path, strip_queries
+
+Opener = Callable[[], Awaitable[ClientConnection]]
+
+
+class WebSocketSession:
+    """An attached console or shell, fed over websockets.
+
+    Args:
+        title: what the console is, for messages ("lxd:c1 console").
+        open_data: connects the data websocket.
+        open_control: connects the control websocket (LXD); None sends control messages
+            inline as text frames on the data websocket (corral's console server).
+        prefill: history to show before live output (e.g. LXD's console log).
+        ended: after the data websocket closed, says how the session ended (e.g. an exec's
+            exit code) — or None to use the close reason.
+        special_keys: chord names the source accepts in a ``keys`` control message.
+    """
+
+    def __init__(self, title: str, open_data: Opener, *, open_control: Opener | None = None,
+                 prefill: Callable[[], Awaitable[bytes]] | None = None,
+                 ended: Callable[[], Awaitable[str | None]] | None = None,
+                 special_keys: tuple[str, ...] = (), resizable: bool = True,
+                 lost: str | None = None) -> None:
+        self.title = title
+        self._lost = lost or f"the connection to {title} was lost"
+        self._open_data = open_data
+        self._open_control = open_control
+        self._prefill = prefill
+        self._ended = ended
+        self.special_keys = special_keys
+        self.resizable = resizable
+        self._data: ClientConnection | None = None
+        self._control: ClientConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._history = b""
+        self._detached = False
+        self._closed = asyncio.Event()
+        self.exit_reason = ""
+
+    async def start(self, sink: ConsoleSink) -> None:
+        """Connect, deliver the history to ``sink``, then live output until the end."""
+        try:
+            if self._open_control is not None:
+                self._control = await self._open_control()
+            self._data = await self._open_data()
+        except (OSError, InvalidHandshake, WebSocketException, asyncio.TimeoutError) as e:
+            await self._close_sockets()
+            raise OperationFailed(f"Cannot attach to {self.title}: {_words(e)}") from e
+        if self._prefill is not None:
+            try:
+                self._history = strip_queries(await self._prefill())
+            except Exception:  # noqa: BLE001 - a missing log is no reason to fail attaching
+                self._history = b""
+            if self._history:
+                sink.feed(self._history)
+        self._task = asyncio.ensure_future(self._pump(sink))
+
+    async def _pump(self, sink: ConsoleSink) -> None:
+        assert self._data is not None
+        reason = ""
+        try:
+            async for message in self._data:
+                if isinstance(message, bytes):
+                    sink.feed(message)
+                elif message == "":  # LXD's end-of-output marker
+                    break
+        except ConnectionClosed:
+            pass
+        except Exception as e:  # noqa: BLE001 - any failure ends this session, in words
+            reason = f"the connection failed: {_words(e)}"
+        if self._detached:
+            reason = "detached"
+        elif not reason:
+            await self._close_sockets()  # LXD completes an exec once the client closed
+            if self._ended is not None:
+                try:
+                    reason = await self._ended() or ""
+                except Exception:  # noqa: BLE001
+                    reason = ""
+            if not reason:
+                rcvd = self._data.protocol.close_rcvd
+                if rcvd is not None and rcvd.reason:
+                    reason = rcvd.reason
+                elif rcvd is None or rcvd.code not in (1000, 1001):
+                    reason = self._lost
+                else:
+                    reason = "the console ended"
+        self.exit_reason = reason
+        await self._close_sockets()
+        self._closed.set()
+        sink.closed(reason)
+
+    async def _send_control(self, message: dict[str, Any]) -> None:
+        target = self._control or self._data
+        if target is None:
+            return
+        try:
+            await target.send(json.dumps(message))
+        except ConnectionClosed:
+            pass
+
+    async def send_bytes(self, data: bytes) -> None:
+        if self._data is None or not data:
+            return
+        try:
+            await self._data.send(data)
+        except ConnectionClosed:
+            pass
+
+    async def resize(self, width: int, height: int) -> None:
+        await self._send_control({"command": "window-resize",
+                                  "args": {"width": str(width), "height": str(height)}})
+
+    async def send_special(self, name: str) -> None:
+        """A key chord the source knows (VGA: "ctrl+alt+del", "ctrl+alt+f2", "sysrq")."""
+        if name not in self.special_keys:
+            raise Unsupported(f"{self.title} cannot send {name}.")
+        await self._send_control({"command": "keys", "args": {"name": name}})
+
+    async def _close_sockets(self) -> None:
+        for ws in (self._control, self._data):
+            if ws is not None:
+                try:
+                    await asyncio.wait_for(ws.close(), 2)
+                except (asyncio.TimeoutError, OSError, WebSocketException):
+                    pass
+
+    async def close(self) -> None:
+        """Detach: the console (and, for local consoles, its server) goes on."""
+        self._detached = True
+        if self._control is not None:  # LXD tears down both on a normal control close
+            try:
+                await asyncio.wait_for(self._control.close(), 2)
+            except (asyncio.TimeoutError, OSError, WebSocketException):
+                pass
+        await self._close_sockets()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=3)
+
+    async def wait(self) -> str:
+        await self._closed.wait()
+        return self.exit_reason
+
+    async def history(self) -> bytes:
+        return self._history
+
+
+def _words(e: BaseException) -> str:
+    if isinstance(e, FileNotFoundError):
+        return "its socket is gone"
+    if isinstance(e, ConnectionRefusedError):
+        return "nobody is listening"
+    if isinstance(e, asyncio.TimeoutError):
+        return "it did not answer in time"
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    return str(e) or type(e).__name__
+
+
+# Local console servers ---------------------------------------------------------------
+
+
+def console_dir(*parts: str) -> Path:
+    """Where local console servers put their sockets (private to this user)."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/corral-{os.getuid()}"
+    path = Path(base, "corral", "consoles", *parts)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def server_alive(sock: str) -> bool:
+    """True while a console server holds the lock of ``sock``."""
+    try:
+        fd = os.open(lock_path(sock), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def server_pid(sock: str) -> int | None:
+    try:
+        return int(Path(lock_path(sock)).read_text().split()[0]) if server_alive(sock) else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def ensure_server(sock: str, source: list[str], *, width: int = 80,
+                        height: int = 24) -> bool:
+    """Start the console server for ``sock`` unless one runs. True if this call started it.
+
+    ``source`` is the server's source arguments (``["--unix", path, "--log", log]``,
+    ``["--vga-qmp", path]`` or ``["--pty", "--", *argv]``, last).
+    """
+    if server_alive(sock):
+        return False
+    Path(sock).parent.mkdir(parents=True, exist_ok=True)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "backends.console", "--socket", sock,
+        "--width", str(width), "--height", str(height), *source,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 20)
+    except asyncio.TimeoutError:
+        proc.kill()
+        raise OperationFailed("The console server did not start within 20 s.") from None
+    if proc.returncode != 0:
+        raise OperationFailed("The console could not be opened: "
+                              + (err.decode(errors="replace").strip()
+                                 or f"exit status {proc.returncode}"))
+    return out.strip() == b"ok"
+
+
+def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
+                  resizable: bool = True) -> WebSocketSession:
+    """A session on the console server at ``sock`` (which must be running)."""
+
+    async def open_data() -> ClientConnection:
+        return await unix_connect(sock, uri="ws://corral/console", max_size=2**22,
+                                  open_timeout=5, ping_interval=None)
+
+    return WebSocketSession(title, open_data, special_keys=special_keys,
+                            resizable=resizable,
+                            lost=f"the console server of {title} stopped without a word "
+                                 f"(killed?); open the console again to restart it")
+
+
+async def attach_local(title: str, sock: str, source: list[str], *, width: int = 80,
+                       height: int = 24, special_keys: tuple[str, ...] = (),
+                       resizable: bool = True) -> WebSocketSession:
+    """Start the server of a local console if needed; return a session on it."""
+    await ensure_server(sock, source, width=width, height=height)
+    return local_session(title, sock, special_keys=special_keys, resizable=resizable)
