@@ -160,6 +160,7 @@ class TerminalView(Widget, can_focus=True):
         self.close_on_unmount = close_on_unmount
         self.emulator = TerminalEmulator(80, 24, scrollback=scrollback, respond=self._send)
         self.recorder: AsciicastRecorder | None = None
+        self._record_failed = False
         self.is_closed = False
         self.close_reason: str | None = None
         self.scroll_offset_lines = 0
@@ -191,14 +192,18 @@ class TerminalView(Widget, can_focus=True):
         width, height = self._content_size()
         if width and height:
             self.emulator.resize(width, height)
-        if self.record_path is not None:
-            try:
-                self.recorder = AsciicastRecorder(
-                    self.record_path, self.emulator.columns, self.emulator.lines,
-                    title=self.title)
-            except OSError as e:
-                log.warning("cannot record the console to %s: %s", self.record_path, e)
         self._start_session()
+
+    def _ensure_recorder(self) -> None:
+        """Open the recording once the size is known (first resize or first output)."""
+        if self.record_path is None or self.recorder is not None or self._record_failed:
+            return
+        try:
+            self.recorder = AsciicastRecorder(
+                self.record_path, self.emulator.columns, self.emulator.lines, title=self.title)
+        except OSError as e:
+            self._record_failed = True
+            log.warning("cannot record the console to %s: %s", self.record_path, e)
 
     def _start_session(self) -> None:
         self._started = True
@@ -243,6 +248,7 @@ class TerminalView(Widget, can_focus=True):
         """Output from the guest (called on the event loop by the session)."""
         if not data:
             return
+        self._ensure_recorder()
         if self.recorder is not None:
             self.recorder.output(data)
         self._enqueue(bytes(data))
@@ -435,6 +441,7 @@ class TerminalView(Widget, can_focus=True):
             self.emulator.resize(width, height)
             if self.recorder is not None:
                 self.recorder.resize(width, height)
+        self._ensure_recorder()
         self.scroll_offset_lines = min(self.scroll_offset_lines, self.emulator.history_size)
         self._invalidate()
         if self._resize_timer is not None:
