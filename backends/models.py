@@ -187,6 +187,8 @@ class Operation:
     error: str = ""
     instances: tuple[str, ...] = ()
     created_at: datetime | None = None
+    interactive: bool = False
+    """A console or exec session (LXD's websocket class), not work in progress."""
 
     @property
     def done(self) -> bool:

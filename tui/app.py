@@ -132,6 +132,9 @@ class CorralApp(App[None]):
             problems=self.problems,
             metrics_interval=self.config.metrics_interval,
             stop_timeout=self.config.stop_timeout,
+            detach_key=self.config.detach_key,
+            shell=self.config.shell,
+            record_dir=self.config.record_dir,
         )
         self.push_screen(self.main_screen)
 

@@ -23,6 +23,11 @@ accel = "auto"             # kvm, tcg, or auto (KVM when /dev/kvm is usable)
 enabled = true
 paths = ["/var/lib/lxc"]   # lxcpaths; default: the tools' default for this user
 
+[console]
+detach_key = "ctrl+]"      # leaves a console (it keeps running); not ctrl+a/ctrl+b
+shell = ["/bin/bash"]      # the exec shell's command (default: bash if present, else sh)
+record_dir = "~/corral-casts"  # when set, every console is recorded as asciicast v2
+
 [[remote]]                 # extra LXD/Incus remotes beside the lxc/incus CLI ones
 name = "lab"
 kind = "lxd"               # or incus
@@ -62,8 +67,35 @@ class Config:
     lxc_enabled: bool = True
     lxc_paths: tuple[str, ...] = ()
     """lxcpaths to show (default: the lxc tools' own default)."""
+    detach_key: str = "ctrl+right_square_bracket"
+    """Textual key name that detaches from a console."""
+    shell: tuple[str, ...] = ()
+    """The exec shell's command; empty: bash when the instance has it, else sh."""
+    record_dir: str = ""
+    """When set, consoles are recorded there as asciicast v2 files."""
     problems: tuple[str, ...] = ()
     """Why (part of) the file was ignored, in words."""
+
+
+_KEY_NAMES = {"]": "right_square_bracket", "[": "left_square_bracket", "\\": "backslash",
+              "^": "circumflex_accent", "_": "underscore", "@": "at", " ": "space"}
+_RESERVED_DETACH = {"ctrl+a": "screen's prefix", "ctrl+b": "tmux's prefix",
+                    "ctrl+c": "the guest's interrupt", "ctrl+d": "the guest's end of input"}
+
+
+def detach_key_name(text: str) -> tuple[str, str | None]:
+    """``"ctrl+]"`` → Textual's ``"ctrl+right_square_bracket"``; with a problem when the
+    key would clash with tmux, screen or the guest."""
+    parts = [_KEY_NAMES.get(p, p) for p in text.strip().lower().split("+")]
+    key = "+".join(parts)
+    for reserved, why in _RESERVED_DETACH.items():
+        if key == reserved:
+            return "ctrl+right_square_bracket", (
+                f"detach_key {text!r} is {why}; using ctrl+]")
+    if len(parts) == 1 and len(parts[0]) == 1:
+        return "ctrl+right_square_bracket", (
+            f"detach_key {text!r} is a plain key the guest needs; using ctrl+]")
+    return key, None
 
 
 def _num(section: dict[str, Any], key: str, default: float, problems: list[str],
@@ -120,6 +152,16 @@ def load_config(path: Path | None = None) -> Config:
     if accel not in ("auto", "kvm", "tcg"):
         problems.append(f"{path}: [qemu] accel must be auto, kvm or tcg; using auto")
         accel = "auto"
+    console = table("console")
+    detach, problem = detach_key_name(str(console.get("detach_key", "ctrl+]")))
+    if problem:
+        problems.append(f"{path}: [console] {problem}")
+    shell = console.get("shell") or []
+    if isinstance(shell, str):
+        shell = shell.split()
+    if not isinstance(shell, list) or not all(isinstance(a, str) for a in shell):
+        problems.append(f"{path}: [console] shell must be a command as a list of strings")
+        shell = []
     extra = data.get("remote") or []
     if not isinstance(extra, list):
         problems.append(f"{path}: [[remote]] entries must be tables")
@@ -139,5 +181,8 @@ def load_config(path: Path | None = None) -> Config:
         qemu_accel=accel,
         lxc_enabled=bool(lxc.get("enabled", True)),
         lxc_paths=names(lxc, "paths"),
+        detach_key=detach,
+        shell=tuple(shell),
+        record_dir=str(console.get("record_dir") or ""),
         problems=tuple(problems),
     )

@@ -189,6 +189,7 @@ def to_operation(data: Mapping[str, Any], remote: str) -> Operation:
         may_cancel=bool(data.get("may_cancel")),
         error=str(data.get("err") or ""),
         instances=tuple(names),
+        interactive=data.get("class") == "websocket",
         created_at=parse_time(data.get("created_at")),
     )
 

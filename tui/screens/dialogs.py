@@ -43,3 +43,46 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+_SPECIAL_LABELS = {
+    "ctrl+alt+del": "Ctrl+Alt+Del (reboot request)",
+    "sysrq": "Alt+SysRq",
+    "esc": "Esc", "tab": "Tab", "ctrl+c": "Ctrl+C", "ctrl+d": "Ctrl+D", "ctrl+z": "Ctrl+Z",
+    "ctrl+\\": "Ctrl+\\", "ctrl+]": "Ctrl+] (the key itself, not detach)",
+}
+
+
+def _label(name: str) -> str:
+    if name in _SPECIAL_LABELS:
+        return _SPECIAL_LABELS[name]
+    if name.startswith("ctrl+alt+f"):
+        return "Ctrl+Alt+F" + name.removeprefix("ctrl+alt+f")
+    return name.upper() if name.startswith("f") else name
+
+
+class SpecialKeysMenu(ModalScreen[str | None]):
+    """Keys a terminal cannot type into a console (or that corral keeps for itself)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without sending")]
+
+    def __init__(self, title: str, names: list[str]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.names = names
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import OptionList
+        from textual.widgets.option_list import Option
+
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(f"Send a key to {self.title_text}", id="dialog-title")
+            yield OptionList(*(Option(_label(n), id=n) for n in self.names),
+                             id="special-keys")
+
+    def on_option_list_option_selected(self, event) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -21,9 +21,10 @@ from ..commands import VERB_CAPABILITY
 from ..filter import FilterError, Term, parse
 from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
+from ..widgets.console_dock import KIND_LABEL, ConsoleDock
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
-from .dialogs import ConfirmDialog
+from .dialogs import ConfirmDialog, SpecialKeysMenu
 from .help import HelpScreen, key_rows
 
 def _update_if_changed(widget: Static, content: str | Text) -> None:
@@ -47,7 +48,12 @@ _INSTANCE_ACTIONS = {
     "restart_instance": VERB_CAPABILITY["restart"],
     "pause_instance": None,  # freeze or unfreeze, decided by status
     "delete_instance": VERB_CAPABILITY["delete"],
+    "open_console": Capability.CONSOLE,
+    "open_shell": Capability.EXEC,
+    "open_vga": Capability.VGA,
 }
+_CONSOLE_ACTIONS = {"focus_console", "zoom_console", "close_console", "next_console",
+                    "previous_console", "special_keys"}
 _PENDING = {
     "start": "starting…", "stop": "stopping…", "restart": "restarting…",
     "freeze": "pausing…", "unfreeze": "resuming…", "delete": "deleting…",
@@ -82,6 +88,24 @@ class MainScreen(Screen[None]):
                 tooltip="Focus the remotes pane"),
         Binding("2", "focus_instances", "Instances", show=False, id="view.instances",
                 tooltip="Focus the instance table"),
+        Binding("c", "open_console", "Console", id="console.open",
+                tooltip="Attach to the console of the selected instance (serial, /dev/console)"),
+        Binding("e", "open_shell", "Shell", id="console.shell",
+                tooltip="Open a shell inside the selected instance"),
+        Binding("v", "open_vga", "VGA", show=False, id="console.vga",
+                tooltip="Show the VGA text screen of the selected VM (BIOS, boot loader)"),
+        Binding("t", "focus_console", "To console", show=False, id="console.focus",
+                tooltip="Go back into the current console tab"),
+        Binding("z", "zoom_console", "Zoom", show=False, id="console.zoom",
+                tooltip="Consoles full screen, or beside the table again"),
+        Binding("x", "close_console", "Close tab", show=False, id="console.close",
+                tooltip="Close the current console tab (local consoles keep running)"),
+        Binding("right_square_bracket", "next_console", "Next tab", show=False,
+                id="console.next", tooltip="Next console tab"),
+        Binding("left_square_bracket", "previous_console", "Previous tab", show=False,
+                id="console.previous", tooltip="Previous console tab"),
+        Binding("K", "special_keys", "Special keys", show=False, id="console.keys",
+                tooltip="Send Ctrl+Alt+Del, Ctrl+Alt+Fn, SysRq, Esc, ... to the console"),
     ]
 
     def __init__(
@@ -91,8 +115,14 @@ class MainScreen(Screen[None]):
         problems: Iterable[str] = (),
         metrics_interval: float = 10.0,
         stop_timeout: int = 30,
+        detach_key: str = "ctrl+right_square_bracket",
+        shell: tuple[str, ...] = (),
+        record_dir: str = "",
     ) -> None:
         super().__init__()
+        self.detach_key = detach_key
+        self.shell = list(shell)
+        self.record_dir = record_dir
         self.inventory = inventory
         self.problems = list(problems)
         self.metrics_interval = metrics_interval
@@ -118,6 +148,8 @@ class MainScreen(Screen[None]):
                             id="filter")
                 yield InstanceTable(id="instances")
                 yield Static("", id="details")
+                yield ConsoleDock(id="consoles", detach_key=self.detach_key,
+                                  record_dir=self.record_dir)
         yield Static("", id="activity")
         yield Footer()
 
@@ -351,6 +383,11 @@ class MainScreen(Screen[None]):
     # Actions ---------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in _CONSOLE_ACTIONS:
+            try:
+                return True if self.query_one(ConsoleDock).tabs else None
+            except NoMatches:
+                return None
         if action not in _INSTANCE_ACTIONS:
             return True
         ref = self.query_one(InstanceTable).selected_ref
@@ -515,3 +552,94 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(key_rows(self)))
+
+    # Consoles --------------------------------------------------------------------------
+
+    def open_console(self, ref: InstanceRef, kind: str) -> None:
+        """Open (or go back to) the console ``kind`` ("console", "shell", "vga") of ref."""
+        backend = self.inventory.backends.get(ref.remote)
+        if backend is None or not hasattr(backend, "open_console"):
+            self.notify(f"{ref.remote} has no consoles.", severity="warning")
+            return
+
+        async def opener(width: int, height: int):
+            if kind == "shell":
+                return await backend.open_shell(ref, self.shell or None, width=width,
+                                                height=height)
+            return await backend.open_console(ref, width=width, height=height, kind=kind)
+
+        async def run() -> None:
+            try:
+                await self.query_one(ConsoleDock).open(ref, kind, opener)
+            except BackendError as e:
+                self.notify(e.message, title=f"{KIND_LABEL[kind].capitalize()} of {ref}",
+                            severity="error", timeout=10)
+            except Exception as e:  # noqa: BLE001 - a bug: say it, keep the app alive
+                self.log.error(f"opening {kind} of {ref}", e)
+                self.notify(f"{type(e).__name__}: {e}", title=f"Opening the {kind} failed",
+                            severity="error", timeout=15)
+
+        self.run_worker(run(), group=f"console:{ref}:{kind}", exclusive=True,
+                        exit_on_error=False, description=f"open {kind} of {ref}")
+
+    def action_open_console(self) -> None:
+        if ref := self._selected():
+            self.open_console(ref, "console")
+
+    def action_open_shell(self) -> None:
+        if ref := self._selected():
+            self.open_console(ref, "shell")
+
+    def action_open_vga(self) -> None:
+        if ref := self._selected():
+            self.open_console(ref, "vga")
+
+    def action_focus_console(self) -> None:
+        self.query_one(ConsoleDock).focus_active()
+
+    def action_zoom_console(self) -> None:
+        self.toggle_class("-console-zoom")
+        if self.has_class("-console-zoom"):
+            self.query_one(ConsoleDock).focus_active()
+
+    async def action_close_console(self) -> None:
+        await self.query_one(ConsoleDock).close_active()
+
+    def action_next_console(self) -> None:
+        self.query_one(ConsoleDock).cycle(1)
+
+    def action_previous_console(self) -> None:
+        self.query_one(ConsoleDock).cycle(-1)
+
+    def action_special_keys(self) -> None:
+        tab = self.query_one(ConsoleDock).active
+        if tab is None:
+            return
+        names = list(getattr(tab.view.session, "special_keys", ()))
+        names += ["esc", "tab", "ctrl+c", "ctrl+d", "ctrl+z", "ctrl+\\", "ctrl+]",
+                  *(f"f{n}" for n in range(1, 13))]
+
+        async def chosen(name: str | None) -> None:
+            if not name:
+                return
+            if name in getattr(tab.view.session, "special_keys", ()):
+                try:
+                    await tab.view.session.send_special(name)
+                except BackendError as e:
+                    self.notify(e.message, severity="error")
+            else:
+                tab.view.send_special(name)
+            tab.view.focus()
+
+        self.app.push_screen(SpecialKeysMenu(tab.view.title, names),
+                             lambda name: self.run_worker(chosen(name), exit_on_error=False))
+
+    @on(ConsoleDock.Detached)
+    def _console_detached(self) -> None:
+        self.remove_class("-console-zoom")
+        self.query_one(InstanceTable).focus()
+
+    @on(ConsoleDock.Emptied)
+    def _consoles_emptied(self) -> None:
+        self.remove_class("-console-zoom")
+        self.query_one(InstanceTable).focus()

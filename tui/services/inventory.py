@@ -256,6 +256,8 @@ class Inventory:
         if event.kind is EventKind.OPERATION and event.operation is not None:
             ops = self.statuses[name].operations
             op = event.operation
+            if op.interactive:  # an open console/shell: not "busy"
+                return
             if op.done:
                 ops.pop(op.id, None)
             else:

@@ -1,0 +1,189 @@
+"""The console dock: open consoles and shells as tabs beside (or instead of) the table.
+
+Each tab is a :class:`~tui.widgets.terminal.TerminalView` on one console session. A tab
+stays connected while the user works elsewhere (detach only moves the focus); ``r`` on a
+closed console opens a new session in the same tab; closing a tab detaches its session
+(local consoles keep running in their console server, an LXD exec shell ends).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import TabbedContent, TabPane
+
+from backends.base import ConsoleSession
+from backends.errors import BackendError
+from backends.models import InstanceRef
+
+from .terminal import TerminalView
+
+Opener = Callable[[int, int], Awaitable[ConsoleSession]]
+"""Opens a session of the given width and height."""
+
+KIND_LABEL = {"console": "console", "shell": "shell", "vga": "VGA"}
+
+
+@dataclass
+class ConsoleTab:
+    ref: InstanceRef
+    kind: str
+    opener: Opener
+    pane_id: str
+    view: TerminalView
+
+
+class ConsoleDock(Vertical):
+    """Console tabs. Hidden while there is none."""
+
+    DEFAULT_CSS = """
+    ConsoleDock {
+        display: none;
+        height: 3fr;
+        &.-open { display: block; }
+        TabbedContent { height: 1fr; }
+        TabPane { padding: 0; height: 1fr; }
+        ContentSwitcher { height: 1fr; }
+    }
+    """
+
+    class Detached(Message):
+        """The user left a console (detach key): the screen moves the focus away."""
+
+    class Emptied(Message):
+        """The last console tab was closed."""
+
+    def __init__(self, *, detach_key: str = "ctrl+right_square_bracket",
+                 record_dir: str = "", id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.detach_key = detach_key
+        self.record_dir = record_dir
+        self.tabs: dict[str, ConsoleTab] = {}
+        self._ids = itertools.count(1)
+
+    def compose(self) -> ComposeResult:
+        yield TabbedContent()
+
+    @property
+    def tabbed(self) -> TabbedContent:
+        return self.query_one(TabbedContent)
+
+    # Opening ---------------------------------------------------------------------------
+
+    def find(self, ref: InstanceRef, kind: str) -> ConsoleTab | None:
+        return next((t for t in self.tabs.values() if t.ref == ref and t.kind == kind), None)
+
+    @property
+    def active(self) -> ConsoleTab | None:
+        pane = self.tabbed.active_pane
+        return self.tabs.get(pane.id) if pane is not None and pane.id else None
+
+    def _console_size(self) -> tuple[int, int]:
+        width, height = self.size.width or self.app.size.width, self.size.height
+        return max(20, width - 2), max(5, (height or self.app.size.height // 2) - 4)
+
+    async def open(self, ref: InstanceRef, kind: str, opener: Opener) -> ConsoleTab:
+        """Show the console ``kind`` of ``ref``: its tab if open (reconnected if it had
+        ended), else a new tab on a new session.
+
+        Raises:
+            BackendError: the session could not be opened (nothing is added).
+        """
+        tab = self.find(ref, kind)
+        if tab is not None:
+            self._opened(True)
+            self.tabbed.active = tab.pane_id
+            if tab.view.is_closed:
+                await self._reconnect(tab)
+            tab.view.focus()
+            return tab
+        width, height = self._console_size()
+        session = await opener(width, height)
+        pane_id = f"console-{next(self._ids)}"
+        title = f"{ref} · {KIND_LABEL.get(kind, kind)}"
+        record = None
+        if self.record_dir:
+            directory = Path(self.record_dir).expanduser()
+            directory.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            record = directory / f"{ref.remote}-{ref.name}-{kind}-{stamp}.cast"
+        view = TerminalView(session, title, detach_key=self.detach_key, record_path=record)
+        tab = ConsoleTab(ref, kind, opener, pane_id, view)
+        self.tabs[pane_id] = tab
+        self._opened(True)
+        await self.tabbed.add_pane(TabPane(title, view, id=pane_id))
+        self.tabbed.active = pane_id
+        view.focus()
+        return tab
+
+    async def _reconnect(self, tab: ConsoleTab) -> None:
+        width, height = tab.view.emulator.columns, tab.view.emulator.lines
+        try:
+            session = await tab.opener(width, height)
+        except BackendError as e:
+            self.app.notify(f"Cannot reconnect {tab.ref}: {e}", severity="error")
+            return
+        tab.view.attach(session)
+
+    def _opened(self, is_open: bool) -> None:
+        self.set_class(is_open, "-open")
+        self.screen.set_class(is_open, "-consoles-open")
+
+    # Tabs ------------------------------------------------------------------------------
+
+    async def close_active(self) -> None:
+        tab = self.active
+        if tab is None:
+            return
+        self.tabs.pop(tab.pane_id, None)
+        await self.tabbed.remove_pane(tab.pane_id)  # the view closes (detaches) its session
+        if not self.tabs:
+            self._opened(False)
+            self.post_message(self.Emptied())
+        elif self.active is not None:
+            self.active.view.focus()
+
+    def cycle(self, step: int) -> None:
+        ids = list(self.tabs)
+        if not ids:
+            return
+        current = self.active
+        index = ids.index(current.pane_id) if current else 0
+        self.tabbed.active = ids[(index + step) % len(ids)]
+
+    def focus_active(self) -> bool:
+        tab = self.active
+        if tab is None:
+            return False
+        tab.view.focus()
+        return True
+
+    # Messages from the views -------------------------------------------------------------
+
+    @on(TerminalView.DetachRequested)
+    def _view_detach_requested(self, event: TerminalView.DetachRequested) -> None:
+        event.stop()
+        self.post_message(self.Detached())
+
+    @on(TerminalView.ReconnectRequested)
+    async def _view_reconnect_requested(self, event: TerminalView.ReconnectRequested) -> None:
+        event.stop()
+        tab = next((t for t in self.tabs.values() if t.view is event.view), None)
+        if tab is not None:
+            await self._reconnect(tab)
+
+    @on(TerminalView.Closed)
+    def _view_closed(self, event: TerminalView.Closed) -> None:
+        event.stop()
+        tab = next((t for t in self.tabs.values() if t.view is event.view), None)
+        if tab is not None and event.reason not in ("detached",):
+            self.app.notify(f"{tab.ref} {KIND_LABEL.get(tab.kind, tab.kind)}: {event.reason}",
+                            severity="information", timeout=4)
