@@ -930,11 +930,16 @@ class TerminalEmulator:
         buffer = s.buffer
         old = [buffer.get(y) for y in range(lines - 1)]
         e = len(rows)
-        push = self._push_history
-        for y in range(min(e, lines - 1)):
-            push(_row_runs(old[y] or {}, columns))
+        pushed = [_row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
         for r in rows[: max(0, e - (lines - 1))]:
-            push(_merge_runs(r))
+            if len(r) == 1 and r[0][0] and (r[0][1] != DEFAULT_KEY or r[0][0][-1] != " "):
+                pushed.append((r[0],))  # already canonical: one non-blank-ended run
+            else:
+                pushed.append(_merge_runs(r))
+        if pushed:
+            self._history.extend(pushed)
+            self._history_changed = True
+            self.lines_scrolled += len(pushed)
         keep_old = old[e:] if e < lines - 1 else []
         keep_new = rows[-(lines - 1):] if lines > 1 else []
         new_buffer = s._new_buffer()

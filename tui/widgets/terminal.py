@@ -90,7 +90,7 @@ class TerminalView(Widget, can_focus=True):
 
     FRAME_INTERVAL = 1 / 30
     """Minimum time between repaints."""
-    FEED_BUDGET = 0.010
+    FEED_BUDGET = 0.006
     """Seconds of emulator work between two yields to the event loop."""
     RESIZE_DEBOUNCE = 0.15
     """Wait this long after the last size change before telling the session."""
@@ -175,7 +175,7 @@ class TerminalView(Widget, can_focus=True):
         self._resize_timer: Timer | None = None
         self._last_paint = 0.0
         self._scrolled_seen = 0
-        self._feed_rate = 4_000_000.0  # bytes/s, adapted while feeding
+        self._feed_rate = 2_000_000.0  # bytes/s, adapted while feeding
         self._selection: Selection | None = None
         self._sel_anchor: tuple[int, int] | None = None
         self._session_size: tuple[int, int] | None = None
