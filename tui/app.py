@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import os
 import shutil
 from pathlib import Path
@@ -137,6 +139,14 @@ class CorralApp(App[None]):
             record_dir=self.config.record_dir,
         )
         self.push_screen(self.main_screen)
+        # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
+        # full collection during a console flood does not stall a frame (~20-40 ms).
+        self.call_after_refresh(self._freeze_startup_objects)
+
+    @staticmethod
+    def _freeze_startup_objects() -> None:
+        gc.collect()
+        gc.freeze()
 
     def action_help(self) -> None:
         screen = self.screen

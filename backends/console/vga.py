@@ -87,6 +87,7 @@ class VGAScreen:
 
     def __init__(self) -> None:
         self.rows: list[str] = []
+        self.cells: list[bytes] = []
         self.mode: TextMode | None = None
         self.cursor: tuple[int, int] | None = None
         self.graphics = False
@@ -110,11 +111,22 @@ class VGAScreen:
             self.rows = []
         self.graphics = False
         self.mode = mode
+        width = mode.columns * 2
+        cells = [memory[y * width:(y + 1) * width] for y in range(mode.rows)]
         rows = render_rows(memory[:mode.size], mode)
+        shift = _scrolled_by(self.cells, cells) if self.rows else 0
+        if shift:
+            # The screen scrolled (BIOS teletype output): scroll the viewer too, so the
+            # lines that left the top go to its scrollback instead of vanishing.
+            out.append(f"\x1b[0m\x1b[{mode.rows};1H" + "\n" * shift)
+            blank = "\x1b[0m"
+            self.rows = [r for r in self.rows[shift:]] + [blank] * shift
+            self.cells = self.cells[shift:] + [b""] * shift
         for y, row in enumerate(rows):
-            if y >= len(self.rows) or self.rows[y] != row:
+            if y >= len(self.cells) or self.cells[y] != cells[y]:
                 out.append(row)
         self.rows = rows
+        self.cells = cells
         if out or mode.cursor != self.cursor:
             if mode.cursor is None:
                 out.append("\x1b[?25l")
@@ -136,6 +148,22 @@ class VGAScreen:
         else:
             out.append(f"\x1b[{self.cursor[0] + 1};{self.cursor[1] + 1}H\x1b[?25h")
         return "".join(out).encode()
+
+
+def _blank(line: bytes) -> bool:
+    return all(ch in (0, 0x20) for ch in line[::2])
+
+
+def _scrolled_by(old: list[bytes], new: list[bytes]) -> int:
+    """How many lines ``new`` is ``old`` scrolled up by (0: not a scroll)."""
+    rows = len(new)
+    if len(old) != rows or old == new:
+        return 0
+    for k in range(1, rows - 2):
+        if new[:rows - k] == old[k:] and not all(_blank(line) for line in old[:k]) \
+                and not all(_blank(line) for line in new[:rows - k]):
+            return k
+    return 0
 
 
 # Terminal input -> QEMU qcodes -------------------------------------------------------

@@ -148,8 +148,6 @@ class ConsoleDock(Vertical):
         if not self.tabs:
             self._opened(False)
             self.post_message(self.Emptied())
-        elif self.active is not None:
-            self.active.view.focus()
 
     def cycle(self, step: int) -> None:
         ids = list(self.tabs)
