@@ -9,11 +9,14 @@ declared twice: in ``capabilities`` (cheap checks for the UI) and as
 from __future__ import annotations
 
 import abc
-from typing import AsyncIterator, ClassVar, Protocol, runtime_checkable
+from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
 
 from .models import (
     BackendEvent,
     Capability,
+    CreateOptions,
+    CreateRequest,
+    CreateSource,
     Instance,
     InstanceRef,
     InstanceState,
@@ -138,6 +141,37 @@ class Backend(abc.ABC):
 
 
 @runtime_checkable
+@runtime_checkable
+class SupportsCreate(Protocol):
+    """Backends the launch wizard can create instances on."""
+
+    async def create_sources(self) -> list[CreateSource]:
+        """What can be created here (LXD: local images and aliases; QEMU: the source
+        kinds; LXC: templates and image tarballs)."""
+        ...
+
+    async def create_options(self) -> CreateOptions: ...
+
+    def check_name(self, name: str) -> str | None:
+        """Why ``name`` cannot be used (bad characters, length, taken), or None. Cheap:
+        the wizard calls it as the user types."""
+        ...
+
+    async def create_instance(
+        self, request: CreateRequest, progress: Callable[[str], None] | None = None
+    ) -> Instance:
+        """Create (and with ``request.start``, start) an instance. ``progress`` receives
+        short texts ("unpacking image 45%"). On failure nothing is left behind.
+
+        Raises:
+            InvalidInput: a value the backend refuses (nothing created).
+            Conflict: the name is taken.
+            OperationFailed: the daemon/tool failed; what was made is removed.
+        """
+        ...
+
+
+@runtime_checkable
 class SupportsSnapshots(Protocol):
     """Backends that list, take, restore and delete snapshots."""
 
@@ -148,6 +182,11 @@ class SupportsSnapshots(Protocol):
     ) -> Snapshot: ...
 
     async def restore_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    # Optional (checked with hasattr): rename_snapshot(snapshot, new_name) -> Snapshot,
+    # snapshot_settings(ref) -> dict[str, str] and set_snapshot_settings(ref, dict)
+    # (LXD: snapshots.schedule, snapshots.expiry, snapshots.pattern), and
+    # create_snapshot(..., expires_at=datetime) where expiry is supported.
 
     async def delete_snapshot(self, snapshot: Snapshot) -> None: ...
 

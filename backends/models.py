@@ -246,3 +246,65 @@ class LimitField:
     """``live`` (takes effect now), ``restart`` (saved, takes effect at next start) or
     ``unsupported`` (this host/instance cannot do it; ``hint`` says why)."""
     hint: str = ""
+    pending: str = ""
+    """A value saved but not in effect until the next start (empty: none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSource:
+    """Something an instance can be created from, as the launch wizard lists it."""
+
+    kind: str
+    """``image`` (LXD image: fingerprint or alias in ``value``), ``empty-vm`` (LXD VM with
+    no disk content, for PXE/ISO), ``disk-image`` (QEMU: a disk file to overlay/copy),
+    ``iso`` (QEMU: installer ISO + empty disk), ``kernel`` (QEMU: kernel + initrd +
+    command line), ``pxe`` (QEMU: empty VM booting from the network), ``template`` (LXC
+    template name), ``tarball`` (LXC: an LXD-style image tarball path)."""
+    label: str
+    value: str = ""
+    type: InstanceType = InstanceType.CONTAINER
+    """What gets created from it."""
+    detail: str = ""
+    needs_path: bool = False
+    """The wizard must ask for a file path (``value`` is then what the user typed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOptions:
+    """What a remote offers for the wizard's resources/network/storage steps."""
+
+    profiles: tuple[str, ...] = ()
+    default_profiles: tuple[str, ...] = ()
+    storage_pools: tuple[str, ...] = ()
+    networks: tuple[str, ...] = ()
+    """Networks (LXD) or bridges (QEMU/LXC) a NIC can join; empty: none offered."""
+    max_cpus: int = 0
+    """CPU count limit (the host's), 0 when unknown."""
+    user_data: bool = False
+    """cloud-init user-data is accepted."""
+    can_cancel: bool = False
+    """A running creation can be cancelled."""
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    """Suggested values: ``cpus``, ``memory`` (e.g. ``1GiB``), ``disk`` (``10GiB``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """Everything the summary step shows, handed to ``create_instance``."""
+
+    name: str
+    source: CreateSource
+    cpus: int | None = None
+    memory: int | None = None
+    """Bytes."""
+    disk: int | None = None
+    """Bytes (root disk size)."""
+    profiles: tuple[str, ...] = ()
+    storage_pool: str = ""
+    network: str = ""
+    """A network/bridge to attach a NIC to ("" = backend default, "none" = no NIC)."""
+    user_data: str = ""
+    start: bool = False
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Backend-specific: QEMU ``initrd``, ``cmdline``, ``firmware`` (bios/uefi), ``accel``,
+    ``overlay`` ("yes"/"no"); LXD ``description``."""

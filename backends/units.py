@@ -1,0 +1,41 @@
+"""Sizes as users type them: ``512MiB``, ``2GiB``, ``1.5G``, ``10GB``, ``1024`` (bytes)."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?)(b?)\s*$", re.IGNORECASE)
+_POWER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
+
+
+def parse_size(text: str, *, default_unit: str = "") -> int:
+    """Bytes in ``text``. ``KiB``/``MiB``/``GiB`` are binary, ``KB``/``MB``/``GB`` decimal,
+    a bare ``K``/``M``/``G`` binary (as QEMU and LXD read them); a plain number is in
+    ``default_unit`` (e.g. ``"MiB"``), else bytes.
+
+    Raises:
+        ValueError: not a size, in words fit for the UI.
+    """
+    m = _SIZE.match(text or "")
+    if not m:
+        raise ValueError(f"'{text}' is not a size (examples: 512MiB, 2GiB, 10GB)")
+    number, prefix, binary, bytes_suffix = m.groups()
+    if not prefix and not binary and not bytes_suffix and default_unit:
+        return parse_size(number + default_unit)
+    if binary and not prefix:
+        raise ValueError(f"'{text}' is not a size (examples: 512MiB, 2GiB, 10GB)")
+    base = 1000 if (prefix and bytes_suffix and not binary) else 1024
+    value = float(number) * base ** _POWER[prefix.lower()]
+    if value != int(value) and not prefix:
+        raise ValueError(f"'{text}': a number of bytes must be whole")
+    return int(value)
+
+
+def format_size(value: int) -> str:
+    """Bytes as the shortest exact binary size: ``536870912`` → ``512MiB``."""
+    for unit, power in (("EiB", 6), ("PiB", 5), ("TiB", 4), ("GiB", 3), ("MiB", 2),
+                        ("KiB", 1)):
+        step = 1024 ** power
+        if value and value % step == 0:
+            return f"{value // step}{unit}"
+    return f"{value}B"
