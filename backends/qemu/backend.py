@@ -16,7 +16,7 @@ import signal
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from qemu.qmp import QMPClient, Runstate
 from qemu.qmp.error import QMPError
@@ -35,6 +35,9 @@ from ..errors import (
 from ..models import (
     BackendEvent,
     Capability,
+    CreateOptions,
+    CreateRequest,
+    CreateSource,
     EventKind,
     Instance,
     InstanceRef,
@@ -361,37 +364,70 @@ class QEMUBackend(Backend):
         return int(info.get("virtual-size") or 0) or None
 
     async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        """The VM's limits. While it runs, values are what QEMU has now (vCPUs, RAM, IO
+        throttling of the first disk); a value saved in the definition that differs (a
+        restart-only change, or a definition edited meanwhile) is shown as ``pending``."""
         d = self._definition(ref.name)
         running = self._pid(ref.name) is not None
         live = "live" if running else "restart"
-        cpus = d.cpus
+        cpus, ram_mib = d.cpus, d.memory_mib
+        io_now: dict[str, int] | None = None
         if running:
             try:
                 cpus = len(await self._execute(ref, "query-cpus-fast"))  # type: ignore[arg-type]
             except BackendError:
                 pass
+            try:
+                summary = await self._execute(ref, "query-memory-size-summary")
+                ram_mib = int(summary["base-memory"]) >> 20  # type: ignore[index]
+            except (BackendError, KeyError, TypeError, ValueError):
+                pass
+            if d.disks:
+                io_now = await self._running_io_limits(ref)
+
+        def pending(now: object, saved: object, text: str) -> str:
+            return text if running and now != saved else ""
+
         size = await self._virtual_size(ref)
         fields_ = [
             LimitField("cpus", "vCPUs", str(cpus), live if cpus < d.max_cpus else "restart",
-                       f"hot-add up to {d.max_cpus} while running; fewer needs a restart"),
+                       f"hot-add up to {d.max_cpus} while running; fewer needs a restart",
+                       pending=pending(cpus, d.cpus, str(d.cpus))),
             LimitField("memory", "Memory (balloon)",
                        f"{d.memory_target_mib or d.memory_mib}MiB", live,
                        f"balloon target up to {d.memory_mib}MiB; the guest needs its "
                        f"virtio-balloon driver"),
-            LimitField("memory_max", "Memory (max)", f"{d.memory_mib}MiB", "restart",
-                       "the VM's RAM; takes effect at next start"),
+            LimitField("memory_max", "Memory (max)", f"{ram_mib}MiB", "restart",
+                       "the VM's RAM; takes effect at next start",
+                       pending=pending(ram_mib, d.memory_mib, f"{d.memory_mib}MiB")),
         ]
         if size is not None:
             fields_.append(LimitField("disk", "Disk size", str(size), live,
                                       "grow only; the guest then grows its partition"))
             for key, label in (("read_bps", "Read bytes/s"), ("write_bps", "Write bytes/s"),
                                ("read_iops", "Read IOPS"), ("write_iops", "Write IOPS")):
-                value = d.io_limits.get(key, 0)
-                fields_.append(LimitField(key, label, str(value) if value else "", live,
-                                          "0 or empty: no limit"))
+                saved = int(d.io_limits.get(key, 0))
+                now = saved if io_now is None else io_now.get(key, 0)
+                fields_.append(LimitField(
+                    key, label, str(now) if now else "", live, "0 or empty: no limit",
+                    pending=pending(now, saved, str(saved))))
         else:
             fields_.append(LimitField("disk", "Disk size", "", "unsupported", "no disk"))
         return fields_
+
+    async def _running_io_limits(self, ref: InstanceRef) -> dict[str, int] | None:
+        """The IO throttling QEMU applies to the first disk now (None: not found)."""
+        try:
+            blocks = await self._execute(ref, "query-block")
+        except BackendError:
+            return None
+        for block in blocks or ():  # type: ignore[union-attr]
+            if block.get("device") == "drive0" or block.get("qdev", "").startswith(
+                    "/machine/peripheral/vblk0"):
+                inserted = block.get("inserted") or {}
+                return {key: int(inserted.get(qmp_key) or 0)
+                        for key, qmp_key in self._IO_KEYS.items()}
+        return None
 
     async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
         """Apply what QEMU can change live (balloon, vCPU hot-add, block_resize, IO
@@ -614,12 +650,18 @@ class QEMUBackend(Backend):
                      disk_gib: float = 0, image: str = "", overlay: bool = True,
                      iso: str = "", kernel: str = "", initrd: str = "", cmdline: str = "",
                      network_boot: bool = False, accel: str = "auto",
-                     firmware: str = "bios", description: str = "") -> Instance:
-        """Define a VM (and make its disks). Nothing is left behind on failure.
+                     firmware: str = "bios", description: str = "", network: str = "user",
+                     progress: Callable[[str], None] | None = None) -> Instance:
+        """Define a VM (and make its disks). Nothing is left behind on failure (also when
+        cancelled: a running ``qemu-img`` is killed and the VM's directory removed).
+
+        ``disk_gib`` may be fractional; the disk gets exactly that many bytes (rounded up to
+        a 512-byte sector by qemu-img). ``network`` is ``user`` (QEMU's NAT) or ``none``.
 
         Raises:
             InvalidInput: bad name or sizes, name taken, missing files, unknown accel.
         """
+        say = progress or (lambda _text: None)
         check_name(name)
         if (self._dir(name)).exists():
             raise InvalidInput(f"A VM named '{name}' already exists.")
@@ -637,24 +679,41 @@ class QEMUBackend(Backend):
                 raise InvalidInput(f"The {label} {path} does not exist.")
         if initrd and not kernel:
             raise InvalidInput("An initrd needs a kernel.")
+        if network not in ("user", "none"):
+            raise InvalidInput(f"Network '{network}' is not possible: QEMU VMs here use user "
+                               f"networking ('user') or no NIC ('none').")
+        if network_boot and network == "none":
+            raise InvalidInput("Network boot needs a NIC: choose user networking.")
+        if disk_gib < 0:
+            raise InvalidInput("The disk size cannot be negative.")
+        disk_bytes = int(round(disk_gib * 1024**3))
+        if image and disk_bytes:
+            say("reading image…")
+            image_size = await self._image_size(image)
+            if disk_bytes < image_size:
+                raise InvalidInput(f"The disk must be at least as large as the image "
+                                   f"({image_size} bytes); disks only grow.")
         directory = self._dir(name)
         directory.mkdir(parents=True)
         try:
             disks = []
             if image:
                 target = directory / "disk0.qcow2"
+                say("creating overlay disk…" if overlay else "copying disk image…")
                 if overlay:
                     await self._qemu_img("create", "-f", "qcow2", "-F",
                                          await self._image_format(image), "-b",
                                          os.path.abspath(image), str(target))
                 else:
                     await self._qemu_img("convert", "-O", "qcow2", image, str(target))
-                if disk_gib:
-                    await self._qemu_img("resize", str(target), f"{disk_gib}G")
+                if disk_bytes:
+                    say("resizing disk…")
+                    await self._qemu_img("resize", str(target), str(disk_bytes))
                 disks.append(target.name)
-            elif disk_gib:
+            elif disk_bytes:
                 target = directory / "disk0.qcow2"
-                await self._qemu_img("create", "-f", "qcow2", str(target), f"{disk_gib}G")
+                say("creating disk…")
+                await self._qemu_img("create", "-f", "qcow2", str(target), str(disk_bytes))
                 disks.append(target.name)
             boot = ("kernel" if kernel else "cdrom" if iso else
                     "network" if network_boot else "disk")
@@ -667,12 +726,13 @@ class QEMUBackend(Backend):
                 iso=os.path.abspath(iso) if iso else "",
                 kernel=os.path.abspath(kernel) if kernel else "",
                 initrd=os.path.abspath(initrd) if initrd else "", cmdline=cmdline, boot=boot,
-                description=description, created_at=datetime.now(timezone.utc).isoformat())
+                network=network, description=description, created_at=datetime.now(timezone.utc).isoformat())
             if firmware == "uefi":
                 vars_src = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
                 if not vars_src.exists():
                     raise InvalidInput("UEFI needs OVMF (package ovmf).")
                 shutil.copyfile(vars_src, directory / "OVMF_VARS.fd")
+            say("saving definition…")
             definition.save(directory)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
@@ -680,19 +740,164 @@ class QEMUBackend(Backend):
         self._status[name] = InstanceStatus.STOPPED
         return self._instance(name)
 
+    # The launch wizard (SupportsCreate) ----------------------------------------------
+
+    _CREATE_OPTIONS = ("initrd", "cmdline", "firmware", "accel", "overlay", "description")
+
+    async def create_sources(self) -> list[CreateSource]:
+        vm = InstanceType.VM
+        return [
+            CreateSource("disk-image", "Disk image (qcow2/raw) — overlay or copy", type=vm,
+                         needs_path=True,
+                         detail="a qcow2 overlay backed by the image (option overlay=yes), "
+                                "or a qcow2 copy (overlay=no); a disk size grows it"),
+            CreateSource("iso", "Installer ISO + empty disk", type=vm, needs_path=True,
+                         detail="boots the ISO from a CD drive; the disk is new and empty"),
+            CreateSource("kernel", "Kernel + initrd + command line", type=vm, needs_path=True,
+                         detail="direct kernel boot (options initrd, cmdline); disk only if "
+                                "a size is given"),
+            CreateSource("pxe", "Empty VM, network boot (PXE)", type=vm,
+                         detail="boots from the network through its NIC; the disk is new "
+                                "and empty"),
+        ]
+
+    async def create_options(self) -> CreateOptions:
+        """Networks: QEMU user networking or no NIC. Host bridges are not offered: the
+        definition has no bridged NIC (that would need a tap device or qemu-bridge-helper).
+        """
+        return CreateOptions(
+            networks=("user", "none"), max_cpus=os.cpu_count() or 1, user_data=False,
+            can_cancel=False,
+            defaults={"cpus": "1", "memory": "512MiB", "disk": "10GiB"})
+
+    def check_name(self, name: str) -> str | None:
+        try:
+            check_name(name)
+        except InvalidInput as e:
+            return e.message
+        if self._dir(name).exists():
+            return f"A VM named '{name}' already exists."
+        return None
+
+    async def create_instance(self, request: CreateRequest,
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create a VM from a :class:`CreateRequest` through :meth:`create`, then start it
+        when ``request.start``.
+
+        Sources: ``disk-image`` (path in ``value``; option ``overlay`` yes/no, default yes),
+        ``iso`` and ``pxe`` (a new empty disk: ``request.disk``, else 10GiB; 0 = none),
+        ``kernel`` (options ``initrd``, ``cmdline``; a disk only when ``request.disk``).
+        Memory must be a whole number of MiB. Options ``firmware`` (bios/uefi), ``accel``
+        (auto/kvm/tcg) and ``description`` apply to all.
+
+        If the VM was defined but does not start, it stays defined and
+        :class:`OperationFailed` says "created, but could not start: …".
+
+        Raises:
+            InvalidInput: a value refused (nothing created).
+            Conflict: the name is taken.
+            OperationFailed: qemu-img failed (nothing left), or the start failed (see above).
+        """
+        say = progress or (lambda _text: None)
+        name = request.name
+        check_name(name)
+        if self._dir(name).exists():
+            raise Conflict(f"A VM named '{name}' already exists.")
+        source = request.source
+        options = dict(request.options)
+        unknown = sorted(set(options) - set(self._CREATE_OPTIONS))
+        if unknown:
+            raise InvalidInput(f"Unknown option(s) for a QEMU VM: {', '.join(unknown)} (known: "
+                               f"{', '.join(self._CREATE_OPTIONS)}).")
+        if request.profiles:
+            raise InvalidInput("QEMU VMs have no profiles.")
+        if request.storage_pool:
+            raise InvalidInput("QEMU VMs have no storage pools: disks live in the VM's "
+                               "directory.")
+        if request.user_data:
+            raise InvalidInput("QEMU VMs here take no cloud-init user-data.")
+        cpus = 1 if request.cpus is None else request.cpus
+        memory_mib = 512
+        if request.memory is not None:
+            if request.memory % (1 << 20):
+                raise InvalidInput("Memory must be a whole number of MiB.")
+            memory_mib = request.memory >> 20
+        disk = request.disk
+        if disk is None and source.kind in ("iso", "pxe"):
+            disk = 10 * 1024**3
+        if disk is not None and disk % 512:
+            raise InvalidInput("The disk size must be a multiple of 512 bytes.")
+        overlay = options.get("overlay", "yes").strip().lower()
+        if overlay not in ("yes", "no"):
+            raise InvalidInput("overlay is 'yes' (a qcow2 overlay) or 'no' (a copy).")
+        kwargs: dict[str, object] = {}
+        path = os.path.expanduser(source.value.strip()) if source.value else ""
+        if source.kind == "disk-image":
+            if not path:
+                raise InvalidInput("Give the path of a disk image.")
+            kwargs.update(image=path, overlay=overlay == "yes")
+        elif source.kind == "iso":
+            if not path:
+                raise InvalidInput("Give the path of an ISO.")
+            kwargs.update(iso=path)
+        elif source.kind == "kernel":
+            if not path:
+                raise InvalidInput("Give the path of a kernel.")
+            initrd = options.get("initrd", "").strip()
+            kwargs.update(kernel=path, initrd=os.path.expanduser(initrd) if initrd else "",
+                          cmdline=options.get("cmdline", ""))
+        elif source.kind == "pxe":
+            kwargs.update(network_boot=True)
+        else:
+            raise InvalidInput(f"A QEMU VM cannot be made from a '{source.kind}' source.")
+        if source.kind != "kernel" and (options.get("initrd") or options.get("cmdline")):
+            raise InvalidInput("initrd and cmdline go with a kernel source only.")
+        say("checking…")
+        inst = await self.create(
+            name, cpus=cpus, memory_mib=memory_mib, disk_gib=(disk or 0) / 1024**3,
+            accel=options.get("accel", "auto").strip() or "auto",
+            firmware=options.get("firmware", "bios").strip() or "bios",
+            description=options.get("description", ""),
+            network=request.network or "user", progress=say, **kwargs)  # type: ignore[arg-type]
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-created", ref=inst.ref))
+        if request.start:
+            say("starting…")
+            try:
+                await self.start(inst.ref)
+            except BackendError as e:
+                raise OperationFailed(f"{inst.ref} was created, but could not start: "
+                                      f"{e.message}") from e
+            inst = self._instance(name)
+        return inst
+
     async def _qemu_img(self, *args: str) -> str:
         proc = await asyncio.create_subprocess_exec(
             "qemu-img", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await proc.communicate()
+        try:
+            out, err = await proc.communicate()
+        except asyncio.CancelledError:
+            if proc.returncode is None:  # cancelled: do not leave it writing a disk
+                proc.kill()
+                await asyncio.shield(proc.wait())
+            raise
         if proc.returncode != 0:
             raise OperationFailed(f"qemu-img {args[0]} failed: {err.decode().strip()}")
         return out.decode()
 
-    async def _image_format(self, path: str) -> str:
+    async def _image_info(self, path: str) -> dict:
         import json
 
-        info = json.loads(await self._qemu_img("info", "--output=json", path))
-        return info.get("format", "raw")
+        try:
+            return json.loads(await self._qemu_img("info", "-U", "--output=json", path))
+        except OperationFailed as e:
+            raise InvalidInput(f"{path} is not a disk image QEMU can read: {e.message}") from e
+
+    async def _image_format(self, path: str) -> str:
+        return (await self._image_info(path)).get("format", "raw")
+
+    async def _image_size(self, path: str) -> int:
+        return int((await self._image_info(path)).get("virtual-size") or 0)
 
     # Lifecycle -------------------------------------------------------------------------
 
