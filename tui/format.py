@@ -58,3 +58,27 @@ def ago(when: datetime | None) -> str:
     if when is None:
         return ""
     return humanize.naturaltime(datetime.now(timezone.utc) - when)
+
+
+_DURATION_UNITS = {"M": 60, "H": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400,
+                   "y": 365 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """LXD's expiry syntax (``2d``, ``1w 3d``, ``12H``, ``30M``: M minutes, H hours, d days,
+    w weeks, m months, y years) → seconds.
+
+    Raises:
+        ValueError: in words.
+    """
+    total = 0.0
+    parts = text.split()
+    if not parts:
+        raise ValueError("An expiry is needed (e.g. 2d, 1w, 12H).")
+    for part in parts:
+        number, unit = part[:-1], part[-1:]
+        if unit not in _DURATION_UNITS or not number.isdigit():
+            raise ValueError(f"'{part}' is not a duration: use a number and one of M (minutes), "
+                             f"H (hours), d, w, m (months), y — e.g. 2d or 1w 3d.")
+        total += int(number) * _DURATION_UNITS[unit]
+    return total

@@ -86,3 +86,137 @@ class SpecialKeysMenu(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class InputDialog(ModalScreen[str | None]):
+    """Ask for one value, checked as it is typed (``check`` returns a problem or None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without acting")]
+
+    def __init__(self, title: str, label: str, value: str = "", *, confirm: str = "OK",
+                 check=None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.label = label
+        self.value = value
+        self.confirm_label = confirm
+        self.check = check
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Input
+
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(self.title_text, id="dialog-title")
+            yield Static(self.label)
+            yield Input(self.value, id="dialog-input")
+            yield Static("", id="dialog-problem")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button(self.confirm_label, id="confirm", variant="primary")
+
+    def _problem(self, value: str) -> str | None:
+        return self.check(value) if self.check else (None if value.strip() else
+                                                     "A value is needed.")
+
+    def on_input_changed(self, event) -> None:
+        problem = self._problem(event.value)
+        self.query_one("#dialog-problem", Static).update(problem or "")
+        self.query_one("#confirm", Button).disabled = problem is not None
+
+    def on_input_submitted(self, event) -> None:
+        if self._problem(event.value) is None:
+            self.dismiss(event.value.strip())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            from textual.widgets import Input
+
+            value = self.query_one("#dialog-input", Input).value
+            if self._problem(value) is None:
+                self.dismiss(value.strip())
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SnapshotDialog(ModalScreen["dict | None"]):
+    """A new snapshot: name (a default is offered), with memory where the backend can,
+    and an expiry where the backend keeps one."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without taking a snapshot")]
+
+    def __init__(self, title: str, name: str, *, stateful: bool | None,
+                 expiry: bool, taken: set[str]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.default_name = name
+        self.stateful = stateful
+        self.expiry = expiry
+        self.taken = taken
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Checkbox, Input
+
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(self.title_text, id="dialog-title")
+            yield Static("Name")
+            yield Input(self.default_name, id="snapshot-name")
+            if self.stateful is not None:
+                yield Checkbox("Include the running memory (stateful)", self.stateful,
+                               id="snapshot-stateful")
+            if self.expiry:
+                yield Static("Expires after (e.g. 2d, 1w, 12H; empty: never)")
+                yield Input("", id="snapshot-expiry", placeholder="never")
+            yield Static("", id="dialog-problem")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Take snapshot", id="confirm", variant="primary")
+
+    def _values(self) -> tuple[dict | None, str | None]:
+        from textual.widgets import Checkbox, Input
+
+        from .. import format as fmt
+
+        name = self.query_one("#snapshot-name", Input).value.strip()
+        if not name:
+            return None, "A name is needed."
+        if any(c.isspace() or c == "/" for c in name):
+            return None, "No spaces or slashes in a snapshot name."
+        if name in self.taken:
+            return None, f"There is already a snapshot named '{name}'."
+        values: dict = {"name": name}
+        if self.stateful is not None:
+            values["stateful"] = self.query_one("#snapshot-stateful", Checkbox).value
+        if self.expiry:
+            text = self.query_one("#snapshot-expiry", Input).value.strip()
+            if text:
+                try:
+                    values["expires_in"] = fmt.parse_duration(text)
+                except ValueError as e:
+                    return None, str(e)
+        return values, None
+
+    def on_input_changed(self) -> None:
+        _, problem = self._values()
+        self.query_one("#dialog-problem", Static).update(problem or "")
+        self.query_one("#confirm", Button).disabled = problem is not None
+
+    def on_input_submitted(self) -> None:
+        values, problem = self._values()
+        if problem is None:
+            self.dismiss(values)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id != "confirm":
+            self.dismiss(None)
+            return
+        values, problem = self._values()
+        if problem is None:
+            self.dismiss(values)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent
 
 from backends.errors import BackendError, StopTimedOut
 from backends.models import Capability, InstanceRef, InstanceStatus
@@ -22,9 +22,11 @@ from ..filter import FilterError, Term, parse
 from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import KIND_LABEL, ConsoleDock
+from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
-from .dialogs import ConfirmDialog, SpecialKeysMenu
+from .dialogs import ConfirmDialog, InputDialog, SnapshotDialog, SpecialKeysMenu
+from .limits import LimitsScreen
 from .help import HelpScreen, key_rows
 
 def _update_if_changed(widget: Static, content: str | Text) -> None:
@@ -51,6 +53,9 @@ _INSTANCE_ACTIONS = {
     "open_console": Capability.CONSOLE,
     "open_shell": Capability.EXEC,
     "open_vga": Capability.VGA,
+    "edit_limits": Capability.RESOURCES,
+    "new_snapshot": Capability.SNAPSHOTS,
+    "show_snapshots": Capability.SNAPSHOTS,
 }
 _CONSOLE_ACTIONS = {"focus_console", "zoom_console", "close_console", "next_console",
                     "previous_console", "special_keys"}
@@ -88,6 +93,12 @@ class MainScreen(Screen[None]):
                 tooltip="Focus the remotes pane"),
         Binding("2", "focus_instances", "Instances", show=False, id="view.instances",
                 tooltip="Focus the instance table"),
+        Binding("L", "edit_limits", "Limits", id="instance.limits",
+                tooltip="Change CPU, memory, disk, IO and network limits (says live/restart)"),
+        Binding("n", "new_snapshot", "Snapshot", id="snapshot.new",
+                tooltip="Take a snapshot of the selected instance"),
+        Binding("i", "show_snapshots", "Snapshots", show=False, id="snapshot.list",
+                tooltip="Show the snapshots of the selected instance"),
         Binding("c", "open_console", "Console", id="console.open",
                 tooltip="Attach to the console of the selected instance (serial, /dev/console)"),
         Binding("e", "open_shell", "Shell", id="console.shell",
@@ -128,6 +139,10 @@ class MainScreen(Screen[None]):
         self.metrics_interval = metrics_interval
         self.stop_timeout = stop_timeout
         self.terms: list[Term] = []
+        self.usage: dict[InstanceRef, UsageHistory] = {}
+        """Recent usage per instance, for the details sparklines."""
+        self._snapshots_of: InstanceRef | None = None
+        self._snapshot_count_shown: int | None = None
         self._dirty: dict[str, set[InstanceRef] | None] = {}
         self._apply_scheduled = False
         self._sample_soon_scheduled = False
@@ -147,7 +162,7 @@ class MainScreen(Screen[None]):
                 yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
                             id="filter")
                 yield InstanceTable(id="instances")
-                yield Static("", id="details")
+                yield DetailsPane(id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
         yield Static("", id="activity")
@@ -211,6 +226,10 @@ class MainScreen(Screen[None]):
                 candidates |= {r for r in table.refs.values() if r.remote == remote}
             else:
                 candidates |= refs  # empty: only the remote's own state (operations)
+        for ref in candidates:
+            state = self.inventory.states.get(ref)
+            if state is not None:
+                self.usage.setdefault(ref, UsageHistory()).add(state)
         with self.app.batch_update():
             table.sync(self.inventory, self.terms, candidates)
             for remote in dirty:
@@ -272,13 +291,15 @@ class MainScreen(Screen[None]):
         _update_if_changed(info, text)
 
     def _update_details(self) -> None:
-        details = self.query_one("#details", Static)
-        if not details.has_class("-visible"):
+        pane = self.query_one(DetailsPane)
+        if not pane.has_class("-visible"):
             return
+        details = self.query_one("#details-overview", Static)
         ref = self.query_one(InstanceTable).selected_ref
         inst = self.inventory.instances.get(ref) if ref else None
         if inst is None:
             _update_if_changed(details, "No instance selected.")
+            pane.show_usage(None)
             return
         state = self.inventory.states.get(inst.ref)
         rows = [
@@ -310,8 +331,12 @@ class MainScreen(Screen[None]):
         for label, value in rows:
             text.append(f"{label:>10}  ", style="bold")
             text.append(f"{value}\n")
-        _set_if_changed(details, "border_title", f"Details: {inst.ref}")
+        _set_if_changed(pane, "border_title", f"Details: {inst.ref}")
         _update_if_changed(details, text)
+        pane.show_usage(self.usage.get(inst.ref))
+        if pane.snapshots_active and (self._snapshots_of != inst.ref
+                                      or inst.snapshot_count != self._snapshot_count_shown):
+            self.load_snapshots(inst.ref)
 
     # Sampling (the only periodic work: usage of visible running rows) ------------------
 
@@ -506,7 +531,7 @@ class MainScreen(Screen[None]):
             self.run_verb(ref, "delete")
 
     def action_toggle_details(self) -> None:
-        details = self.query_one("#details", Static)
+        details = self.query_one(DetailsPane)
         details.toggle_class("-visible")
         self._update_details()
 
@@ -517,7 +542,7 @@ class MainScreen(Screen[None]):
 
     def action_clear(self) -> None:
         box = self.query_one("#filter", Input)
-        details = self.query_one("#details", Static)
+        details = self.query_one(DetailsPane)
         if box.has_focus or (box.has_class("-visible") and not details.has_class("-visible")):
             box.value = ""
             box.remove_class("-visible")
@@ -552,6 +577,271 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(key_rows(self)))
+
+    # Limits and snapshots -------------------------------------------------------------
+
+    def action_edit_limits(self) -> None:
+        ref = self._selected()
+        if ref is None:
+            return
+        backend = self.inventory.backends.get(ref.remote)
+        if backend is None or not hasattr(backend, "get_limits"):
+            self.notify(f"{ref.remote} cannot change limits.", severity="warning")
+            return
+
+        def done(result: dict[str, str] | None) -> None:
+            if not result:
+                return
+            live = [k for k, v in result.items() if v == "live"]
+            later = [k for k, v in result.items() if v != "live"]
+            message = ", ".join(live) + " applied live" if live else ""
+            if later:
+                message += ("; " if message else "") + ", ".join(later) + \
+                    " saved: applies at the next start"
+            self.notify(message or "Nothing changed.", title=f"Limits of {ref}")
+            self.inventory._schedule_fetch(ref)
+
+        self.app.push_screen(LimitsScreen(backend, ref), done)
+
+    def _snapshot_backend(self, ref: InstanceRef):
+        backend = self.inventory.backends.get(ref.remote)
+        if backend is None or not hasattr(backend, "list_snapshots"):
+            self.notify(f"{ref.remote} has no snapshots.", severity="warning")
+            return None
+        return backend
+
+    def action_show_snapshots(self) -> None:
+        ref = self._selected()
+        if ref is None:
+            return
+        pane = self.query_one(DetailsPane)
+        pane.add_class("-visible")
+        pane.query_one(TabbedContent).active = "tab-snapshots"
+        self._snapshots_of = None
+        self._update_details()
+        pane.query_one(SnapshotTable).focus()
+
+    @work(exclusive=True, group="snapshots-load", exit_on_error=False)
+    async def load_snapshots(self, ref: InstanceRef) -> None:
+        backend = self._snapshot_backend(ref)
+        if backend is None:
+            return
+        pane = self.query_one(DetailsPane)
+        note = pane.query_one("#snapshot-note", Static)
+        self._snapshots_of = ref
+        inst = self.inventory.instances.get(ref)
+        self._snapshot_count_shown = inst.snapshot_count if inst else None
+        try:
+            snapshots = await backend.list_snapshots(ref)
+        except BackendError as e:
+            note.update(f"Cannot list the snapshots: {e.message}")
+            return
+        if self._snapshots_of != ref:
+            return
+        pane.query_one(SnapshotTable).show(snapshots)
+        text = f"{len(snapshots)} snapshot(s) · n new · enter restore · d delete"
+        if hasattr(backend, "rename_snapshot"):
+            text += " · m rename"
+        if hasattr(backend, "snapshot_settings"):
+            try:
+                settings = await backend.snapshot_settings(ref)
+            except BackendError:
+                settings = {}
+            schedule = settings.get("snapshots.schedule") or "none"
+            expiry = settings.get("snapshots.expiry") or "never"
+            text += f" · schedule {schedule}, expiry {expiry} (e to edit)"
+        note.update(text)
+
+    def action_new_snapshot(self) -> None:
+        ref = self._selected()
+        backend = self._snapshot_backend(ref) if ref else None
+        if backend is None:
+            return
+        import inspect
+        from datetime import datetime, timedelta, timezone
+
+        inst = self.inventory.instances.get(ref)
+        running = inst is not None and inst.status is InstanceStatus.RUNNING
+        params = inspect.signature(backend.create_snapshot).parameters
+        stateful = None
+        if "stateful" in params and running and ref.remote != "lxc":
+            default = params["stateful"].default
+            stateful = bool(default) if isinstance(default, bool) else False
+        expiry = "expires_at" in params
+        taken = set()
+        table = self.query_one(SnapshotTable)
+        if self._snapshots_of == ref:
+            taken = set(getattr(table, "snapshots", {}))
+        name = datetime.now().strftime("snap-%Y%m%d-%H%M%S")
+
+        async def take(values: dict) -> None:
+            kwargs = {}
+            if "stateful" in values:
+                kwargs["stateful"] = values["stateful"]
+            if "expires_in" in values:
+                kwargs["expires_at"] = datetime.now(timezone.utc) + timedelta(
+                    seconds=values["expires_in"])
+            try:
+                snap = await self.inventory.track(
+                    ref, "snapshotting…", backend.create_snapshot(ref, values["name"],
+                                                                  **kwargs))
+            except BackendError as e:
+                self.notify(e.message, title=f"Snapshot of {ref}: {e.title}",
+                            severity="error", timeout=10)
+                return
+            self.notify(f"Took snapshot {snap.name} of {ref}"
+                        + (" with its memory." if snap.stateful else "."))
+            self._snapshots_of = None
+            self._update_details()
+
+        def done(values: dict | None) -> None:
+            if values:
+                self.run_worker(take(values), group=f"op:{ref}", exit_on_error=False)
+
+        self.app.push_screen(SnapshotDialog(f"New snapshot of {ref}", name,
+                                            stateful=stateful, expiry=expiry, taken=taken),
+                             done)
+
+    def _selected_snapshot(self):
+        table = self.query_one(SnapshotTable)
+        snap = table.selected
+        if snap is None:
+            self.notify("No snapshot selected.", severity="warning")
+        return snap
+
+    def action_restore_snapshot(self) -> None:
+        snap = self._selected_snapshot()
+        backend = self._snapshot_backend(snap.ref) if snap else None
+        if backend is None:
+            return
+        taken = f"{snap.created_at:%Y-%m-%d %H:%M}" if snap.created_at else "(date unknown)"
+        message = (f"{snap.ref} goes back to snapshot '{snap.name}', taken {taken}. "
+                   f"Everything written since then is lost")
+        message += (", and the running state is replaced by the one saved with it."
+                    if snap.stateful else ".")
+
+        async def restore() -> None:
+            if not await self.app.push_screen_wait(
+                    ConfirmDialog(f"Restore {snap.ref} to {snap.name}?", message, "Restore")):
+                return
+            try:
+                await self.inventory.track(snap.ref, "restoring…",
+                                           backend.restore_snapshot(snap))
+            except BackendError as e:
+                self.notify(e.message, title=f"Restore {snap.ref}: {e.title}",
+                            severity="error", timeout=10)
+                return
+            self.notify(f"Restored {snap.ref} to {snap.name}.")
+
+        self.run_worker(restore(), group=f"op:{snap.ref}", exit_on_error=False)
+
+    def action_delete_snapshot(self) -> None:
+        snap = self._selected_snapshot()
+        backend = self._snapshot_backend(snap.ref) if snap else None
+        if backend is None:
+            return
+
+        async def delete() -> None:
+            if not await self.app.push_screen_wait(ConfirmDialog(
+                    f"Delete snapshot {snap.name}?",
+                    f"The snapshot '{snap.name}' of {snap.ref} will be deleted. The "
+                    f"instance itself is not changed.", "Delete snapshot")):
+                return
+            try:
+                await self.inventory.track(snap.ref, "deleting snapshot…",
+                                           backend.delete_snapshot(snap))
+            except BackendError as e:
+                self.notify(e.message, title=f"Delete snapshot: {e.title}",
+                            severity="error", timeout=10)
+                return
+            self.notify(f"Deleted snapshot {snap.name} of {snap.ref}.")
+            self._snapshots_of = None
+            self._update_details()
+
+        self.run_worker(delete(), group=f"op:{snap.ref}", exit_on_error=False)
+
+    @on(TabbedContent.TabActivated, "#details-tabs")
+    def _details_tab(self) -> None:
+        self._snapshots_of = None
+        self._update_details()
+
+    def action_snapshot_settings(self) -> None:
+        ref = self._snapshots_of or self.query_one(InstanceTable).selected_ref
+        backend = self._snapshot_backend(ref) if ref else None
+        if backend is None:
+            return
+        if not hasattr(backend, "set_snapshot_settings"):
+            self.notify(f"{ref.remote} has no snapshot schedule.", severity="warning")
+            return
+
+        async def edit() -> None:
+            try:
+                current = await backend.snapshot_settings(ref)
+            except BackendError as e:
+                self.notify(e.message, severity="error")
+                return
+            schedule = await self.app.push_screen_wait(InputDialog(
+                f"Snapshot schedule of {ref}",
+                "When to take snapshots: cron (5 fields, e.g. '0 3 * * *'), @hourly, @daily, "
+                "@weekly, @monthly, @startup, or empty for none",
+                current.get("snapshots.schedule", ""), confirm="Next", check=lambda v: None))
+            if schedule is None:
+                return
+            expiry = await self.app.push_screen_wait(InputDialog(
+                f"Snapshot expiry of {ref}",
+                "How long scheduled snapshots are kept (e.g. 2d, 1w 3d; empty: forever)",
+                current.get("snapshots.expiry", ""), confirm="Save", check=lambda v: None))
+            if expiry is None:
+                return
+            try:
+                await backend.set_snapshot_settings(ref, {"snapshots.schedule": schedule,
+                                                          "snapshots.expiry": expiry})
+            except BackendError as e:
+                self.notify(e.message, title=f"Snapshot schedule: {e.title}",
+                            severity="error", timeout=10)
+                return
+            self.notify(f"Snapshot schedule of {ref} saved.")
+            self._snapshots_of = None
+            self._update_details()
+
+        self.run_worker(edit(), exit_on_error=False)
+
+    def action_rename_snapshot(self) -> None:
+        snap = self._selected_snapshot()
+        backend = self._snapshot_backend(snap.ref) if snap else None
+        if backend is None:
+            return
+        if not hasattr(backend, "rename_snapshot"):
+            self.notify(f"{snap.ref.remote} cannot rename snapshots.", severity="warning")
+            return
+        taken = set(getattr(self.query_one(SnapshotTable), "snapshots", {}))
+
+        def check(value: str) -> str | None:
+            value = value.strip()
+            if not value:
+                return "A name is needed."
+            if any(c.isspace() or c == "/" for c in value):
+                return "No spaces or slashes in a snapshot name."
+            if value in taken and value != snap.name:
+                return f"There is already a snapshot named '{value}'."
+            return None
+
+        async def rename(new: str) -> None:
+            try:
+                await self.inventory.track(snap.ref, "renaming snapshot…",
+                                           backend.rename_snapshot(snap, new))
+            except BackendError as e:
+                self.notify(e.message, title=f"Rename snapshot: {e.title}",
+                            severity="error", timeout=10)
+                return
+            self._snapshots_of = None
+            self._update_details()
+
+        self.app.push_screen(
+            InputDialog(f"Rename snapshot {snap.name}", "New name", snap.name,
+                        confirm="Rename", check=check),
+            lambda new: self.run_worker(rename(new), exit_on_error=False)
+            if new and new != snap.name else None)
 
     # Consoles --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
-from typing import Awaitable, Callable, Iterable
+from typing import Awaitable, Callable, Iterable, TypeVar
 
 from backends import get_backend
 from backends.base import Backend
@@ -42,6 +42,7 @@ _IMPLIED_STATUS = {
 
 ChangeCallback = Callable[[str, "set[InstanceRef] | None"], None]
 BackendFactory = Callable[[Remote, float], Backend]
+T = TypeVar("T")
 
 
 def _default_factory(remote: Remote, timeout: float) -> Backend:
@@ -443,6 +444,19 @@ class Inventory:
         self._notify(ref.remote, {ref})
         try:
             await getattr(backend, verb)(ref, **kwargs)
+        finally:
+            self.pending.pop(ref, None)
+            if ref.remote in self.backends:
+                self._schedule_fetch(ref)
+            self._notify(ref.remote, {ref})
+
+    async def track(self, ref: InstanceRef, label: str, work: Awaitable[T]) -> T:
+        """Await ``work`` (an action on ``ref`` the verbs do not cover: snapshots,
+        limits), showing ``label`` on its row meanwhile."""
+        self.pending[ref] = label
+        self._notify(ref.remote, {ref})
+        try:
+            return await work
         finally:
             self.pending.pop(ref, None)
             if ref.remote in self.backends:
