@@ -17,7 +17,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from ..base import Backend
 from ..errors import (
@@ -34,6 +34,9 @@ from ..errors import (
 from ..models import (
     BackendEvent,
     Capability,
+    CreateOptions,
+    CreateRequest,
+    CreateSource,
     EventKind,
     Instance,
     InstanceRef,
@@ -388,15 +391,16 @@ class LXCBackend(Backend):
             known = sorted(p.name[4:] for p in Path("/usr/share/lxc/templates").glob("lxc-*"))
             raise InvalidInput(f"No LXC template '{template}' (available: {', '.join(known)}).")
         os.makedirs(self.path, exist_ok=True)
-        rc, _, err = await self._run("lxc-create", "-n", name, "-t", template,
-                                     *(["--", *template_args] if template_args else []),
-                                     timeout=600)
         try:
+            rc, _, err = await self._run("lxc-create", "-n", name, "-t", template,
+                                         *(["--", *template_args] if template_args else []),
+                                         timeout=600)
             if rc != 0:
                 raise OperationFailed(f"Creating {name} failed: {self._words(err)}")
             self._set_network(name, bridge)
         except BaseException:
-            await self._run("lxc-destroy", "-n", name, timeout=120)
+            if self._dir(name).exists():
+                await asyncio.shield(self._run("lxc-destroy", "-n", name, timeout=120))
             if self._dir(name).exists():
                 shutil.rmtree(self._dir(name), ignore_errors=True)
             raise
@@ -419,6 +423,170 @@ class LXCBackend(Backend):
                 raise InvalidInput(f"{image} is not an LXD-style image tarball: {e}") from e
             return await self.create(name, template="local", bridge=bridge,
                                      template_args=["-m", str(meta), "-f", str(fstree)])
+
+    # The launch wizard (SupportsCreate) ----------------------------------------------
+
+    _TEMPLATES = Path("/usr/share/lxc/templates")
+    _TEMPLATE_DETAIL = {
+        "busybox": "a minimal busybox system, offline",
+        "download": "needs the network and template_args such as "
+                    "'-d debian -r bookworm -a amd64'",
+        "oci": "needs skopeo/umoci and template_args such as '--url docker://alpine'",
+    }
+
+    @staticmethod
+    def _bridges() -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir("/sys/class/net")
+                          if os.path.isdir(f"/sys/class/net/{e.name}/bridge"))
+        except OSError:
+            return []
+
+    async def create_sources(self) -> list[CreateSource]:
+        """Each installed template (busybox first; ``local`` is offered as ``tarball``),
+        and an LXD-style image tarball."""
+        try:
+            names = sorted(p.name[4:] for p in self._TEMPLATES.glob("lxc-*") if p.is_file())
+        except OSError:
+            names = []
+        names = sorted((n for n in names if n != "local"), key=lambda n: (n != "busybox", n))
+        sources = [CreateSource("template", n, value=n,
+                                detail=self._TEMPLATE_DETAIL.get(n, f"the lxc-{n} template"))
+                   for n in names]
+        if "local" in {p.name[4:] for p in self._TEMPLATES.glob("lxc-*")}:
+            sources.append(CreateSource(
+                "tarball", "LXD-style image tarball", needs_path=True,
+                detail="metadata.yaml + rootfs/ (gzip or xz), through the local template"))
+        return sources
+
+    async def create_options(self) -> CreateOptions:
+        """Networks: the host's bridges (a veth NIC on one) and ``none``; "" in a request
+        means lxcbr0 when that bridge exists, else no NIC. No disk size (a directory)."""
+        return CreateOptions(networks=(*self._bridges(), "none"),
+                             max_cpus=os.cpu_count() or 1, user_data=False, can_cancel=False,
+                             defaults={"cpus": "1", "memory": "512MiB"})
+
+    def check_name(self, name: str) -> str | None:
+        if not parse.NAME_RE.match(name):
+            return (f"'{name}' is not a valid container name: use letters, digits, '-', '_' "
+                    f"or '.', starting with a letter or digit, at most 63 characters.")
+        if self._dir(name).exists():
+            return f"A container named '{name}' already exists in {self.path}."
+        return None
+
+    def _create_limits(self, request: CreateRequest) -> dict[str, str]:
+        """The wizard's CPUs and memory as limits of :mod:`.limits`, validated (raises
+        InvalidInput before anything is made)."""
+        version = cgroup_version()
+        wanted: dict[str, str] = {}
+        if request.memory is not None:
+            wanted["memory"] = str(request.memory)
+        if request.cpus is not None:
+            ncpu = os.cpu_count() or 1
+            if not 1 <= request.cpus <= ncpu:
+                raise InvalidInput(f"CPUs must be from 1 to {ncpu} (this host's count).")
+            if host_supports("cpu_quota", version):
+                wanted["cpu_quota"] = str(request.cpus * 100)
+            else:
+                wanted["cpuset"] = f"0-{request.cpus - 1}" if request.cpus > 1 else "0"
+        for key, value in wanted.items():
+            limit = BY_KEY[key]
+            if not host_supports(key, version):
+                raise InvalidInput(f"{limit.label} cannot be limited on this host "
+                                   f"(cgroup v{version} lacks it).")
+            limit.to_v1(value) if version == 1 else limit.to_v2(value)
+        return wanted
+
+    async def create_instance(self, request: CreateRequest,
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create a container from a template (``kind="template"``, name in ``value``,
+        option ``template_args``: a shell-quoted string) or an LXD-style image tarball
+        (``kind="tarball"``, path in ``value``), then apply limits and start it when
+        ``request.start``.
+
+        Limits go into the container's config through :meth:`set_limits`: memory → the
+        ``memory`` limit (``memory.limit_in_bytes`` / ``memory.max``); CPUs → the CPU quota
+        (``cpu_quota`` = CPUs x 100 %, i.e. ``cpu.cfs_quota_us`` / ``cpu.max``: that much CPU
+        time on any of the host's CPUs), or, on a host without the cpu controller, a
+        cpuset of the first N CPUs.
+
+        Everything made is destroyed when creating or limiting fails. A container that was
+        made but does not start stays (so its log can be read), and
+        :class:`OperationFailed` says "created, but could not start: …".
+
+        Raises:
+            InvalidInput: a value refused (nothing created).
+            Conflict: the name is taken.
+            OperationFailed: the template failed (nothing left), or the start failed.
+        """
+        import shlex
+
+        say = progress or (lambda _text: None)
+        name = request.name
+        problem = self.check_name(name)
+        if problem:
+            raise (Conflict if self._dir(name).exists() else InvalidInput)(problem)
+        source = request.source
+        options = dict(request.options)
+        unknown = sorted(set(options) - {"template_args"})
+        if unknown:
+            raise InvalidInput(f"Unknown option(s) for an LXC container: {', '.join(unknown)}.")
+        if request.disk is not None:
+            raise InvalidInput("LXC containers here live in a directory: there is no disk "
+                               "size to set.")
+        if request.profiles:
+            raise InvalidInput("LXC containers have no profiles.")
+        if request.storage_pool:
+            raise InvalidInput("LXC containers have no storage pools here.")
+        if request.user_data:
+            raise InvalidInput("LXC containers here take no cloud-init user-data.")
+        network = request.network
+        if network == "":
+            bridge = "lxcbr0" if os.path.isdir("/sys/class/net/lxcbr0/bridge") else None
+        elif network == "none":
+            bridge = None
+        else:
+            bridge = network
+            if not os.path.isdir(f"/sys/class/net/{bridge}/bridge"):
+                raise InvalidInput(f"There is no bridge named '{bridge}' on this host.")
+        limits = self._create_limits(request)
+        try:
+            template_args = shlex.split(options.get("template_args", ""))
+        except ValueError as e:
+            raise InvalidInput(f"template_args: {e}") from e
+        if source.kind == "template":
+            say(f"running the {source.value} template…")
+            await self.create(name, template=source.value or "busybox", bridge=bridge,
+                              template_args=template_args or None)
+        elif source.kind == "tarball":
+            if template_args:
+                raise InvalidInput("template_args go with a template source only.")
+            path = os.path.expanduser(source.value.strip())
+            if not path:
+                raise InvalidInput("Give the path of an image tarball.")
+            say("unpacking image…")
+            await self.create_from_image(name, path, bridge=bridge)
+        else:
+            raise InvalidInput(f"An LXC container cannot be made from a '{source.kind}' "
+                               f"source.")
+        ref = self._ref(name)
+        try:
+            if limits:
+                say("setting limits…")
+                await self.set_limits(ref, limits)
+        except BaseException:
+            await self._run("lxc-destroy", "-n", name, "-s", timeout=120)
+            shutil.rmtree(self._dir(name), ignore_errors=True)
+            raise
+        if request.start:
+            say("starting…")
+            try:
+                await self.start(ref)
+            except BackendError as e:
+                raise OperationFailed(f"{ref} was created, but could not start: "
+                                      f"{e.message}") from e
+            return await self.get_instance(ref)
+        return self._instance(name, InstanceStatus.STOPPED)
 
     def _set_network(self, name: str, bridge: str | None) -> None:
         """Replace the template's network with no NIC or a veth on ``bridge``."""
@@ -486,10 +654,14 @@ class LXCBackend(Backend):
         return "lxc.cgroup." if version == 1 else "lxc.cgroup2."
 
     async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        """Limits of a stopped container come from its config (``restart``); of a running
+        one from its cgroup (``live``), with ``pending`` when the config says otherwise
+        (edited meanwhile, or a cleared CPU set, which only a restart undoes)."""
         inst = await self.get_instance(ref)
         running = inst.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)
         version = cgroup_version()
         config = (self._dir(ref.name) / "config").read_text()
+        prefix = self._config_prefix(version)
         fields = []
         for limit in LIMITS:
             keys = limit.v1 if version == 1 else (limit.v2,)
@@ -497,22 +669,75 @@ class LXCBackend(Backend):
                 fields.append(LimitField(limit.key, limit.label, "", "unsupported",
                                          f"this host's cgroup v{version} has no {keys[0]}"))
                 continue
+            saved = [parse.config_value(config, prefix + k) or "" for k in keys]
             if running:
-                values = []
+                live = []
                 for key in keys:
                     rc, out, _ = await self._run("lxc-cgroup", "-n", ref.name, key)
-                    values.append(out.strip() if rc == 0 else "")
+                    live.append(out.strip() if rc == 0 else "")
+                value = self._limit_value(limit, version, live)
+                pending = ""
+                if saved[0]:
+                    # keys the config lacks (cpu.cfs_period_us) keep their running value
+                    merged = [s or v for s, v in zip(saved, live)]
+                    at_start = self._limit_value(limit, version, merged)
+                    if not self._same(limit.key, at_start, value):
+                        pending = at_start or "unlimited"
+                elif limit.key == "cpuset" and value and not self._same(
+                        "cpuset", self._all_cpus(), value):
+                    pending = self._all_cpus()  # cleared while running: all CPUs at start
             else:
-                prefix = self._config_prefix(version)
-                values = [parse.config_value(config, prefix + k) or "" for k in keys]
-            try:
-                value = limit.from_v1(tuple(values)) if version == 1 else \
-                    limit.from_v2(values[0])
-            except (ValueError, IndexError, ZeroDivisionError):
-                value = ""
+                value = self._limit_value(limit, version, saved)
+                pending = ""
             fields.append(LimitField(limit.key, limit.label, value,
-                                     "live" if running else "restart", limit.hint))
+                                     "live" if running else "restart", limit.hint,
+                                     pending=pending))
         return fields
+
+    @staticmethod
+    def _limit_value(limit, version: int, values: list[str]) -> str:
+        try:
+            return limit.from_v1(tuple(values)) if version == 1 else limit.from_v2(values[0])
+        except (ValueError, IndexError, ZeroDivisionError):
+            return ""
+
+    @staticmethod
+    def _same(key: str, saved: str, live: str) -> bool:
+        """Whether a saved value is what the kernel shows (it rounds memory to pages and
+        rewrites CPU lists: ``0,1`` → ``0-1``)."""
+        if saved == live:
+            return True
+        if key == "memory" and saved.isdigit() and live.isdigit():
+            return abs(int(saved) - int(live)) < os.sysconf("SC_PAGE_SIZE")
+        if key == "cpuset":
+            def cpus(text: str) -> set[int]:
+                out: set[int] = set()
+                for part in filter(None, text.split(",")):
+                    low, _, high = part.partition("-")
+                    out.update(range(int(low), int(high or low) + 1))
+                return out
+            try:
+                return cpus(saved) == cpus(live)
+            except ValueError:
+                return False
+        return False
+
+    @staticmethod
+    def _all_cpus() -> str:
+        """The CPUs a container without a CPU set gets (those corral may run on), as a
+        list like ``0-3`` or ``0,2-3``."""
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = list(range(os.cpu_count() or 1))
+        parts: list[str] = []
+        start = prev = cpus[0]
+        for c in cpus[1:] + [-2]:
+            if c != prev + 1:
+                parts.append(str(start) if start == prev else f"{start}-{prev}")
+                start = c
+            prev = c
+        return ",".join(parts)
 
     async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
         """Validate everything first, apply live (running containers), then persist in the
@@ -544,7 +769,9 @@ class LXCBackend(Backend):
                         raise OperationFailed(f"Setting {cg_key} = {cg_value} on {ref} failed: "
                                               f"{self._words(err)}")
         self._persist(ref.name, version, [pair for _, pairs in planned for pair in pairs])
-        return {key: "live" if running else "restart" for key, _ in planned}
+        # a cleared CPU set is not applied live (see above): it takes effect at next start
+        return {key: "live" if running and not (key == "cpuset" and not pairs[0][1])
+                else "restart" for key, pairs in planned}
 
     def _persist(self, name: str, version: int, pairs: list[tuple[str, str]]) -> None:
         prefix = self._config_prefix(version)
