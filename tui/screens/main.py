@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent
 
 from backends.errors import BackendError, StopTimedOut
-from backends.models import Capability, InstanceRef, InstanceStatus
+from backends.models import Capability, ConnectionState, InstanceRef, InstanceStatus
 
 from .. import format as fmt
 from ..commands import VERB_CAPABILITY
@@ -27,6 +27,7 @@ from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from .dialogs import ConfirmDialog, InputDialog, SnapshotDialog, SpecialKeysMenu
 from .limits import LimitsScreen
+from .wizard import WizardResult, WizardScreen
 from .help import HelpScreen, key_rows
 
 def _update_if_changed(widget: Static, content: str | Text) -> None:
@@ -93,6 +94,8 @@ class MainScreen(Screen[None]):
                 tooltip="Focus the remotes pane"),
         Binding("2", "focus_instances", "Instances", show=False, id="view.instances",
                 tooltip="Focus the instance table"),
+        Binding("N", "new_instance", "New", id="instance.new",
+                tooltip="Create an instance (launch wizard)"),
         Binding("L", "edit_limits", "Limits", id="instance.limits",
                 tooltip="Change CPU, memory, disk, IO and network limits (says live/restart)"),
         Binding("n", "new_snapshot", "Snapshot", id="snapshot.new",
@@ -577,6 +580,33 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(key_rows(self)))
+
+    # Creating -------------------------------------------------------------------------
+
+    def action_new_instance(self) -> None:
+        backends = {}
+        for name, backend in self.inventory.backends.items():
+            status = self.inventory.statuses[name]
+            if (hasattr(backend, "create_instance") and not status.remote.read_only
+                    and status.state is ConnectionState.CONNECTED):
+                backends[name] = backend
+        if not backends:
+            self.notify("No connected, writable remote can create instances.",
+                        severity="warning")
+            return
+        ref = self.query_one(InstanceTable).selected_ref
+        preferred = ref.remote if ref else self.query_one(RemoteList).selected_remote
+
+        def done(result: WizardResult | None) -> None:
+            if result is None:
+                return
+            inst = result.instance
+            self.notify(f"Created {inst.ref} ({inst.status.value}).")
+            self.inventory._schedule_refresh(inst.ref.remote)
+            if result.open_console:
+                self.open_console(inst.ref, "console")
+
+        self.app.push_screen(WizardScreen(backends, preferred=preferred), done)
 
     # Limits and snapshots -------------------------------------------------------------
 

@@ -1,0 +1,499 @@
+"""The launch wizard (``N``): where → what → name → resources → network and storage →
+cloud-init → summary → create, on any backend that can create instances.
+
+Every field is checked as it is typed, with the backend's own rules (``check_name``) and
+corral's size parser; *Next* stays disabled until the step is valid, and the summary shows
+exactly what will be asked of the backend. Creation shows the backend's progress and can
+be cancelled where the backend allows it; a failed creation leaves nothing behind (the
+backend's promise) and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+import yaml
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import (
+    Button,
+    Checkbox,
+    ContentSwitcher,
+    Input,
+    Label,
+    OptionList,
+    Select,
+    SelectionList,
+    Static,
+    TextArea,
+)
+from textual.widgets.option_list import Option
+
+from backends.errors import BackendError
+from backends.models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
+from backends.units import format_size, parse_size
+
+STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
+         "progress")
+TITLES = {
+    "where": "Where", "what": "What", "name": "Name", "resources": "Resources",
+    "network": "Network and storage", "cloud-init": "cloud-init", "summary": "Summary",
+    "progress": "Creating",
+}
+USER_DATA_EXAMPLE = "#cloud-config\npackages: []\n"
+
+
+@dataclass
+class WizardResult:
+    instance: Instance
+    open_console: bool
+
+
+def check_user_data(text: str) -> str | None:
+    """A problem with cloud-init user-data, or None (empty is fine: none is sent)."""
+    if not text.strip():
+        return None
+    if not text.lstrip().startswith("#cloud-config"):
+        return "user-data must start with '#cloud-config'."
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return f"Not valid YAML{where}: {getattr(e, 'problem', None) or e}"
+    if data is not None and not isinstance(data, dict):
+        return "user-data must be a YAML mapping (key: value lines)."
+    return None
+
+
+class WizardScreen(ModalScreen[WizardResult | None]):
+    """Create an instance, one step at a time."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="wizard.cancel",
+                tooltip="Leave the wizard (cancels a running creation where possible)"),
+        Binding("ctrl+n", "next", "Next", id="wizard.next", tooltip="Next step"),
+        Binding("ctrl+b", "back", "Back", id="wizard.back", tooltip="Previous step"),
+    ]
+
+    def __init__(self, backends: dict, *, preferred: str | None = None) -> None:
+        """``backends``: remote name → backend (connected, writable, SupportsCreate)."""
+        super().__init__()
+        self.backends = backends
+        self.remote = preferred if preferred in backends else next(iter(backends), None)
+        self.sources: list[CreateSource] = []
+        self.options = CreateOptions()
+        self.source: CreateSource | None = None
+        self.step = "where"
+        self._task: asyncio.Task | None = None
+        self._loaded_for: str | None = None
+
+    # Layout ----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe -wide"):
+            yield Label("", id="dialog-title")
+            yield Static("", id="wizard-steps")
+            with ContentSwitcher(initial="where", id="wizard-body"):
+                with Vertical(id="where"):
+                    yield Static("Create the instance on:")
+                    yield OptionList(*(Option(f"{name}  ({b.remote.kind})", id=name)
+                                       for name, b in self.backends.items()),
+                                     id="wizard-remote")
+                with Vertical(id="what"):
+                    yield Static("Create it from:")
+                    yield OptionList(id="wizard-source")
+                    yield Input(placeholder="path", id="wizard-path")
+                    with Vertical(id="wizard-kernel"):
+                        yield Input(placeholder="initrd path (optional)", id="wizard-initrd")
+                        yield Input(placeholder="kernel command line, e.g. console=ttyS0",
+                                    id="wizard-cmdline")
+                    yield Select([("BIOS (SeaBIOS)", "bios"), ("UEFI (OVMF)", "uefi")],
+                                 value="bios", allow_blank=False, id="wizard-firmware")
+                with Vertical(id="name"):
+                    yield Static("Name of the new instance:")
+                    yield Input(id="wizard-name")
+                with Vertical(id="resources"):
+                    yield Static("CPUs")
+                    yield Input(id="wizard-cpus", placeholder="e.g. 2 (empty: default)")
+                    yield Static("Memory")
+                    yield Input(id="wizard-memory", placeholder="e.g. 512MiB, 2GiB")
+                    yield Static("Root disk size")
+                    yield Input(id="wizard-disk", placeholder="e.g. 10GiB (empty: default)")
+                with VerticalScroll(id="network"):
+                    yield Static("Profiles", id="wizard-profiles-label")
+                    yield SelectionList[str](id="wizard-profiles")
+                    yield Static("Storage pool", id="wizard-pool-label")
+                    yield Select([], id="wizard-pool", prompt="(profile default)")
+                    yield Static("Network")
+                    yield Select([], id="wizard-network", prompt="(default)")
+                with Vertical(id="cloud-init"):
+                    yield Static("cloud-init user-data (YAML starting with #cloud-config; "
+                                 "empty: none)")
+                    yield TextArea(USER_DATA_EXAMPLE, language="yaml", id="wizard-user-data")
+                with Vertical(id="summary"):
+                    yield Static("", id="wizard-summary")
+                    yield Checkbox("Start it", True, id="wizard-start")
+                    yield Checkbox("Open its console", False, id="wizard-console")
+                with Vertical(id="progress"):
+                    yield Static("", id="wizard-progress")
+            yield Static("", id="wizard-problem")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Back", id="back")
+                yield Button("Next", id="next", variant="primary")
+
+    def on_mount(self) -> None:
+        remotes = self.query_one("#wizard-remote", OptionList)
+        if self.remote is not None:
+            remotes.highlighted = list(self.backends).index(self.remote)
+        self.show("where")
+
+    # Steps -----------------------------------------------------------------------------
+
+    @property
+    def backend(self):
+        return self.backends[self.remote] if self.remote else None
+
+    def steps(self) -> list[str]:
+        out = list(STEPS[:-1])
+        if not self.options.user_data:
+            out.remove("cloud-init")
+        return out
+
+    def show(self, step: str) -> None:
+        self.step = step
+        self.query_one(ContentSwitcher).current = step
+        self.query_one("#dialog-title", Label).update(
+            f"New instance — {TITLES[step]}" + (f" on {self.remote}" if self.remote
+                                                and step != "where" else ""))
+        steps = self.steps()
+        marks = Text()
+        for i, s in enumerate(steps):
+            marks.append(f" {i + 1} {TITLES[s]} ", style="reverse bold" if s == step else "")
+        self.query_one("#wizard-steps", Static).update(marks)
+        self.query_one("#back", Button).disabled = step in ("where", "progress")
+        self.query_one("#next", Button).label = "Create" if step == "summary" else "Next"
+        self.query_one("#next", Button).display = step != "progress"
+        if step == "what":
+            self._show_source_fields()
+        elif step == "summary":
+            self.query_one("#wizard-summary", Static).update(self.summary())
+            self.query_one("#wizard-console", Checkbox).display = hasattr(
+                self.backend, "open_console")
+        self.validate()
+        focus = {
+            "where": "#wizard-remote", "what": "#wizard-source", "name": "#wizard-name",
+            "resources": "#wizard-cpus", "network": "#wizard-profiles",
+            "cloud-init": "#wizard-user-data", "summary": "#next",
+        }.get(step)
+        if focus:
+            widget = self.query_one(focus)
+            if widget.display and not widget.disabled:
+                widget.focus()
+
+    def _show_source_fields(self) -> None:
+        src = self.source
+        self.query_one("#wizard-path").display = bool(src and src.needs_path)
+        if src and src.needs_path:
+            self.query_one("#wizard-path", Input).placeholder = {
+                "disk-image": "path of a disk image (qcow2 or raw)",
+                "iso": "path of the installer ISO",
+                "kernel": "path of the kernel (vmlinuz)",
+                "tarball": "path of an LXD-style image tarball",
+            }.get(src.kind, "path")
+        self.query_one("#wizard-kernel").display = bool(src and src.kind == "kernel")
+        self.query_one("#wizard-firmware").display = bool(
+            src and src.kind in ("disk-image", "iso", "pxe"))
+
+    # Loading what the remote offers --------------------------------------------------------
+
+    async def load_remote(self) -> bool:
+        if self._loaded_for == self.remote:
+            return True
+        problem = self.query_one("#wizard-problem", Static)
+        problem.update(f"Asking {self.remote} what it offers…")
+        try:
+            self.sources, self.options = await asyncio.gather(
+                self.backend.create_sources(), self.backend.create_options())
+        except BackendError as e:
+            problem.update(Text(f"{self.remote}: {e.message}", style="bold"))
+            return False
+        self._loaded_for = self.remote
+        self.source = None
+        sources = self.query_one("#wizard-source", OptionList)
+        sources.clear_options()
+        sources.add_options([
+            Option(Text.assemble((s.label, "bold"), f"  {s.type.value}",
+                                 (f"  {s.detail}" if s.detail else "", "italic")), id=str(i))
+            for i, s in enumerate(self.sources)])
+        if self.sources:
+            sources.highlighted = 0
+            self.source = self.sources[0]
+        defaults = self.options.defaults
+        self.query_one("#wizard-cpus", Input).value = defaults.get("cpus", "")
+        self.query_one("#wizard-memory", Input).value = defaults.get("memory", "")
+        self.query_one("#wizard-disk", Input).value = defaults.get("disk", "")
+        profiles = self.query_one("#wizard-profiles", SelectionList)
+        profiles.clear_options()
+        profiles.add_options([(p, p, p in self.options.default_profiles)
+                              for p in self.options.profiles])
+        has_profiles = bool(self.options.profiles)
+        profiles.display = has_profiles
+        self.query_one("#wizard-profiles-label").display = has_profiles
+        pool = self.query_one("#wizard-pool", Select)
+        pool.set_options([(p, p) for p in self.options.storage_pools])
+        pool.display = bool(self.options.storage_pools)
+        self.query_one("#wizard-pool-label").display = bool(self.options.storage_pools)
+        network = self.query_one("#wizard-network", Select)
+        network.set_options([(n, n) for n in self.options.networks])
+        problem.update("")
+        return True
+
+    # Validation ----------------------------------------------------------------------------
+
+    def problems(self) -> str | None:
+        """What keeps the current step from being done, in words."""
+        if self.step == "where":
+            return None if self.remote else "Choose a remote."
+        if self.step == "what":
+            src = self.source
+            if src is None:
+                return "Choose what to create the instance from."
+            if src.needs_path:
+                path = self.query_one("#wizard-path", Input).value.strip()
+                if not path:
+                    return "Give the path of the file."
+                if self.backend.remote.kind in ("qemu", "lxc") and not os.path.exists(
+                        os.path.expanduser(path)):
+                    return f"No such file: {path}"
+                if src.kind == "kernel":
+                    initrd = self.query_one("#wizard-initrd", Input).value.strip()
+                    if initrd and not os.path.exists(os.path.expanduser(initrd)):
+                        return f"No such file: {initrd}"
+            return None
+        if self.step == "name":
+            name = self.query_one("#wizard-name", Input).value
+            if not name:
+                return "A name is needed."
+            return self.backend.check_name(name)
+        if self.step == "resources":
+            cpus = self.query_one("#wizard-cpus", Input).value.strip()
+            if cpus:
+                if not cpus.isdigit() or int(cpus) < 1:
+                    return f"CPUs: '{cpus}' is not a whole number of 1 or more."
+                if self.options.max_cpus and int(cpus) > self.options.max_cpus:
+                    return f"CPUs: this host has {self.options.max_cpus}."
+            for key, label in (("memory", "Memory"), ("disk", "Disk")):
+                text = self.query_one(f"#wizard-{key}", Input).value.strip()
+                if text:
+                    try:
+                        value = parse_size(text, default_unit="MiB" if key == "memory"
+                                           else "GiB")
+                    except ValueError as e:
+                        return f"{label}: {e}"
+                    if key == "memory" and value < 16 * 2**20:
+                        return "Memory: at least 16MiB."
+            return None
+        if self.step == "cloud-init":
+            return check_user_data(self.query_one("#wizard-user-data", TextArea).text)
+        return None
+
+    def validate(self) -> bool:
+        problem = self.problems()
+        self.query_one("#wizard-problem", Static).update(
+            Text(problem, style="bold") if problem else "")
+        self.query_one("#next", Button).disabled = problem is not None
+        return problem is None
+
+    @on(Input.Changed)
+    @on(TextArea.Changed)
+    def _changed(self) -> None:
+        self.validate()
+
+    @on(OptionList.OptionHighlighted, "#wizard-remote")
+    def _remote(self, event: OptionList.OptionHighlighted) -> None:
+        self.remote = event.option.id
+        self.validate()
+
+    @on(OptionList.OptionHighlighted, "#wizard-source")
+    def _source(self, event: OptionList.OptionHighlighted) -> None:
+        self.source = self.sources[int(event.option.id)]
+        self._show_source_fields()
+        self.validate()
+
+    @on(OptionList.OptionSelected)
+    def _selected(self) -> None:
+        self.action_next()
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_next()
+
+    # The request ------------------------------------------------------------------------
+
+    def request(self) -> CreateRequest:
+        src = self.source
+        assert src is not None
+        if src.needs_path:
+            path = os.path.expanduser(self.query_one("#wizard-path", Input).value.strip())
+            src = CreateSource(src.kind, src.label, path, src.type, src.detail, True)
+        cpus = self.query_one("#wizard-cpus", Input).value.strip()
+        memory = self.query_one("#wizard-memory", Input).value.strip()
+        disk = self.query_one("#wizard-disk", Input).value.strip()
+        pool = self.query_one("#wizard-pool", Select).value
+        network = self.query_one("#wizard-network", Select).value
+        options: dict[str, str] = {}
+        if src.kind == "kernel":
+            initrd = self.query_one("#wizard-initrd", Input).value.strip()
+            if initrd:
+                options["initrd"] = os.path.expanduser(initrd)
+            cmdline = self.query_one("#wizard-cmdline", Input).value.strip()
+            if cmdline:
+                options["cmdline"] = cmdline
+        if src.kind in ("disk-image", "iso", "pxe"):
+            options["firmware"] = str(self.query_one("#wizard-firmware", Select).value)
+        user_data = ""
+        if self.options.user_data:
+            text = self.query_one("#wizard-user-data", TextArea).text
+            if text.strip() and text.strip() != USER_DATA_EXAMPLE.strip():
+                user_data = text
+        return CreateRequest(
+            name=self.query_one("#wizard-name", Input).value,
+            source=src,
+            cpus=int(cpus) if cpus else None,
+            memory=parse_size(memory, default_unit="MiB") if memory else None,
+            disk=parse_size(disk, default_unit="GiB") if disk else None,
+            profiles=tuple(self.query_one("#wizard-profiles", SelectionList).selected)
+            if self.options.profiles else (),
+            storage_pool=pool if isinstance(pool, str) else "",
+            network=network if isinstance(network, str) else "",
+            user_data=user_data,
+            start=self.query_one("#wizard-start", Checkbox).value,
+            options=options,
+        )
+
+    def summary(self) -> Text:
+        r = self.request()
+        rows = [
+            ("Remote", f"{self.remote} ({self.backend.remote.kind})"),
+            ("Name", r.name),
+            ("Type", r.source.type.value if r.source.type is InstanceType.VM
+             else "container"),
+            ("From", f"{r.source.label}" + (f": {r.source.value}" if r.source.needs_path
+                                            else "")),
+            ("CPUs", str(r.cpus) if r.cpus else "default"),
+            ("Memory", format_size(r.memory) if r.memory else "default"),
+            ("Disk", format_size(r.disk) if r.disk else "default"),
+        ]
+        if self.options.profiles:
+            rows.append(("Profiles", ", ".join(r.profiles) or "none"))
+        if r.storage_pool:
+            rows.append(("Storage", r.storage_pool))
+        rows.append(("Network", r.network or "default"))
+        for key, value in r.options.items():
+            rows.append((key.capitalize(), value))
+        if self.options.user_data:
+            lines = r.user_data.count("\n") + 1 if r.user_data else 0
+            rows.append(("cloud-init", f"{lines} lines of user-data" if lines else "none"))
+        text = Text()
+        for label, value in rows:
+            text.append(f"{label:>10}  ", style="bold")
+            text.append(f"{value}\n")
+        return text
+
+    # Navigation --------------------------------------------------------------------------
+
+    def action_next(self) -> None:
+        if self.step == "progress" or not self.validate():
+            return
+        if self.step == "summary":
+            self.create()
+            return
+        steps = self.steps()
+        following = steps[steps.index(self.step) + 1]
+        if self.step == "where":
+            self.run_worker(self._enter_what(), exclusive=True, group="wizard-load",
+                            exit_on_error=False)
+            return
+        self.show(following)
+
+    async def _enter_what(self) -> None:
+        if await self.load_remote():
+            self.show("what")
+
+    def action_back(self) -> None:
+        if self.step == "summary-failed":
+            self.query_one("#next", Button).display = True
+            self.show("summary")
+            return
+        if self.step in ("where", "progress"):
+            return
+        steps = self.steps()
+        self.show(steps[steps.index(self.step) - 1])
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "next":
+            self.action_next()
+        elif event.button.id == "back":
+            self.action_back()
+        else:
+            self.action_cancel()
+
+    def action_cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            if not self.options.can_cancel:
+                self.query_one("#wizard-problem", Static).update(Text(
+                    f"{self.remote} cannot stop a creation half way; wait for it to end.",
+                    style="bold"))
+                return
+            self.query_one("#wizard-progress", Static).update("Cancelling…")
+            self._task.cancel()
+            return
+        self.dismiss(None)
+
+    # Creating ----------------------------------------------------------------------------
+
+    def create(self) -> None:
+        request = self.request()
+        self.show("progress")
+        progress = self.query_one("#wizard-progress", Static)
+        progress.update(f"Creating {request.name} on {self.remote}…")
+        self.query_one("#cancel", Button).label = (
+            "Cancel creation" if self.options.can_cancel else "Cancel")
+
+        def report(text: str) -> None:
+            progress.update(f"Creating {request.name} on {self.remote}: {text}")
+
+        async def run() -> None:
+            try:
+                instance = await self.backend.create_instance(request, report)
+            except asyncio.CancelledError:
+                progress.update(Text(f"Cancelled: {request.name} was not created.",
+                                     style="bold"))
+                self._back_to_summary()
+                return
+            except BackendError as e:
+                progress.update(Text(f"{e.title}: {e.message}", style="bold"))
+                self._back_to_summary()
+                return
+            self.dismiss(WizardResult(
+                instance, self.query_one("#wizard-console", Checkbox).value))
+
+        self._task = asyncio.ensure_future(run())
+
+    def _back_to_summary(self) -> None:
+        self.query_one("#back", Button).disabled = False
+        self.query_one("#cancel", Button).label = "Cancel"
+        self.step = "summary-failed"
+        self.query_one("#next", Button).display = False
+
+    def on_unmount(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
