@@ -21,6 +21,7 @@ import os
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, TypeVar
 from urllib.parse import urlencode
 
@@ -49,17 +50,23 @@ from ..errors import (
 from ..models import (
     BackendEvent,
     Capability,
+    CreateOptions,
+    CreateRequest,
+    CreateSource,
     EventKind,
     Instance,
     InstanceRef,
     InstanceState,
     InstanceStatus,
     InstanceType,
+    LimitField,
     Remote,
     ServerInfo,
     Snapshot,
 )
 from . import convert
+from . import create as createmod
+from . import limits as limitsmod
 from .fasthttp import FastGet, HTTPStatusError
 from .tls import base_url, check_credentials, make_session, ssl_context
 
@@ -85,6 +92,8 @@ class LXDBackend(Backend):
             Capability.SNAPSHOTS,
             Capability.CONSOLE,
             Capability.EXEC,
+            Capability.CREATE,
+            Capability.RESOURCES,
         }
     )
 
@@ -96,6 +105,18 @@ class LXDBackend(Backend):
         self.info: ServerInfo | None = None
         self._previous: dict[InstanceRef, InstanceState] = {}
         self._fast = FastGet(remote, timeout)
+        self._names: set[str] = set()
+        """Instance names of the last listing (for :meth:`check_name`)."""
+        self._status: dict[InstanceRef, InstanceStatus] = {}
+        self._pending: dict[InstanceRef, dict[str, tuple[str, str]]] = {}
+        """Limits changed on a running instance that apply at its next start:
+        ``{ref: {key: (value in effect, saved value)}}``."""
+        self._config_live: dict[str, bool] | None | bool = False
+        """``liveupdate`` per instance key from /1.0/metadata/configuration; None when the
+        server has no such endpoint; False until asked."""
+        self._pool_drivers: dict[str, str] = {}
+        self._host_unsupported: dict[str, str] = {}
+        """Limits this host refused for every instance (key -> the daemon's words)."""
 
     # Plumbing ------------------------------------------------------------------------
 
@@ -239,12 +260,26 @@ class LXDBackend(Backend):
             return client.api.instances.get(params={"recursion": 1}).json()["metadata"]
 
         items = await self._call(_list)
-        return [convert.to_instance(d, self.remote.name) for d in items]
+        instances = [convert.to_instance(d, self.remote.name) for d in items]
+        self._names = {i.name for i in instances}
+        for inst in instances:
+            self._saw_status(inst.ref, inst.status)
+        return instances
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
         client = self.client
         data = await self._call(lambda: client.api.instances[ref.name].get().json()["metadata"])
-        return convert.to_instance(data, self.remote.name)
+        inst = convert.to_instance(data, self.remote.name)
+        self._saw_status(inst.ref, inst.status)
+        return inst
+
+    def _saw_status(self, ref: InstanceRef, status: InstanceStatus) -> None:
+        """Track run states: a start seen between two reads ends pending limits."""
+        before = self._status.get(ref)
+        self._status[ref] = status
+        if status is InstanceStatus.RUNNING and before is not None \
+                and before is not InstanceStatus.RUNNING and before is not InstanceStatus.FROZEN:
+            self._pending.pop(ref, None)
 
     async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
         fast = self._fast
@@ -340,6 +375,10 @@ class LXDBackend(Backend):
                             continue
                         event = convert.to_event(data, name)
                         if event is not None:
+                            if event.ref is not None and event.action in (
+                                    "instance-started", "instance-restarted"):
+                                self._pending.pop(event.ref, None)
+                                self._status[event.ref] = InstanceStatus.RUNNING
                             yield event
                 message = f"event stream of '{name}' closed"
             except (OSError, WebSocketException, InvalidHandshake, asyncio.TimeoutError,
@@ -533,6 +572,9 @@ class LXDBackend(Backend):
 
         await self._call(_do, timeout=150)
         self._previous.pop(ref, None)
+        self._pending.pop(ref, None)
+        self._status.pop(ref, None)
+        self._names.discard(ref.name)
 
     # Snapshots -------------------------------------------------------------------------
 
@@ -545,19 +587,74 @@ class LXDBackend(Backend):
         return sorted((convert.to_snapshot(d, ref) for d in items),
                       key=lambda s: (s.created_at is None, s.created_at or 0, s.name))
 
-    async def create_snapshot(self, ref: InstanceRef, name: str, *,
-                              stateful: bool = False) -> Snapshot:
+    async def create_snapshot(self, ref: InstanceRef, name: str, *, stateful: bool = False,
+                              expires_at: datetime | None = None) -> Snapshot:
+        """Take a snapshot; ``expires_at`` (LXD ``expires_at``, extension
+        ``snapshot_expiry_creation``) makes the daemon delete it at that time. A naive
+        datetime is local time."""
         client = self.client
+        body: dict[str, Any] = {"name": name, "stateful": stateful}
+        if expires_at is not None:
+            body["expires_at"] = _rfc3339(expires_at)
 
         def _do() -> None:
-            r = client.api.instances[ref.name].snapshots.post(
-                json={"name": name, "stateful": stateful})
+            r = client.api.instances[ref.name].snapshots.post(json=body)
             self._wait(r, 300)
 
         await self._call(_do, timeout=330)
         data = await self._call(
             lambda: client.api.instances[ref.name].snapshots[name].get().json()["metadata"])
         return convert.to_snapshot(data, ref)
+
+    async def rename_snapshot(self, snapshot: Snapshot, new_name: str) -> Snapshot:
+        """``POST /1.0/instances/<n>/snapshots/<s> {"name": new}``."""
+        client = self.client
+        ref = snapshot.ref
+        problem = _snapshot_name_problem(new_name)
+        if problem:
+            raise InvalidInput(problem)
+
+        def _do() -> dict[str, Any]:
+            node = client.api.instances[ref.name].snapshots
+            self._wait(node[snapshot.name].post(json={"name": new_name}), 120)
+            return node[new_name].get().json()["metadata"]
+
+        return convert.to_snapshot(await self._call(_do, timeout=150), ref)
+
+    async def snapshot_settings(self, ref: InstanceRef) -> dict[str, str]:
+        """``snapshots.schedule``, ``snapshots.expiry``, ``snapshots.pattern`` as in effect
+        (the expanded config: profiles included); empty when unset."""
+        client = self.client
+        data = await self._call(lambda: client.api.instances[ref.name].get().json()["metadata"])
+        config = data.get("expanded_config") or data.get("config") or {}
+        return {key: str(config.get(key) or "") for key in createmod.SNAPSHOT_KEYS}
+
+    async def set_snapshot_settings(self, ref: InstanceRef, values: dict[str, str]) -> None:
+        """Set any of the three keys on the instance ("" removes the instance's own value,
+        so a profile's applies again). Everything is checked before anything is sent.
+
+        Raises:
+            InvalidInput: an unknown key or a malformed schedule/expiry/pattern.
+        """
+        checks = {"snapshots.schedule": createmod.check_schedule,
+                  "snapshots.expiry": createmod.check_expiry,
+                  "snapshots.pattern": createmod.check_pattern}
+        clean: dict[str, str] = {}
+        for key, value in values.items():
+            if key not in checks:
+                raise InvalidInput(f"Unknown snapshot setting '{key}' "
+                                   f"(known: {', '.join(createmod.SNAPSHOT_KEYS)}).")
+            clean[key] = checks[key](value or "")
+
+        def change(data: dict[str, Any]) -> None:
+            config = data["config"]
+            for key, value in clean.items():
+                if value:
+                    config[key] = value
+                else:
+                    config.pop(key, None)
+
+        await self._update_instance(ref, change)
 
     async def restore_snapshot(self, snapshot: Snapshot) -> None:
         client = self.client
@@ -579,6 +676,556 @@ class LXDBackend(Backend):
 
         await self._call(_do, timeout=150)
 
+    # Config updates (ETag-safe) ---------------------------------------------------------
+
+    _PUT_FIELDS = ("architecture", "config", "devices", "ephemeral", "profiles", "stateful",
+                   "description")
+
+    async def _update_instance(self, ref: InstanceRef,
+                               change: Callable[[dict[str, Any]], Any]) -> Any:
+        """Read the instance with its ETag, let ``change`` edit the writable fields (it may
+        read ``expanded_*`` too, and may raise to abort), then PUT them back with
+        ``If-Match``. When someone else changed the instance in between (412), read again
+        and re-apply, so neither edit is lost. Returns what ``change`` returned."""
+        client = self.client
+
+        def _do() -> Any:
+            for attempt in range(5):
+                r = client.api.instances[ref.name].get()
+                etag = r.headers.get("ETag", "")
+                data = r.json()["metadata"]
+                data["config"] = dict(data.get("config") or {})
+                data["devices"] = {k: dict(v) for k, v in (data.get("devices") or {}).items()}
+                result = change(data)
+                body = {k: data[k] for k in self._PUT_FIELDS if k in data}
+                headers = {"If-Match": etag} if etag else {}
+                try:
+                    response = client.api.instances[ref.name].put(json=body, headers=headers)
+                except pylxd_exc.LXDAPIException as e:
+                    if getattr(e.response, "status_code", 0) == 412 and attempt < 4:
+                        continue
+                    raise
+                self._wait(response, 120)
+                return result
+            raise Conflict(f"{ref} kept changing while it was being updated; try again.")
+
+        return await self._call(_do, timeout=150)
+
+    # Creating ---------------------------------------------------------------------------
+
+    async def create_sources(self) -> list[CreateSource]:
+        """The remote's own images (one entry per image, its aliases as the label) and an
+        empty VM (no disk content: network boot or an ISO attached later)."""
+        client = self.client
+        items = await self._call(
+            lambda: client.api.images.get(params={"recursion": 1}).json()["metadata"] or [])
+        sources: list[CreateSource] = []
+        for img in items:
+            fp = str(img.get("fingerprint") or "")
+            aliases = [a.get("name") for a in img.get("aliases") or () if a.get("name")]
+            props = img.get("properties") or {}
+            description = str(props.get("description") or "")
+            label = ", ".join(aliases) or description or fp[:12]
+            size = img.get("size")
+            detail = " · ".join(p for p in (
+                description if description != label else "",
+                str(img.get("architecture") or props.get("architecture") or ""),
+                format_size_short(size) if isinstance(size, int) and size > 0 else "",
+                fp[:12]) if p)
+            itype = InstanceType.VM if img.get("type") == "virtual-machine" \
+                else InstanceType.CONTAINER
+            sources.append(CreateSource(kind="image", label=label, value=fp, type=itype,
+                                        detail=detail))
+        sources.sort(key=lambda s: (s.type is InstanceType.VM, s.label.lower()))
+        sources.append(CreateSource(kind="empty-vm", label="Empty VM (network boot / ISO)",
+                                    type=InstanceType.VM,
+                                    detail="a virtual machine with an empty root disk"))
+        return sources
+
+    async def create_options(self) -> CreateOptions:
+        client = self.client
+
+        def _names(node: Any) -> list[str]:
+            urls = node.get().json()["metadata"] or []
+            return sorted(u.rstrip("/").split("/")[-1].split("?")[0] for u in urls)
+
+        def _do() -> tuple[list[str], list[str], list[str], int]:
+            profiles = _names(client.api.profiles)
+            pools = _names(client.api.storage_pools)
+            nets = client.api.networks.get(params={"recursion": 1}).json()["metadata"] or []
+            networks = sorted(n["name"] for n in nets if n.get("managed")
+                              and n.get("type") in ("bridge", "macvlan", "sriov", "ovn",
+                                                    "physical"))
+            cpus = 0
+            try:
+                res = client.api.resources.get().json()["metadata"] or {}
+                cpus = int((res.get("cpu") or {}).get("total") or 0)
+            except (pylxd_exc.LXDAPIException, ValueError, TypeError):
+                pass  # restricted (or no resources API): unknown
+            return profiles, pools, networks, cpus
+
+        profiles, pools, networks, cpus = await self._call(_do)
+        return CreateOptions(
+            profiles=tuple(profiles),
+            default_profiles=("default",) if "default" in profiles else (),
+            storage_pools=tuple(pools),
+            networks=tuple(networks),
+            max_cpus=cpus,
+            user_data=True,
+            can_cancel=True,
+            defaults={"cpus": "1", "memory": "512MiB", "disk": ""},
+        )
+
+    def check_name(self, name: str) -> str | None:
+        """Why ``name`` cannot be used (LXD's rules, or taken in the last listing)."""
+        problem = createmod.name_problem(name)
+        if problem:
+            return problem
+        if name in self._names:
+            return f"'{name}' is already taken on '{self.remote.name}'."
+        return None
+
+    async def _profiles_devices(self, profiles: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """The devices the chosen profiles give (later profiles override earlier)."""
+        client = self.client
+        names = profiles or ("default",)
+
+        def _do() -> dict[str, dict[str, Any]]:
+            devices: dict[str, dict[str, Any]] = {}
+            for p in names:
+                try:
+                    data = client.api.profiles[p].get().json()["metadata"]
+                except pylxd_exc.NotFound:
+                    raise InvalidInput(f"There is no profile '{p}' on '{self.remote.name}'.")
+                devices.update(data.get("devices") or {})
+            return devices
+
+        return await self._call(_do)
+
+    async def create_instance(self, request: CreateRequest,
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create (and with ``request.start`` start) an instance.
+
+        Cancelling the coroutine cancels the daemon's operation where it may be cancelled,
+        waits for it otherwise, and deletes whatever was made before re-raising.
+
+        Raises:
+            InvalidInput: a bad name, user-data or value (nothing sent).
+            Conflict: the name is taken.
+            OperationFailed: the daemon refused or failed (nothing left behind); or the
+                instance was created but did not start ("created, but could not start").
+        """
+        report = progress or (lambda text: None)
+        name = request.name
+        problem = createmod.name_problem(name)
+        if problem:
+            raise InvalidInput(f"Instance name '{name}': {problem}")
+        if request.user_data:
+            createmod.check_user_data(request.user_data)
+        devices = await self._profiles_devices(tuple(request.profiles))
+        root = next(((n, d) for n, d in sorted(devices.items())
+                     if d.get("type") == "disk" and d.get("path") == "/"), None)
+        nics = sorted(n for n, d in devices.items() if d.get("type") == "nic")
+        body = createmod.create_body(request, root=root, nic_names=nics)
+        client = self.client
+
+        existing = await self._call(
+            lambda: client.api.instances.get().json()["metadata"] or [])
+        self._names = {u.rstrip("/").split("/")[-1].split("?")[0] for u in existing}
+        if name in self._names:
+            raise Conflict(f"'{name}' is already taken on '{self.remote.name}'.")
+
+        what = "VM" if body["type"] == "virtual-machine" else "container"
+        ref = InstanceRef(self.remote.name, name, self.remote.project)
+        loop = asyncio.get_running_loop()
+        report(f"creating {what} {name}")
+
+        def _post() -> str:
+            r = client.api.instances.post(json=body)
+            data = r.json()
+            meta = data.get("metadata") or {}
+            return str(meta.get("id") or str(data.get("operation", "")).rstrip("/")
+                       .split("/")[-1].split("?")[0])
+
+        post = loop.run_in_executor(self._pool, _post)
+        later: list[asyncio.Future] = []
+        try:
+            try:
+                op_id = await asyncio.wait_for(asyncio.shield(post), self.timeout * 2)
+            except asyncio.CancelledError:
+                raise
+            except BackendError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                err = self._map_error(e)
+                if isinstance(err, Conflict):
+                    raise err from e
+                raise OperationFailed(f"Creating {what} '{name}' was refused: {err}") from e
+            try:
+                meta = await self._follow(op_id, report, timeout=1800)
+            except BackendError:
+                await self._undo_create(name, post, later)
+                raise
+            if meta.get("status") != "Success":
+                error = meta.get("err") or meta.get("status") or "failed"
+                await self._remove_if_made(name)
+                raise OperationFailed(f"Creating {what} '{name}' failed: {error}")
+            self._names.add(name)
+            if request.start:
+                report(f"starting {name}")
+
+                def _start() -> None:
+                    r = client.api.instances[name].state.put(
+                        json={"action": "start", "timeout": 30, "force": False})
+                    self._wait(r, 60)
+
+                started = loop.run_in_executor(self._pool, _start)
+                later.append(started)
+                try:
+                    try:
+                        await asyncio.wait_for(asyncio.shield(started), 60 + self.timeout * 2)
+                    except (BackendError, asyncio.CancelledError):
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        raise self._map_error(e) from e
+                except BackendError as e:
+                    raise OperationFailed(
+                        f"{what.capitalize()} '{name}' was created, but could not start: "
+                        f"{e.message.rstrip('.')}. It is there, stopped.",
+                        title="Created, not started") from e
+            report("done")
+            return await self.get_instance(ref)
+        except asyncio.CancelledError:
+            cleanup = asyncio.ensure_future(self._undo_create(name, post, later))
+            try:
+                await asyncio.shield(cleanup)
+            except Exception:  # noqa: BLE001 - cancellation wins; cleanup logged nothing
+                pass
+            raise
+
+    async def _follow(self, op_id: str, report: Callable[[str], None], *,
+                      timeout: float) -> dict[str, Any]:
+        """Poll an operation with short waits (the event loop stays free), passing its
+        progress on; returns its final metadata."""
+        client = self.client
+        deadline = time.monotonic() + timeout
+        last = ""
+
+        def _poll() -> dict[str, Any]:
+            node = client.api.operations[op_id]
+            try:
+                return node.wait.get(params={"timeout": 1}, timeout=1 + self.timeout)\
+                    .json()["metadata"]
+            except pylxd_exc.LXDAPIException:
+                # Incus answers a wait that timed out with an error ("context deadline
+                # exceeded"), and a wait on a failed operation with its error: read it
+                return node.get().json()["metadata"]
+
+        while True:
+            meta = await self._call(_poll)
+            text = createmod.progress_text(meta.get("metadata"))
+            if text and text != last:
+                last = text
+                report(text)
+            if meta.get("status") in ("Success", "Failure", "Cancelled"):
+                return meta
+            if time.monotonic() > deadline:
+                raise OperationFailed(f"{meta.get('description') or 'The operation'} did not "
+                                      f"finish within {int(timeout)} s.")
+
+    async def _remove_if_made(self, name: str) -> None:
+        """Delete instance ``name`` if it exists (a failed or abandoned creation)."""
+        client = self.client
+
+        def _do() -> None:
+            try:
+                data = client.api.instances[name].get().json()["metadata"]
+            except pylxd_exc.NotFound:
+                return
+            if convert.status_of(data.get("status")) in (InstanceStatus.RUNNING,
+                                                         InstanceStatus.FROZEN):
+                r = client.api.instances[name].state.put(
+                    json={"action": "stop", "force": True, "timeout": 30})
+                try:
+                    self._wait(r, 60)
+                except OperationFailed:
+                    pass
+            try:
+                self._wait(client.api.instances[name].delete(), 120)
+            except pylxd_exc.NotFound:
+                return
+
+        await self._call(_do, timeout=200)
+        self._names.discard(name)
+
+    async def _undo_create(self, name: str, post: asyncio.Future,
+                           later: list[asyncio.Future] = ()) -> None:  # type: ignore[assignment]
+        """After a cancelled creation: cancel or outwait the operation (and a start still
+        in flight), delete what exists."""
+        try:
+            op_id = await asyncio.wait_for(post, self.timeout * 2)
+        except Exception:  # noqa: BLE001 - the POST failed: nothing was made
+            return
+        for fut in later:
+            try:
+                await asyncio.wait_for(fut, 90)
+            except Exception:  # noqa: BLE001 - whatever it did, the instance goes
+                pass
+        client = self.client
+
+        def _cancel() -> None:
+            node = client.api.operations[op_id]
+            try:
+                meta = node.get().json()["metadata"]
+            except pylxd_exc.NotFound:
+                return  # finished and forgotten
+            if meta.get("status") in ("Success", "Failure", "Cancelled"):
+                return
+            if meta.get("may_cancel"):
+                try:
+                    node.delete()
+                except pylxd_exc.LXDAPIException:
+                    pass  # finished meanwhile
+            # LXD's "Creating instance" cannot be cancelled: wait for it to end
+            for _ in range(120):
+                try:
+                    meta = node.wait.get(params={"timeout": 1},
+                                         timeout=1 + self.timeout).json()["metadata"]
+                except pylxd_exc.NotFound:
+                    return
+                except pylxd_exc.LXDAPIException as e:
+                    if "deadline" not in str(e):
+                        return
+                    continue
+                if meta.get("status") in ("Success", "Failure", "Cancelled"):
+                    return
+
+        try:
+            await self._call(_cancel, timeout=200)
+        finally:
+            await self._remove_if_made(name)
+
+    # Limits -----------------------------------------------------------------------------
+
+    async def _config_metadata(self) -> dict[str, bool] | None:
+        """``liveupdate`` per instance key from ``GET /1.0/metadata/configuration`` (Incus;
+        LXD 5.0.2 has no such endpoint: None, and the table in limits.py is used)."""
+        if self._config_live is not False:
+            return self._config_live  # type: ignore[return-value]
+        if self.info is not None and "metadata_configuration" not in self.info.api_extensions:
+            self._config_live = None
+            return None
+        client = self.client
+
+        def _do() -> dict[str, bool] | None:
+            try:
+                meta = client.api.metadata.configuration.get().json()["metadata"]
+            except (pylxd_exc.LXDAPIException, ValueError, KeyError):
+                return None
+            out: dict[str, bool] = {}
+            sections = ((meta.get("configs") or {}).get("instance") or {})
+            for section in sections.values():
+                for entry in section.get("keys") or ():
+                    for key, info in entry.items():
+                        out[key] = str(info.get("liveupdate") or "").lower() == "yes"
+            return out or None
+
+        self._config_live = await self._call(_do)
+        return self._config_live
+
+    async def _pool_driver(self, pool: str) -> str:
+        if pool not in self._pool_drivers:
+            client = self.client
+            try:
+                data = await self._call(
+                    lambda: client.api.storage_pools[pool].get().json()["metadata"])
+                self._pool_drivers[pool] = str(data.get("driver") or "")
+            except BackendError:
+                return ""
+        return self._pool_drivers[pool]
+
+    async def _limit_context(self, ref: InstanceRef, data: dict[str, Any]) -> dict[str, Any]:
+        """What deciding support needs: run state, type, metadata, root pool driver and
+        whether the root disk reports usage (a dir pool with project quotas)."""
+        status = convert.status_of(data.get("status"))
+        self._saw_status(ref, status)
+        vm = data.get("type") == "virtual-machine"
+        live = await self._config_metadata()
+        root = limitsmod.root_device(data)
+        driver = await self._pool_driver(root[1].get("pool", "")) if root else ""
+        quota = True
+        if root and driver == "dir" and not vm:
+            client = self.client
+            try:
+                state = await self._call(
+                    lambda: client.api.instances[ref.name].state.get().json()["metadata"])
+                quota = bool((state.get("disk") or {}).get(root[0]))
+            except BackendError:
+                quota = False
+        return {"running": status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN),
+                "vm": vm, "live": live, "root": root, "driver": driver, "quota": quota,
+                "nic": limitsmod.nic_device(data)}
+
+    def _unsupported(self, spec: limitsmod.Spec, ctx: dict[str, Any]) -> str:
+        """Why this instance cannot have ``spec`` (empty: it can)."""
+        if spec.containers_only and ctx["vm"]:
+            return "containers only"
+        if spec.key in self._host_unsupported:
+            return self._host_unsupported[spec.key]
+        if spec.where == "root" and ctx["root"] is None:
+            return "no root disk device"
+        if spec.where == "nic" and ctx["nic"] is None:
+            return "no network interface"
+        if spec.where == "nic" and ctx["nic"][1].get("nictype", "") in ("physical", "sriov",
+                                                                      "ipvlan") \
+                and not ctx["nic"][1].get("network"):
+            return f"not for a {ctx['nic'][1]['nictype']} NIC"
+        if spec.key == "disk" and ctx["driver"] == "dir" and not ctx["vm"] \
+                and not ctx["quota"]:
+            return ("the 'dir' storage pool here cannot limit a container's disk: its "
+                    "filesystem has no project quotas, and LXD accepts a size but skips it "
+                    "(its log: \"The backing filesystem doesn't support quotas, skipping set "
+                    "quota\")")
+        live = ctx["live"]
+        if spec.where == "config" and live is not None and spec.name not in live:
+            return f"{self.product} has no '{spec.name}' setting"
+        return ""
+
+    async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        client = self.client
+        data = await self._call(lambda: client.api.instances[ref.name].get().json()["metadata"])
+        ctx = await self._limit_context(ref, data)
+        pending = self._pending.get(ref, {})
+        exts = self.info.api_extensions if self.info else frozenset()
+        fields = []
+        for spec in limitsmod.SPECS:
+            value = limitsmod.current_value(spec, data)
+            why = self._unsupported(spec, ctx)
+            if why:
+                fields.append(LimitField(spec.key, spec.label, value, "unsupported", why))
+                continue
+            applies = limitsmod.applies(spec, vm=ctx["vm"], running=ctx["running"],
+                                        value=value, extensions=exts, live_keys=ctx["live"])
+            hint = spec.hint if ctx["running"] else f"{spec.hint}; applies at next start"
+            waiting = ""
+            if spec.key in pending:
+                before, saved = pending[spec.key]
+                if saved == value:
+                    value, waiting = before, saved
+            fields.append(LimitField(spec.key, spec.label, value, applies, hint, waiting))
+        return fields
+
+    async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
+        """Check every change, then write them in one ETag-guarded PUT.
+
+        Raises:
+            InvalidInput: an unknown key or a malformed value (nothing changed).
+            Unsupported: a key this instance cannot limit (nothing changed).
+            OperationFailed: the daemon refused (it keeps the old values).
+        """
+        unknown = [k for k in changes if k not in limitsmod.BY_KEY]
+        if unknown:
+            raise InvalidInput(f"Unknown limit '{unknown[0]}' (known: "
+                               f"{', '.join(limitsmod.BY_KEY)}).")
+        clean = {k: limitsmod.normalise(limitsmod.BY_KEY[k], v) for k, v in changes.items()}
+        exts = self.info.api_extensions if self.info else frozenset()
+        outcome: dict[str, str] = {}
+        effective: dict[str, str] = {}
+
+        def change(data: dict[str, Any]) -> None:
+            # runs in the pool thread with fresh data (again after a 412)
+            outcome.clear()
+            effective.clear()
+            for key, value in clean.items():
+                spec = limitsmod.BY_KEY[key]
+                why = self._unsupported(spec, ctx)
+                if why:
+                    raise Unsupported(f"{spec.label} of {ref}: {why}.")
+                old = limitsmod.current_value(spec, data)
+                effective[key] = old
+                if spec.key == "disk" and value and old:
+                    before, after = limitsmod.size_bytes(old), limitsmod.size_bytes(value)
+                    if before and after is not None and after < before:
+                        raise InvalidInput(f"{spec.label}: it can only grow (now {old}).")
+                if spec.where == "config":
+                    if value:
+                        data["config"][spec.name] = value
+                    else:
+                        data["config"].pop(spec.name, None)
+                else:
+                    found = ctx["root"] if spec.where == "root" else ctx["nic"]
+                    dev_name = found[0]
+                    # a device from a profile is copied into the instance (an override)
+                    dev = data["devices"].get(dev_name) or dict(
+                        (data.get("expanded_devices") or {}).get(dev_name) or found[1])
+                    if value:
+                        dev[spec.name] = value
+                    else:
+                        dev.pop(spec.name, None)
+                    data["devices"][dev_name] = dev
+                outcome[key] = limitsmod.applies(
+                    spec, vm=ctx["vm"], running=ctx["running"], value=value or old,
+                    extensions=exts, live_keys=ctx["live"])
+
+        client = self.client
+        data = await self._call(lambda: client.api.instances[ref.name].get().json()["metadata"])
+        ctx = await self._limit_context(ref, data)
+        try:
+            await self._update_instance(ref, change)
+        except OperationFailed as e:
+            self._learn_unsupported(clean, e.message)
+            raise OperationFailed(f"{self.product} refused the new limits of {ref}: "
+                                  f"{e.message}") from e
+        if ctx["running"]:
+            waiting = self._pending.setdefault(ref, {})
+            for key, applies in outcome.items():
+                if applies != "restart":
+                    continue
+                before = waiting[key][0] if key in waiting else effective.get(key, "")
+                if clean[key] == before:
+                    waiting.pop(key, None)  # back to what is in effect
+                else:
+                    waiting[key] = (before, clean[key])
+            if not waiting:
+                self._pending.pop(ref, None)
+        return outcome
+
+    def _learn_unsupported(self, changes: dict[str, str], message: str) -> None:
+        """Remember limits this host cannot apply at all (seen on the lab machines: no
+        ``blkio.weight`` cgroup file, no ``act_police`` tc module)."""
+        if "limits.disk.priority" in message and "cgroup controller is missing" in message:
+            self._host_unsupported["disk_priority"] = (
+                f"this host cannot: {message.split(': ', 1)[-1]}")
+        if "ingress tc filter" in message and "net_egress" in changes:
+            self._host_unsupported["net_egress"] = (
+                "this host cannot police outgoing traffic (the kernel's tc police action "
+                "is missing)")
+
+
+def _rfc3339(when: datetime) -> str:
+    if when.tzinfo is None:
+        when = when.astimezone()  # naive: local time
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _snapshot_name_problem(name: str) -> str | None:
+    if not name or not name.strip():
+        return "A snapshot name is needed."
+    if "/" in name or name != name.strip() or " " in name:
+        return f"Snapshot name '{name}': no slashes or spaces."
+    if len(name) > 255:
+        return "Snapshot name: at most 255 characters."
+    return None
+
+
+def format_size_short(size: int) -> str:
+    """Image sizes for the wizard: ``1.0 MiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
 
 class IncusBackend(LXDBackend):
     """An Incus remote: the same API and the same code, named for what it is."""
