@@ -1,0 +1,592 @@
+"""Creating instances, resource limits and snapshot extras of the LXD/Incus backend, against
+the real lab daemons: lxd1 over its unix socket ('local'), lxd2 over HTTPS ('lab2') and Incus
+over HTTPS ('inc1'). Every effect is checked with the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from backends import get_backend
+from backends.errors import Conflict, InvalidInput, OperationFailed, Unsupported
+from backends.lxd import limits as limitsmod
+from backends.lxd.create import check_expiry, check_schedule, name_problem
+from backends.models import (
+    Capability,
+    CreateRequest,
+    CreateSource,
+    EventKind,
+    InstanceRef,
+    InstanceStatus,
+    InstanceType,
+)
+from backends.remotes import discover
+
+REMOTES = ["local", "lab2", "inc1"]
+MiB = 1024 * 1024
+
+
+def daemon_for(lab, name):
+    return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
+
+
+@pytest.fixture(params=REMOTES)
+async def remote_backend(request, lab, lab_env):
+    remotes = {r.name: r for r in discover(lab_env).remotes}
+    backend = get_backend(remotes[request.param], timeout=10)
+    info = await backend.connect()
+    yield request.param, backend, info, daemon_for(lab, request.param)
+    await backend.close()
+
+
+@pytest.fixture
+async def local_backend(lab, lab_env):
+    remotes = {r.name: r for r in discover(lab_env).remotes}
+    backend = get_backend(remotes["local"], timeout=10)
+    await backend.connect()
+    yield backend, lab.lxd1
+    await backend.close()
+
+
+def names(daemon):
+    out = daemon.cli("list", "--format", "csv", "-c", "n").stdout
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def cli_status(daemon, name):
+    out = daemon.cli("list", name, "--format", "csv", "-c", "ns").stdout.strip()
+    for line in out.splitlines():
+        n, status = line.split(",")
+        if n == name:
+            return status
+    return None
+
+
+def cfg(daemon, name, key):
+    return daemon.cli("config", "get", name, key).stdout.strip()
+
+
+async def busybox(backend) -> CreateSource:
+    sources = await backend.create_sources()
+    return next(s for s in sources if s.kind == "image" and "busybox" in s.label)
+
+
+def host_memory_limit(pid: int) -> int:
+    """The memory limit the kernel enforces for ``pid``'s cgroup (v1 or v2), read on the
+    host (the busybox guest does not mount /sys/fs/cgroup)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        hier, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes").read_text())
+        if hier == "0" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            return int(Path(f"/sys/fs/cgroup{path}/memory.max").read_text())
+    raise AssertionError(f"no memory cgroup for pid {pid}")
+
+
+def init_pid(daemon, name) -> int:
+    data = json.loads(daemon.cli("query", f"/1.0/instances/{name}/state").stdout)
+    return int(data["pid"])
+
+
+# Pure rules (no daemon) ------------------------------------------------------------------
+
+
+def test_name_rules_in_words():
+    assert name_problem("web-1") is None
+    assert "digit" in name_problem("1web")
+    assert "start with a hyphen" in name_problem("-web")
+    assert "end with a hyphen" in name_problem("web-")
+    assert "'_'" in name_problem("web_1")
+    assert "63" in name_problem("a" * 64)
+    assert name_problem("a" * 63) is None
+
+
+def test_schedule_and_expiry_rules():
+    for ok in ("", "@daily", "@hourly, @startup", "0 6 * * *", "*/15 * * * 1-5", "@never"):
+        check_schedule(ok)
+    for bad in ("daily", "@often", "0 6 * *", "every day at 6"):
+        with pytest.raises(InvalidInput):
+            check_schedule(bad)
+    assert check_expiry(" 1w   3d ") == "1w 3d"
+    for ok in ("", "2d", "6H", "30M 1y"):
+        check_expiry(ok)
+    for bad in ("2 days", "2D", "1w3d", "-1d"):
+        with pytest.raises(InvalidInput):
+            check_expiry(bad)
+
+
+def test_vm_limits_classification_table():
+    """VMs cannot run on the lab machines (no vhost_vsock), so the VM rules are checked on
+    the table itself: memory needs a restart (no memory hotplug), a CPU count is live with
+    cpu_hotplug, a pinned set is not, and a stopped instance takes everything at start."""
+    spec = limitsmod.BY_KEY
+    hot = frozenset({"cpu_hotplug"})
+    run = dict(vm=True, running=True, extensions=hot, live_keys=None)
+    assert limitsmod.applies(spec["memory"], value="1GiB", **run) == "restart"
+    assert limitsmod.applies(spec["cpus"], value="2", **run) == "live"
+    assert limitsmod.applies(spec["cpus"], value="0-1", **run) == "restart"
+    assert limitsmod.applies(spec["cpus"], value="2", vm=True, running=True,
+                             extensions=frozenset(), live_keys=None) == "restart"
+    assert limitsmod.applies(spec["disk"], value="10GiB", **run) == "restart"
+    assert limitsmod.applies(spec["net_ingress"], value="10Mbit", **run) == "live"
+    for s in limitsmod.SPECS:
+        assert limitsmod.applies(s, vm=True, running=False, value="", extensions=hot,
+                                 live_keys=None) == "restart"
+        assert limitsmod.applies(s, vm=False, running=True, value="", extensions=hot,
+                                 live_keys=None) == "live"
+
+
+def test_values_are_checked_and_normalised():
+    n = limitsmod.normalise
+    spec = limitsmod.BY_KEY
+    assert n(spec["memory"], "1.5GiB") == "1536MiB"
+    assert n(spec["memory"], "512MiB") == "512MiB"
+    assert n(spec["memory"], "50%") == "50%"
+    assert n(spec["disk_read"], "10MB") == "10MB"
+    assert n(spec["disk_read"], "100iops") == "100iops"
+    assert n(spec["cpus"], "0-1,3") == "0-1,3"
+    assert n(spec["cpu_allowance"], "25ms/100ms") == "25ms/100ms"
+    for key, bad in (("memory", "lots"), ("memory", "150%"), ("cpus", "0"), ("cpus", "two"),
+                     ("cpu_allowance", "150%"), ("processes", "-3"), ("disk_priority", "11"),
+                     ("net_ingress", "10MB"), ("disk_write", "fast")):
+        with pytest.raises(InvalidInput, match=spec[key].label):
+            n(spec[key], bad)
+
+
+# Creating ----------------------------------------------------------------------------------
+
+
+async def test_sources_and_options(remote_backend):
+    name, backend, info, daemon = remote_backend
+    assert Capability.CREATE in backend.capabilities
+    assert Capability.RESOURCES in backend.capabilities
+    sources = await backend.create_sources()
+    image = next(s for s in sources if s.kind == "image" and "busybox" in s.label)
+    assert len(image.value) == 64 and image.type is InstanceType.CONTAINER
+    assert "x86_64" in image.detail
+    empty = [s for s in sources if s.kind == "empty-vm"]
+    assert len(empty) == 1 and empty[0].type is InstanceType.VM
+    options = await backend.create_options()
+    assert "default" in options.profiles and options.default_profiles == ("default",)
+    assert "default" in options.storage_pools
+    assert options.max_cpus >= 1 and options.can_cancel and options.user_data
+    assert options.defaults["memory"] == "512MiB"
+
+
+async def test_create_container_with_limits_and_start(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    seen: list[str] = []
+    try:
+        started = time.monotonic()
+        inst = await backend.create_instance(
+            CreateRequest(name=c, source=await busybox(backend), cpus=1, memory=256 * MiB,
+                          start=True, options={"description": "made by corral"}),
+            progress=seen.append)
+        elapsed = time.monotonic() - started
+        assert inst.status is InstanceStatus.RUNNING and inst.name == c
+        assert cfg(daemon, c, "limits.memory") == "256MiB"
+        assert cfg(daemon, c, "limits.cpu") == "1"
+        assert cli_status(daemon, c) == "RUNNING"
+        assert seen[0].startswith("creating container") and seen[-1] == "done"
+        assert any(s.startswith("starting") for s in seen)
+        assert elapsed < 20
+        # the enforced limit, read from the host's cgroup
+        assert host_memory_limit(init_pid(daemon, c)) == 256 * MiB
+        await backend.list_instances()
+        assert "taken" in backend.check_name(c)
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_create_with_pool_disk_and_user_data(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    user_data = "#cloud-config\npackages: [htop]\nruncmd:\n  - echo hello\n"
+    try:
+        inst = await backend.create_instance(CreateRequest(
+            name=c, source=await busybox(backend), storage_pool="default", disk=1024 * MiB,
+            user_data=user_data, network="none"))
+        assert inst.status is InstanceStatus.STOPPED
+        assert cfg(daemon, c, "cloud-init.user-data") == user_data.strip()
+        assert daemon.cli("config", "device", "get", c, "root", "size").stdout.strip() == "1GiB"
+        assert daemon.cli("config", "device", "get", c, "root", "pool").stdout.strip() \
+            == "default"
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_bad_input_is_refused_and_nothing_is_made(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    src = await busybox(backend)
+    taken = unique("t")
+    daemon.cli("init", "busybox", taken)
+    try:
+        before = names(daemon)
+        for bad in ("1web", "-web", "web-", "web_1", "a" * 64, ""):
+            assert backend.check_name(bad)
+            with pytest.raises(InvalidInput, match="name"):
+                await backend.create_instance(CreateRequest(name=bad, source=src))
+        await backend.list_instances()
+        assert "taken" in backend.check_name(taken)
+        with pytest.raises(Conflict, match="taken"):
+            await backend.create_instance(CreateRequest(name=taken, source=src))
+        fresh = unique("u")
+        with pytest.raises(InvalidInput, match="#cloud-config"):
+            await backend.create_instance(CreateRequest(
+                name=fresh, source=src, user_data="packages: [htop]\n"))
+        with pytest.raises(InvalidInput, match="not valid YAML"):
+            await backend.create_instance(CreateRequest(
+                name=fresh, source=src, user_data="#cloud-config\npackages: [htop\n"))
+        with pytest.raises(InvalidInput, match="profile"):
+            await backend.create_instance(CreateRequest(
+                name=fresh, source=src, profiles=("default", "no-such-profile")))
+        with pytest.raises(OperationFailed) as refused:
+            await backend.create_instance(CreateRequest(
+                name=fresh, source=src, network="no-such-network"))
+        print(f"\n[{name}] unknown network: {refused.value}")
+        assert names(daemon) == before
+    finally:
+        daemon.cli("delete", "--force", taken, check=False)
+
+
+@pytest.mark.parametrize("moment", ["at-once", "while-creating", "while-starting"])
+async def test_cancelled_creation_leaves_nothing(remote_backend, unique, moment):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    before = names(daemon)
+    seen: list[str] = []
+    marker = {"at-once": None, "while-creating": "creating", "while-starting": "starting"}
+    task = asyncio.create_task(backend.create_instance(
+        CreateRequest(name=c, source=await busybox(backend), start=True),
+        progress=seen.append))
+    try:
+        if marker[moment] is None:
+            await asyncio.sleep(0)
+        else:
+            deadline = time.monotonic() + 10
+            while not any(s.startswith(marker[moment]) for s in seen):
+                assert time.monotonic() < deadline, seen
+                await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert names(daemon) == before, f"left behind after cancel {moment}: {seen}"
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_empty_vm_is_refused_in_words(remote_backend, unique):
+    """LXD and Incus refuse VMs on the lab machines (no vhost_vsock): the creation itself
+    fails, the text reaches the caller, nothing is left."""
+    name, backend, info, daemon = remote_backend
+    v = unique("v")
+    empty = next(s for s in await backend.create_sources() if s.kind == "empty-vm")
+    before = names(daemon)
+    with pytest.raises(OperationFailed) as failed:
+        await backend.create_instance(CreateRequest(name=v, source=empty, cpus=1,
+                                                    memory=512 * MiB, start=True))
+    print(f"\n[{name}] empty VM: {failed.value}")
+    assert f"VM '{v}'" in str(failed.value)
+    assert "vhost_vsock" in str(failed.value) or "could not start" in str(failed.value)
+    if "could not start" not in str(failed.value):
+        assert names(daemon) == before
+    else:  # a host that can make VMs but not start them: it stays, stopped
+        assert cli_status(daemon, v) == "STOPPED"
+        daemon.cli("delete", "--force", v)
+
+
+async def test_created_but_not_started_says_so(remote_backend, unique):
+    """A profile device that only fails at start: the instance stays, stopped, and the
+    message says both things."""
+    name, backend, info, daemon = remote_backend
+    c, profile = unique(), unique("p")
+    daemon.cli("profile", "create", profile)
+    daemon.cli("profile", "device", "add", profile, "gone", "unix-char",
+               "source=/dev/corral-nonexistent", "path=/dev/gone")
+    try:
+        with pytest.raises(OperationFailed, match="created, but could not start") as failed:
+            await backend.create_instance(CreateRequest(
+                name=c, source=await busybox(backend), profiles=("default", profile),
+                start=True))
+        print(f"\n[{name}] start refused: {failed.value}")
+        assert "stopped" in str(failed.value)
+        assert cli_status(daemon, c) == "STOPPED"
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+        daemon.cli("profile", "delete", profile, check=False)
+
+
+async def test_network_choice_and_nic_limits(local_backend, unique):
+    """On lxd1 with a bridge (made here, no addresses): the NIC joins it, shows in the
+    options, and its ingress limit is set live; egress depends on the host's tc."""
+    backend, daemon = local_backend
+    bridge = "crl" + uuid.uuid4().hex[:8]
+    daemon.cli("network", "create", bridge, "ipv4.address=none", "ipv6.address=none")
+    c = unique()
+    try:
+        assert bridge in (await backend.create_options()).networks
+        await backend.create_instance(CreateRequest(
+            name=c, source=await busybox(backend), network=bridge, start=True))
+        assert daemon.cli("config", "device", "get", c, "eth0", "network").stdout.strip() \
+            == bridge
+        ref = InstanceRef("local", c)
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert fields["net_ingress"].applies == "live"
+        assert await backend.set_limits(ref, {"net_ingress": "10Mbit"}) \
+            == {"net_ingress": "live"}
+        assert daemon.cli("config", "device", "get", c, "eth0",
+                          "limits.ingress").stdout.strip() == "10Mbit"
+        try:
+            await backend.set_limits(ref, {"net_egress": "20Mbit"})
+            assert daemon.cli("config", "device", "get", c, "eth0",
+                              "limits.egress").stdout.strip() == "20Mbit"
+        except OperationFailed as e:
+            print(f"\n[local] egress refused: {e}")
+            assert daemon.cli("config", "device", "get", c, "eth0",
+                              "limits.egress").stdout.strip() == ""
+            fields = {f.key: f for f in await backend.get_limits(ref)}
+            assert fields["net_egress"].applies == "unsupported"
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+        daemon.cli("network", "delete", bridge, check=False)
+
+
+# Limits ------------------------------------------------------------------------------------
+
+
+async def test_limits_change_live_on_a_running_container(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("launch", "busybox", c, "-c", "limits.memory=256MiB")
+    ref = InstanceRef(name, c)
+    try:
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert fields["memory"].value == "256MiB" and fields["memory"].applies == "live"
+        assert fields["cpus"].applies == "live"
+        assert fields["net_ingress"].applies == "unsupported"
+        assert "no network interface" in fields["net_ingress"].hint
+        print(f"\n[{name}] disk: {fields['disk'].applies}: {fields['disk'].hint}")
+        assert fields["disk"].applies == "unsupported" and "dir" in fields["disk"].hint
+        result = await backend.set_limits(ref, {"memory": "300MiB", "cpus": "1",
+                                                "processes": "200",
+                                                "cpu_allowance": "50%",
+                                                "disk_read": "10MB", "disk_write": "100iops"})
+        assert set(result.values()) == {"live"}
+        assert cfg(daemon, c, "limits.memory") == "300MiB"
+        assert cfg(daemon, c, "limits.cpu") == "1"
+        assert cfg(daemon, c, "limits.processes") == "200"
+        assert cfg(daemon, c, "limits.cpu.allowance") == "50%"
+        assert daemon.cli("config", "device", "get", c, "root", "limits.read").stdout.strip() \
+            == "10MB"
+        assert host_memory_limit(init_pid(daemon, c)) == 300 * MiB
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert fields["memory"].value == "300MiB" and not fields["memory"].pending
+        # "" removes a limit
+        await backend.set_limits(ref, {"processes": ""})
+        assert cfg(daemon, c, "limits.processes") == ""
+        with pytest.raises(Unsupported, match="dir"):
+            await backend.set_limits(ref, {"disk": "2GiB"})
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_invalid_values_change_nothing(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("launch", "busybox", c, "-c", "limits.memory=256MiB")
+    ref = InstanceRef(name, c)
+    try:
+        show = daemon.cli("config", "show", c).stdout
+        for changes, field in (({"memory": "300MiB", "processes": "lots"}, "Processes"),
+                               ({"memory": "300MiB", "disk_priority": "11"}, "Disk priority"),
+                               ({"cpu_allowance": "150%"}, "CPU allowance"),
+                               ({"memory": "a lot"}, "Memory"),
+                               ({"net_ingress": "fast"}, "Network in"),
+                               ({"bogus": "1"}, "bogus")):
+            with pytest.raises(InvalidInput, match=field):
+                await backend.set_limits(ref, changes)
+        with pytest.raises(Unsupported, match="no network interface"):
+            await backend.set_limits(ref, {"memory": "300MiB", "net_egress": "10Mbit"})
+        assert daemon.cli("config", "show", c).stdout == show
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_disk_priority_as_the_host_allows(remote_backend, unique):
+    """limits.disk.priority needs the blkio.weight cgroup file: on a host without it the
+    daemon refuses, nothing changes and the field then shows as unsupported."""
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("launch", "busybox", c)
+    ref = InstanceRef(name, c)
+    try:
+        try:
+            assert await backend.set_limits(ref, {"disk_priority": "5"}) \
+                == {"disk_priority": "live"}
+            assert cfg(daemon, c, "limits.disk.priority") == "5"
+        except OperationFailed as e:
+            print(f"\n[{name}] disk priority refused: {e}")
+            assert cfg(daemon, c, "limits.disk.priority") == ""
+            fields = {f.key: f for f in await backend.get_limits(ref)}
+            assert fields["disk_priority"].applies == "unsupported"
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        if name == "inc1":  # Incus dropped limits.network.priority
+            assert fields["net_priority"].applies == "unsupported"
+        else:
+            assert await backend.set_limits(ref, {"net_priority": "3"}) \
+                == {"net_priority": "live"}
+            assert cfg(daemon, c, "limits.network.priority") == "3"
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_stopped_instance_takes_everything_at_next_start(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("init", "busybox", c)
+    ref = InstanceRef(name, c)
+    try:
+        fields = await backend.get_limits(ref)
+        supported = [f for f in fields if f.applies != "unsupported"]
+        assert supported and all(f.applies == "restart" for f in supported)
+        assert all("next start" in f.hint for f in supported)
+        assert await backend.set_limits(ref, {"memory": "128MiB"}) == {"memory": "restart"}
+        assert cfg(daemon, c, "limits.memory") == "128MiB"
+        # nothing is pending on a stopped instance: the saved value is what it starts with
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert fields["memory"].value == "128MiB" and fields["memory"].pending == ""
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_restart_only_change_is_pending_until_the_next_start(remote_backend, unique,
+                                                                   monkeypatch):
+    """A running VM cannot exist on the lab machines, so a container stands in with
+    limits.processes declared restart-only (as limits.memory is for a VM): the change is
+    saved, shown as pending with the old value still in effect, and the pending mark ends
+    with the instance-restarted event (watch) or a stop→start seen by get_instance."""
+    name, backend, info, daemon = remote_backend
+    monkeypatch.setitem(limitsmod.CONTAINER_LIVE, "limits.processes", False)
+    live = await backend._config_metadata()
+    if live is not None:
+        monkeypatch.setitem(live, "limits.processes", False)
+    c = unique()
+    daemon.cli("launch", "busybox", c, "-c", "limits.processes=100")
+    ref = InstanceRef(name, c)
+    events: asyncio.Queue = asyncio.Queue()
+
+    async def pump():
+        async for ev in backend.watch():
+            await events.put(ev)
+
+    task = asyncio.create_task(pump())
+    try:
+        first = await asyncio.wait_for(events.get(), 10)
+        assert first.action == "connected"
+        assert await backend.set_limits(ref, {"processes": "200", "memory": "300MiB"}) \
+            == {"processes": "restart", "memory": "live"}
+        assert cfg(daemon, c, "limits.processes") == "200"  # saved
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert (fields["processes"].value, fields["processes"].pending) == ("100", "200")
+        assert fields["memory"].pending == ""
+        await backend.restart(ref, force=True)
+        while True:
+            ev = await asyncio.wait_for(events.get(), 15)
+            if ev.kind is EventKind.LIFECYCLE and ev.ref == ref \
+                    and ev.action in ("instance-restarted", "instance-started"):
+                break
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert (fields["processes"].value, fields["processes"].pending) == ("200", "")
+
+        # the other way: a stop and a start seen by get_instance
+        await backend.set_limits(ref, {"processes": "300"})
+        assert {f.key: f for f in await backend.get_limits(ref)}["processes"].pending == "300"
+        daemon.cli("stop", "--force", c)
+        assert (await backend.get_instance(ref)).status is InstanceStatus.STOPPED
+        daemon.cli("start", c)
+        assert (await backend.get_instance(ref)).status is InstanceStatus.RUNNING
+        fields = {f.key: f for f in await backend.get_limits(ref)}
+        assert (fields["processes"].value, fields["processes"].pending) == ("300", "")
+    finally:
+        task.cancel()
+        daemon.cli("delete", "--force", c, check=False)
+
+
+async def test_concurrent_edit_is_not_lost(remote_backend, unique, monkeypatch):
+    """Another client changes the instance between our read and our write: the ETag makes
+    the daemon refuse our stale write, and the change is re-applied on the fresh config."""
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("init", "busybox", c)
+    ref = InstanceRef(name, c)
+    original = backend._update_instance
+    meddled = []
+
+    async def meddling(ref_, change):
+        def meddle(data):
+            if not meddled:
+                meddled.append(True)
+                daemon.cli("config", "set", c, "user.other", "kept")
+            return change(data)
+        return await original(ref_, meddle)
+
+    monkeypatch.setattr(backend, "_update_instance", meddling)
+    try:
+        await backend.set_limits(ref, {"memory": "200MiB"})
+        assert cfg(daemon, c, "limits.memory") == "200MiB"
+        assert cfg(daemon, c, "user.other") == "kept"
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
+
+
+# Snapshots ---------------------------------------------------------------------------------
+
+
+async def test_snapshot_expiry_rename_and_settings(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    c = unique()
+    daemon.cli("init", "busybox", c)
+    ref = InstanceRef(name, c)
+    try:
+        when = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=2)
+        snap = await backend.create_snapshot(ref, "before", expires_at=when)
+        assert snap.expires_at == when
+        raw = json.loads(daemon.cli("query", f"/1.0/instances/{c}/snapshots/before").stdout)
+        assert raw["expires_at"].startswith(when.strftime("%Y-%m-%dT%H:%M:%S"))
+        renamed = await backend.rename_snapshot(snap, "after")
+        assert renamed.name == "after" and renamed.expires_at == when
+        info_text = daemon.cli("info", c).stdout
+        assert "after" in info_text and "before" not in info_text
+        listed = await backend.list_snapshots(ref)
+        assert [(s.name, s.stateful, s.expires_at) for s in listed] == [("after", False, when)]
+        with pytest.raises(InvalidInput):
+            await backend.rename_snapshot(renamed, "has space")
+
+        assert await backend.snapshot_settings(ref) == {
+            "snapshots.schedule": "", "snapshots.expiry": "", "snapshots.pattern": ""}
+        values = {"snapshots.schedule": "0 6 * * *", "snapshots.expiry": "1w 3d",
+                  "snapshots.pattern": "auto-%d"}
+        await backend.set_snapshot_settings(ref, values)
+        assert await backend.snapshot_settings(ref) == values
+        for key, value in values.items():
+            assert cfg(daemon, c, key) == value
+        show = daemon.cli("config", "show", c).stdout
+        for bad in ({"snapshots.schedule": "every day"}, {"snapshots.expiry": "2 days"},
+                    {"snapshots.schedule": "@daily", "snapshots.expiry": "soon"},
+                    {"snapshots.count": "3"}):
+            with pytest.raises(InvalidInput):
+                await backend.set_snapshot_settings(ref, bad)
+        assert daemon.cli("config", "show", c).stdout == show
+        await backend.set_snapshot_settings(ref, {"snapshots.schedule": "@daily, @startup",
+                                                  "snapshots.expiry": ""})
+        assert cfg(daemon, c, "snapshots.schedule") == "@daily, @startup"
+        assert cfg(daemon, c, "snapshots.expiry") == ""
+    finally:
+        daemon.cli("delete", "--force", c, check=False)
