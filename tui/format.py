@@ -57,6 +57,8 @@ def itype(t: InstanceType) -> str:
 def ago(when: datetime | None) -> str:
     if when is None:
         return ""
+    if when.tzinfo is None:  # LXC and qemu-img give local times without a zone
+        when = when.astimezone()
     return humanize.naturaltime(datetime.now(timezone.utc) - when)
 
 

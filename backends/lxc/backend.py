@@ -800,7 +800,9 @@ class LXCBackend(Backend):
 
     async def create_snapshot(self, ref: InstanceRef, name: str = "", *,
                               stateful: bool = False, comment: str = "") -> Snapshot:
-        """LXC names snapshots itself (snap0, snap1, …); ``name`` is ignored."""
+        """LXC names snapshots itself (snap0, snap1, …): ``name`` becomes the snapshot's
+        comment (unless a comment is given), so what the user typed is kept beside it."""
+        comment = comment or name
         if stateful:
             raise InvalidInput("LXC snapshots cannot include the running state.")
         await self._require_stopped_for_snapshot(ref, "snapshot")

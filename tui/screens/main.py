@@ -581,6 +581,14 @@ class MainScreen(Screen[None]):
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(key_rows(self)))
 
+    def on_worker_state_changed(self, event) -> None:
+        """Workers of this screen that fail unexpectedly are reported like the app's."""
+        from textual.worker import WorkerState
+
+        if event.state is WorkerState.ERROR:
+            event.stop()
+            self.app.on_worker_state_changed(event)
+
     # Creating -------------------------------------------------------------------------
 
     def action_new_instance(self) -> None:

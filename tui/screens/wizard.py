@@ -91,7 +91,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.options = CreateOptions()
         self.source: CreateSource | None = None
         self.step = "where"
-        self._task: asyncio.Task | None = None
+        self._create_task: asyncio.Task | None = None
         self._loaded_for: str | None = None
 
     # Layout ----------------------------------------------------------------------------
@@ -124,7 +124,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     yield Input(id="wizard-cpus", placeholder="e.g. 2 (empty: default)")
                     yield Static("Memory")
                     yield Input(id="wizard-memory", placeholder="e.g. 512MiB, 2GiB")
-                    yield Static("Root disk size")
+                    yield Static("Root disk size", id="wizard-disk-label")
                     yield Input(id="wizard-disk", placeholder="e.g. 10GiB (empty: default)")
                 with VerticalScroll(id="network"):
                     yield Static("Profiles", id="wizard-profiles-label")
@@ -240,6 +240,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#wizard-cpus", Input).value = defaults.get("cpus", "")
         self.query_one("#wizard-memory", Input).value = defaults.get("memory", "")
         self.query_one("#wizard-disk", Input).value = defaults.get("disk", "")
+        sized = "disk" in defaults  # a backend without a disk default has no disk size
+        self.query_one("#wizard-disk").display = sized
+        self.query_one("#wizard-disk-label").display = sized
         profiles = self.query_one("#wizard-profiles", SelectionList)
         profiles.clear_options()
         profiles.add_options([(p, p, p in self.options.default_profiles)
@@ -447,14 +450,14 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             self.action_cancel()
 
     def action_cancel(self) -> None:
-        if self._task is not None and not self._task.done():
+        if self._create_task is not None and not self._create_task.done():
             if not self.options.can_cancel:
                 self.query_one("#wizard-problem", Static).update(Text(
                     f"{self.remote} cannot stop a creation half way; wait for it to end.",
                     style="bold"))
                 return
             self.query_one("#wizard-progress", Static).update("Cancelling…")
-            self._task.cancel()
+            self._create_task.cancel()
             return
         self.dismiss(None)
 
@@ -486,7 +489,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             self.dismiss(WizardResult(
                 instance, self.query_one("#wizard-console", Checkbox).value))
 
-        self._task = asyncio.ensure_future(run())
+        self._create_task = asyncio.ensure_future(run())
 
     def _back_to_summary(self) -> None:
         self.query_one("#back", Button).disabled = False
@@ -495,5 +498,5 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#next", Button).display = False
 
     def on_unmount(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        if self._create_task is not None and not self._create_task.done():
+            self._create_task.cancel()
