@@ -10,16 +10,20 @@ from dataclasses import replace
 from typing import AsyncIterator
 
 from .base import Backend
-from .errors import Conflict, NotFound, NotResponding, StopTimedOut
+from .errors import Conflict, InvalidInput, NotFound, NotResponding, StopTimedOut
 from .models import (
     BackendEvent,
     Capability,
+    CreateOptions,
+    CreateRequest,
+    CreateSource,
     EventKind,
     Instance,
     InstanceRef,
     InstanceState,
     InstanceStatus,
     InstanceType,
+    LimitField,
     Remote,
     ServerInfo,
 )
@@ -30,7 +34,7 @@ class FakeBackend(Backend):
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS,
+        Capability.METRICS, Capability.CREATE, Capability.RESOURCES,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
@@ -120,3 +124,57 @@ class FakeBackend(Backend):
         del self.data[ref.name]
         self.queue.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                            action="instance-deleted", ref=ref))
+
+    # Creation and limits (for the wizard's and editor's UI tests) ------------------------
+
+    async def create_sources(self) -> list[CreateSource]:
+        return [CreateSource("image", "busybox", "fp-busybox", InstanceType.CONTAINER,
+                             "Busybox 1.36 · x86_64 · 1.2MiB"),
+                CreateSource("image", "debian/12", "fp-debian", InstanceType.VM,
+                             "Debian bookworm · x86_64 · 310MiB"),
+                CreateSource("empty-vm", "Empty VM (network boot / ISO)", "",
+                             InstanceType.VM)]
+
+    async def create_options(self) -> CreateOptions:
+        return CreateOptions(profiles=("default", "web"), default_profiles=("default",),
+                             storage_pools=("default", "fast"), networks=("lxdbr0",),
+                             max_cpus=8, user_data=True, can_cancel=True,
+                             defaults={"cpus": "1", "memory": "512MiB", "disk": ""})
+
+    def check_name(self, name: str) -> str | None:
+        if not name.replace("-", "").isalnum() or name[0].isdigit():
+            return f"'{name}' is not a valid instance name."
+        if name in self.data:
+            return f"An instance named '{name}' already exists."
+        return None
+
+    async def create_instance(self, request: CreateRequest, progress=None) -> Instance:
+        problem = self.check_name(request.name)
+        if problem:
+            raise InvalidInput(problem)
+        self.calls.append(("create", request.name, {"request": request}))
+        ref = InstanceRef(self.remote.name, request.name)
+        inst = Instance(ref=ref, type=request.source.type, image=request.source.label,
+                        status=InstanceStatus.RUNNING if request.start
+                        else InstanceStatus.STOPPED)
+        self.data[request.name] = inst
+        self.queue.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                           action="instance-created", ref=ref))
+        return inst
+
+    async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        running = self.data[ref.name].status is InstanceStatus.RUNNING
+        live = "live" if running else "restart"
+        return [
+            LimitField("cpus", "CPUs", "2", live, "number of CPUs"),
+            LimitField("memory", "Memory", "1GiB", live, "e.g. 512MiB, 2GiB",
+                       pending="2GiB" if running else ""),
+            LimitField("disk", "Root disk", "10GiB", "restart", "grow only"),
+            LimitField("net_egress", "Network egress", "", "unsupported",
+                       "this host has no traffic shaping"),
+        ]
+
+    async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
+        self.calls.append(("set_limits", ref.name, dict(changes)))
+        fields = {f.key: f for f in await self.get_limits(ref)}
+        return {k: fields[k].applies for k in changes}

@@ -25,7 +25,7 @@ def applies_text(field: LimitField) -> Text:
     label, _ = APPLIES.get(field.applies, (field.applies, "foreground"))
     text = Text(label, style="bold")
     if field.pending:
-        text.append(f"  · {field.pending} pending (next start)", style="italic")
+        text.append(f"\n{field.pending} pending (next start)", style="italic")
     return text
 
 

@@ -1,0 +1,88 @@
+"""SVG snapshots of each launch-wizard step and of the resource editor, against the
+in-memory FakeBackend (deterministic). Update after an intended change with
+``pytest tests/tui/test_svg_snapshots.py --snapshot-update`` and look at the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.fake import FakeBackend
+from backends.models import InstanceStatus, InstanceType, Remote
+from tui.app import make_app
+
+SIZE = (130, 40)
+
+
+def build_app(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[ui]\nmetrics_interval = 600\n[lxc]\nenabled = false\n[qemu]\nenabled = false\n'
+        '[[remote]]\nname = "alpha"\nkind = "lxd"\naddress = "/nonexistent/a.sock"\n')
+
+    def factory(remote: Remote, timeout: float):
+        return FakeBackend(remote, instances=[
+            ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING),
+            ("db1", InstanceType.VM, InstanceStatus.STOPPED)])
+
+    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
+           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
+    return make_app(cfg, env=env, factory=factory)
+
+
+async def settle(pilot):
+    for _ in range(6):
+        await pilot.pause(0.05)
+
+
+async def open_wizard(pilot, step: str):
+    await settle(pilot)
+    await pilot.press("N")
+    await settle(pilot)
+    app = pilot.app
+    if step == "where":
+        return
+    await pilot.press("enter")
+    await settle(pilot)
+    if step == "what":
+        return
+    await pilot.press("ctrl+n")
+    await settle(pilot)
+    await pilot.press(*("9bad" if step == "bad-name" else "web3"))
+    await settle(pilot)
+    if step in ("name", "bad-name"):
+        return
+    await pilot.press("enter")
+    await settle(pilot)
+    if step == "resources":
+        return
+    await pilot.press("ctrl+n")
+    await settle(pilot)
+    if step == "network":
+        return
+    await pilot.press("ctrl+n")
+    await settle(pilot)
+    if step == "cloud-init":
+        app.screen.query_one("#wizard-user-data").text = "#cloud-config\nruncmd: [unclosed\n"
+        await settle(pilot)
+        return
+    await pilot.press("ctrl+n")
+    await settle(pilot)
+
+
+@pytest.mark.parametrize("step", ["where", "what", "name", "bad-name", "resources",
+                                  "network", "cloud-init", "summary"])
+def test_wizard_step(snap_compare, tmp_path, step):
+    async def run_before(pilot):
+        await open_wizard(pilot, step)
+
+    assert snap_compare(build_app(tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_resource_editor(snap_compare, tmp_path):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("j")  # web1: running, so live fields and a pending value
+        await pilot.press("L")
+        await settle(pilot)
+
+    assert snap_compare(build_app(tmp_path), terminal_size=SIZE, run_before=run_before)
