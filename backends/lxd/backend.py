@@ -67,13 +67,14 @@ from ..models import (
 from . import convert
 from . import create as createmod
 from . import limits as limitsmod
+from .lifecycle import LifecycleMixin
 from .fasthttp import FastGet, HTTPStatusError
 from .tls import base_url, check_credentials, make_session, ssl_context
 
 T = TypeVar("T")
 
 
-class LXDBackend(Backend):
+class LXDBackend(LifecycleMixin, Backend):
     """An LXD remote (also used for Incus, which speaks the same API)."""
 
     kind = "lxd"
@@ -332,14 +333,18 @@ class LXDBackend(Backend):
     def _open_events(self) -> Any:
         return self._websocket(self._events_path(), ping_interval=20)
 
-    def _websocket(self, path: str, *, ping_interval: float | None = None) -> Any:
-        """Connect a websocket to ``path`` on this remote (unix socket or pinned TLS)."""
+    def _websocket(self, path: str, *, ping_interval: float | None = None,
+                   logger: Any = None) -> Any:
+        """Connect a websocket to ``path`` on this remote (unix socket or pinned TLS);
+        ``logger`` replaces websockets' own (one that never logs frames, for secrets)."""
         common: dict[str, Any] = {
             "open_timeout": self.timeout,
             "max_size": 2**24,
             "ping_interval": ping_interval,
             "ping_timeout": 20,
         }
+        if logger is not None:
+            common["logger"] = logger
         if self.remote.is_unix:
             return ws_unix_connect(self.remote.socket_path, uri=f"ws://lxd{path}", **common)
         check_credentials(self.remote)
@@ -389,14 +394,15 @@ class LXDBackend(Backend):
 
     # Consoles --------------------------------------------------------------------------
 
-    def _operation_socket(self, op_id: str, secret: str) -> Callable[[], Any]:
+    def _operation_socket(self, op_id: str, secret: str, *,
+                          logger: Any = None) -> Callable[[], Any]:
         params = {"secret": secret}
         if self.remote.project != "default":
             params["project"] = self.remote.project
         path = f"/1.0/operations/{op_id}/websocket?" + urlencode(params)
 
         async def open_ws() -> Any:
-            return await self._websocket(path)
+            return await self._websocket(path, logger=logger)
 
         return open_ws
 
