@@ -10,9 +10,14 @@ RESET, POWERDOWN); a QEMU that dies shows as stopped, with the reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import json
 import os
+import re
 import shutil
 import signal
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,7 +56,8 @@ from ..models import (
 )
 from ..console import WebSocketSession, attach_local
 from ..console.vga import SPECIAL_CHORDS
-from .definition import VMDefinition, check_name
+from .definition import DISK_RE, MAC_RE, VMDefinition, check_name, new_mac, qcow2_backing
+from .transfer import DamagedArchive, copy_file, in_thread, read_archive, write_archive
 
 QEMU = "qemu-system-x86_64"
 _EVENT_ACTIONS = {
@@ -106,6 +112,8 @@ class QEMUBackend(Backend):
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._cpu: dict[str, tuple[float, float]] = {}
         self._expect_exit: set[str] = set()
+        self._busy: dict[str, str] = {}
+        """VMs being exported, imported, cloned or renamed: what is happening to them."""
 
     # Paths -----------------------------------------------------------------------------
 
@@ -596,6 +604,8 @@ class QEMUBackend(Backend):
                 raise Conflict(f"'{snapshot.name}' has no VM state: stop {ref} to restore it.")
             await self._job(ref, "snapshot-load", snapshot.name, vmstate=True)
         else:
+            self._refuse_if_busy(ref)
+            self._refuse_if_base(ref, "restored to a snapshot")
             for disk in disks:
                 await self._qemu_img("snapshot", "-a", snapshot.name, disk)
 
@@ -941,6 +951,7 @@ class QEMUBackend(Backend):
         if d.network == "user":
             argv += ["-netdev", "user,id=net0",
                      "-device", "virtio-net-pci,netdev=net0"
+                     + (f",mac={d.mac}" if MAC_RE.match(d.mac) else "")
                      + (",bootindex=0" if d.boot == "network" else "")]
         if d.kernel:
             argv += ["-kernel", d.kernel]
@@ -954,6 +965,8 @@ class QEMUBackend(Backend):
         d = self._definition(ref.name)
         if self._pid(ref.name) is not None:
             raise Conflict(f"{ref} is already running.")
+        self._refuse_if_busy(ref)
+        self._refuse_if_base(ref, "started")
         run = self._run_dir(ref.name)
         run.mkdir(parents=True, exist_ok=True)
         os.chmod(run, 0o700)
@@ -1044,7 +1057,11 @@ class QEMUBackend(Backend):
         self._status[ref.name] = InstanceStatus.RUNNING
 
     async def delete(self, ref: InstanceRef, *, force: bool = False) -> None:
+        """Delete a VM (``force``: stop it first if it runs). A VM whose disks back linked
+        clones is refused even with ``force``, naming the clones."""
         self._definition(ref.name)
+        self._refuse_if_busy(ref)
+        self._refuse_if_base(ref, "deleted")
         if self._pid(ref.name) is not None:
             if not force:
                 raise Conflict(f"{ref} is running. Stop it first, or delete it with force.")
@@ -1055,3 +1072,439 @@ class QEMUBackend(Backend):
             d.pop(ref.name, None)
         self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                              action="instance-deleted", ref=ref))
+
+    # Export, import, clone, rename, description --------------------------------------
+
+    def _clones_of(self, name: str) -> list[str]:
+        """The linked clones made from ``name`` (their definitions' ``linked_to``)."""
+        out = []
+        for other in self._names():
+            if other == name:
+                continue
+            try:
+                if VMDefinition.load(self._dir(other)).linked_to == name:
+                    out.append(other)
+            except (OSError, ValueError, TypeError):
+                continue
+        return out
+
+    def _refuse_if_base(self, ref: InstanceRef, what: str) -> None:
+        clones = self._clones_of(ref.name)
+        if clones:
+            raise Conflict(
+                f"{ref} cannot be {what}: its disks are the base of the linked clone(s) "
+                f"{', '.join(clones)}, which would be damaged. Delete those clones first "
+                f"(a full clone of a linked clone, without snapshots, is independent).")
+
+    def _refuse_if_busy(self, ref: InstanceRef) -> None:
+        if ref.name in self._busy:
+            raise Conflict(f"{ref} is {self._busy[ref.name]}: wait until that is done.")
+
+    def _require_stopped(self, ref: InstanceRef, what: str) -> VMDefinition:
+        d = self._definition(ref.name)
+        self._refuse_if_busy(ref)
+        if self._pid(ref.name) is not None:
+            raise Conflict(f"{ref} is running: stop it first to {what} it.")
+        return d
+
+    async def _convert(self, src: str, dst: str, label: str,
+                       say: Callable[[str], None]) -> None:
+        """``qemu-img convert`` to a new qcow2 (flattens backing files, drops internal
+        snapshots), reporting ``label N%``; killed when cancelled."""
+        proc = await asyncio.create_subprocess_exec(
+            "qemu-img", "convert", "-p", "-O", "qcow2", src, dst,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+
+        async def pump() -> None:
+            assert proc.stdout is not None
+            buf = b""
+            last = -1
+            while chunk := await proc.stdout.read(512):
+                *lines, buf = re.split(rb"[\r\n]", buf + chunk)
+                for line in lines:
+                    m = re.search(rb"\(([\d.]+)/100%\)", line)
+                    if m and int(float(m[1])) != last:
+                        last = int(float(m[1]))
+                        say(f"{label} {last}%")
+
+        try:
+            assert proc.stderr is not None
+            _, err = await asyncio.gather(pump(), proc.stderr.read())
+            await proc.wait()
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.kill()
+                await asyncio.shield(proc.wait())
+            raise
+        if proc.returncode != 0:
+            raise OperationFailed(f"qemu-img convert of {src} failed: "
+                                  f"{err.decode(errors='replace').strip()}")
+
+    async def export_instance(self, ref: InstanceRef, path: str, *, with_snapshots: bool = True,
+                              progress: Callable[[str], None] | None = None) -> int:
+        """Write a stopped VM to a new tar archive at ``path`` (gzip-compressed when it
+        ends with ``.gz`` or ``.tgz``): ``vm.json``, ``disk<N>.qcow2`` and, for UEFI VMs,
+        ``OVMF_VARS.fd``. Returns the archive's size in bytes.
+
+        Disks are stored as they are (qcow2 internal snapshots included) when
+        ``with_snapshots``; otherwise each is rewritten by ``qemu-img convert`` (current
+        state only). A disk that is a qcow2 overlay (a linked clone, or a VM made as an
+        overlay of an image) is always flattened, since its backing file is not in the
+        archive; if it also has snapshots, ``with_snapshots`` is refused. Kernel, initrd
+        and ISO paths are kept as references: those files are not in the archive.
+
+        The archive is written to ``path + ".part"`` and renamed when complete; on failure
+        or cancellation nothing is left.
+
+        Raises:
+            Conflict: the VM is running (or busy).
+            InvalidInput: ``path`` exists, its directory does not, or see above.
+            OperationFailed: writing failed (disk full, ...).
+        """
+        say = progress or (lambda _text: None)
+        path = os.path.abspath(os.path.expanduser(path))
+        d = self._require_stopped(ref, "export")
+        if os.path.lexists(path):
+            raise InvalidInput(f"{path} exists already: choose a new file name.")
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            raise InvalidInput(f"The directory {parent} does not exist.")
+        part = path + ".part"
+        if os.path.lexists(part):
+            raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
+                               f"running. Remove it first.")
+        directory = self._dir(ref.name)
+        self._busy[ref.name] = "being exported"
+        tmp = ""
+        try:
+            plan: list[tuple[str, str, bool]] = []
+            for i, disk in enumerate(d.disks):
+                src = str(directory / disk)
+                info = await self._image_info(src)
+                backing = info.get("backing-filename")
+                if with_snapshots and backing and info.get("snapshots"):
+                    raise InvalidInput(
+                        f"{disk} of {ref} is a qcow2 overlay of {backing} and has internal "
+                        f"snapshots: an archive cannot keep both. Export it without "
+                        f"snapshots (its current state, flattened).")
+                convert = (not with_snapshots or bool(backing)
+                           or info.get("format") != "qcow2")
+                plan.append((f"disk{i}.qcow2", src, convert))
+            tmp = tempfile.mkdtemp(prefix=".corral-export-", dir=parent)
+            members: list[tuple[str, str | bytes]] = []
+            for arcname, src, convert in plan:
+                if convert:
+                    out = os.path.join(tmp, arcname)
+                    await self._convert(src, out, f"converting {arcname}", say)
+                    src = out
+                members.append((arcname, src))
+            exported = dataclasses.replace(d, disks=[m[0] for m in members], linked_to="")
+            members.insert(0, ("vm.json", (json.dumps(dataclasses.asdict(exported), indent=2)
+                                           + "\n").encode()))
+            if d.firmware == "uefi" and (directory / "OVMF_VARS.fd").is_file():
+                members.append(("OVMF_VARS.fd", str(directory / "OVMF_VARS.fd")))
+            compress = path.endswith((".gz", ".tgz"))
+            try:
+                await in_thread(write_archive, part, members, compress, progress=say)
+            except OSError as e:
+                raise OperationFailed(f"Writing {part} failed: {e.strerror or e}") from e
+            try:
+                os.link(part, path)  # never replaces a file that appeared meanwhile
+            except FileExistsError:
+                raise InvalidInput(f"{path} appeared during the export; the export was "
+                                   f"not kept.") from None
+            except OSError:
+                os.rename(part, path)  # a file system without hard links
+            else:
+                os.unlink(part)
+            say("exported")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise
+        finally:
+            self._busy.pop(ref.name, None)
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return os.path.getsize(path)
+
+    @staticmethod
+    def _archived_definition(data: bytes, path: str) -> VMDefinition:
+        """The ``vm.json`` of an archive, checked: only the fields and values a VM here
+        can have (its disks named ``disk<N>.qcow2``, inside the VM's directory)."""
+        try:
+            raw = json.loads(data)
+            if not isinstance(raw, dict):
+                raise ValueError("not an object")
+            known = {f.name: f for f in dataclasses.fields(VMDefinition)}
+            d = VMDefinition(**{k: v for k, v in raw.items() if k in known})
+            for name, f in known.items():
+                value = getattr(d, name)
+                expected = {"int": int, "str": str}.get(str(f.type))
+                if expected and (not isinstance(value, expected) or isinstance(value, bool)):
+                    raise ValueError(f"{name} is not a{'n' if expected is int else ''} "
+                                     f"{expected.__name__}")
+            if not isinstance(d.disks, list) or not all(
+                    isinstance(x, str) and DISK_RE.match(x) for x in d.disks):
+                raise ValueError("disks must be named disk<N>.qcow2")
+            if len(set(d.disks)) != len(d.disks):
+                raise ValueError("a disk is listed twice")
+            if not isinstance(d.io_limits, dict):
+                raise ValueError("io_limits is not an object")
+            if d.firmware not in ("bios", "uefi") or d.accel not in ("auto", "kvm", "tcg"):
+                raise ValueError("unknown firmware or accelerator")
+            if d.network not in ("user", "none") or d.cpus < 1 or d.memory_mib < 32:
+                raise ValueError("unknown network, or too few CPUs or too little memory")
+        except (ValueError, TypeError) as e:
+            raise InvalidInput(f"{path} is not a corral QEMU export: its vm.json is not "
+                               f"usable ({e}).") from e
+        return d
+
+    async def import_instance(self, path: str, name: str, *, storage_pool: str = "",
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create the VM ``name`` from an archive written by :meth:`export_instance`.
+
+        Every member is checked before use: only ``vm.json``, ``disk<N>.qcow2`` and
+        ``OVMF_VARS.fd`` plain files (no paths, links or directories), the disks exactly
+        those ``vm.json`` names, each a qcow2 without a backing file that passes
+        ``qemu-img check``. The VM keeps the archive's settings and MAC; its name becomes
+        ``name``. Nothing is left on failure or cancellation.
+
+        Raises:
+            InvalidInput: bad name, ``storage_pool`` given, missing file, or the archive
+                is damaged or not a corral QEMU export.
+            Conflict: the name is taken.
+        """
+        say = progress or (lambda _text: None)
+        if storage_pool:
+            raise InvalidInput("QEMU VMs have no storage pools: disks live in the VM's "
+                               "directory.")
+        check_name(name)
+        path = os.path.abspath(os.path.expanduser(path))
+        if not os.path.isfile(path):
+            raise InvalidInput(f"{path} does not exist or is not a file.")
+        self.root.mkdir(parents=True, exist_ok=True)
+        directory = self._dir(name)
+        try:
+            directory.mkdir()  # claims the name; listed once vm.json is written, last
+        except FileExistsError:
+            raise Conflict(f"A VM named '{name}' already exists.") from None
+        self._busy[name] = "being imported"
+        try:
+            def allowed(member: str) -> bool:
+                return member in ("vm.json", "OVMF_VARS.fd") or bool(DISK_RE.match(member))
+
+            try:
+                kept = await in_thread(read_archive, path, directory, allowed, {"vm.json"},
+                                       progress=say)
+            except DamagedArchive as e:
+                raise InvalidInput(f"{path} is not a corral QEMU export: {e}.") from None
+            except OSError as e:
+                raise OperationFailed(f"Importing {path} failed: {e.strerror or e}") from e
+            assert isinstance(kept, dict)
+            if "vm.json" not in kept:
+                raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
+            d = self._archived_definition(kept["vm.json"], path)
+            present = sorted(p.name for p in directory.iterdir() if DISK_RE.match(p.name))
+            if sorted(d.disks) != present:
+                raise InvalidInput(f"{path} is incomplete or inconsistent: its vm.json names "
+                                   f"the disks {', '.join(d.disks) or 'none'}, the archive "
+                                   f"holds {', '.join(present) or 'none'}.")
+            has_vars = (directory / "OVMF_VARS.fd").exists()
+            if (d.firmware == "uefi") != has_vars:
+                raise InvalidInput(f"{path} is inconsistent: a {d.firmware} VM "
+                                   f"{'without' if not has_vars else 'with'} UEFI variables.")
+            for disk in d.disks:
+                say(f"checking {disk}…")
+                target = str(directory / disk)
+                try:
+                    info = json.loads(await self._qemu_img("info", "--output=json", target))
+                except (OperationFailed, ValueError) as e:
+                    raise InvalidInput(f"{path} holds a damaged {disk}: {e}") from e
+                data_file = ((info.get("format-specific") or {}).get("data") or {}).get(
+                    "data-file")
+                if info.get("format") != "qcow2" or info.get("backing-filename") or data_file:
+                    raise InvalidInput(f"{path} holds a {disk} that is not a self-contained "
+                                       f"qcow2 (it refers to other files); refused.")
+                try:
+                    await self._qemu_img("check", "-q", target)
+                except OperationFailed as e:
+                    raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e
+            d.name, d.linked_to = name, ""
+            d.save(directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        finally:
+            self._busy.pop(name, None)
+        self._status[name] = InstanceStatus.STOPPED
+        self._why.pop(name, None)
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-created", ref=self._ref(name)))
+        return self._instance(name)
+
+    async def clone_instance(self, ref: InstanceRef, new_name: str, *, linked: bool = False,
+                             with_snapshots: bool = True,
+                             progress: Callable[[str], None] | None = None) -> Instance:
+        """Copy a stopped VM to ``new_name``, with a new MAC address and its own copy of the
+        UEFI variables.
+
+        Full clone (``linked=False``): each disk is copied byte for byte, internal snapshots
+        included, when ``with_snapshots``; otherwise ``qemu-img convert`` writes the current
+        state only (and flattens a backing file: the copy is then independent). A copy of a
+        linked clone made with snapshots stays backed by the same base.
+
+        Linked clone (``linked=True``): each disk is a new qcow2 overlay whose backing file
+        is the source's disk; ``with_snapshots`` does not apply (the snapshots stay with
+        the source; the clone starts from its current state). The clone's definition
+        records the source (``linked_to``), and from then on the source is protected, since
+        any change to its disks would damage the clone: it cannot be started, have a
+        snapshot restored or be deleted (:class:`Conflict` naming the clones, even with
+        ``force``) while a linked clone exists. Renaming it rebases its clones.
+
+        Raises:
+            Conflict: the VM is running or busy, or ``new_name`` is taken.
+            InvalidInput: bad name.
+            OperationFailed: qemu-img failed (nothing is left).
+        """
+        say = progress or (lambda _text: None)
+        d = self._require_stopped(ref, "clone")
+        check_name(new_name)
+        source_dir, directory = self._dir(ref.name), self._dir(new_name)
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            raise Conflict(f"A VM named '{new_name}' already exists.") from None
+        self._busy[ref.name] = "being cloned"
+        self._busy[new_name] = "being created"
+        try:
+            new = dataclasses.replace(d, name=new_name, mac=new_mac(), linked_to="",
+                                      io_limits=dict(d.io_limits), disks=list(d.disks),
+                                      created_at=datetime.now(timezone.utc).isoformat())
+            for disk in d.disks:
+                src, dst = str(source_dir / disk), str(directory / disk)
+                if linked:
+                    say(f"creating overlay {disk}…")
+                    await self._qemu_img("create", "-f", "qcow2", "-F", "qcow2", "-b", src,
+                                         dst)
+                    new.linked_to = ref.name
+                elif with_snapshots:
+                    await in_thread(copy_file, src, dst, f"copying {disk}", progress=say)
+                    backing = qcow2_backing(Path(src))
+                    if backing and not backing.startswith("json:"):
+                        # a relative backing path would now point elsewhere: make it absolute
+                        fmt = (await self._image_info(src)).get("backing-filename-format")
+                        await self._qemu_img("rebase", "-u", *(["-F", fmt] if fmt else []),
+                                             "-b", backing, dst)
+                        new.linked_to = d.linked_to
+                else:
+                    await self._convert(src, dst, f"copying {disk}", say)
+            if d.firmware == "uefi" and (source_dir / "OVMF_VARS.fd").is_file():
+                await asyncio.to_thread(shutil.copyfile, source_dir / "OVMF_VARS.fd",
+                                        directory / "OVMF_VARS.fd")
+            new.save(directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        finally:
+            self._busy.pop(ref.name, None)
+            self._busy.pop(new_name, None)
+        self._status[new_name] = InstanceStatus.STOPPED
+        self._why.pop(new_name, None)
+        say("cloned")
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-created",
+                                             ref=self._ref(new_name)))
+        return self._instance(new_name)
+
+    async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
+        """Rename a stopped VM: its directory moves and its definition takes the new name.
+        VMs whose disks are overlays of its disks (linked clones, or VMs created as an
+        overlay of one of its disks) are rebased (``qemu-img rebase -u``) onto the new
+        paths; they must be stopped. On failure everything is put back.
+
+        Raises:
+            Conflict: the VM or one of its overlays is running, or ``new_name`` is taken.
+            InvalidInput: bad name.
+        """
+        d = self._require_stopped(ref, "rename")
+        check_name(new_name)
+        if new_name == ref.name:
+            return self._instance(ref.name)
+        old_dir, new_dir = self._dir(ref.name), self._dir(new_name)
+        if new_dir.exists():
+            raise Conflict(f"A VM named '{new_name}' already exists.")
+        prefix = str(old_dir) + os.sep
+        dependants: list[tuple[str, Path, str]] = []  # (vm, disk path, old backing)
+        for other in self._names():
+            if other == ref.name:
+                continue
+            try:
+                od = VMDefinition.load(self._dir(other))
+            except (OSError, ValueError, TypeError):
+                continue
+            for disk in od.disks:
+                backing = qcow2_backing(self._dir(other) / disk)
+                if backing and backing.startswith(prefix):
+                    if self._pid(other) is not None or other in self._busy:
+                        raise Conflict(f"{other} is an overlay of {ref}'s disks and is "
+                                       f"running or busy: stop it first (its backing file "
+                                       f"moves).")
+                    dependants.append((other, self._dir(other) / disk, backing))
+        self._busy[ref.name] = "being renamed"
+        done: list[tuple[Path, str]] = []
+        relinked: list[str] = []
+        try:
+            os.rename(old_dir, new_dir)
+            try:
+                for other, disk, backing in dependants:
+                    await self._qemu_img("rebase", "-u", "-F", "qcow2", "-b",
+                                         str(new_dir) + os.sep + backing[len(prefix):],
+                                         str(disk))
+                    done.append((disk, backing))
+                for other in {o for o, _, _ in dependants}:
+                    od = VMDefinition.load(self._dir(other))
+                    if od.linked_to == ref.name:
+                        od.linked_to = new_name
+                        od.save(self._dir(other))
+                        relinked.append(other)
+                d.name = new_name
+                d.save(new_dir)
+            except BaseException:
+                for disk, backing in reversed(done):
+                    with contextlib.suppress(BaseException):
+                        await self._qemu_img("rebase", "-u", "-F", "qcow2", "-b", backing,
+                                             str(disk))
+                for other in relinked:
+                    with contextlib.suppress(Exception):
+                        od = VMDefinition.load(self._dir(other))
+                        od.linked_to = ref.name
+                        od.save(self._dir(other))
+                os.rename(new_dir, old_dir)
+                raise
+        finally:
+            self._busy.pop(ref.name, None)
+        old_run, new_run = self._run_dir(ref.name), self._run_dir(new_name)
+        if old_run.exists():  # serial log history goes along
+            if new_run.exists():
+                shutil.rmtree(new_run, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rename(old_run, new_run)
+        for table in (self._status, self._why):
+            if ref.name in table:
+                table[new_name] = table.pop(ref.name)
+        self._status.setdefault(new_name, InstanceStatus.STOPPED)
+        new_ref = self._ref(new_name)
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-renamed", ref=new_ref,
+                                             message=f"renamed from {ref.name}"))
+        return self._instance(new_name)
+
+    async def set_description(self, ref: InstanceRef, text: str) -> None:
+        """Save the VM's description in its definition (running or not)."""
+        d = self._definition(ref.name)
+        d.description = text
+        d.save(self._dir(ref.name))
+        self._events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                             action="instance-updated", ref=ref))
