@@ -146,6 +146,9 @@ class MainScreen(Screen[None]):
         """Recent usage per instance, for the details sparklines."""
         self._snapshots_of: InstanceRef | None = None
         self._snapshot_count_shown: int | None = None
+        self._limits: dict[InstanceRef, list] = {}
+        self._limits_of: InstanceRef | None = None
+        self._limits_seen: dict[InstanceRef, object] = {}
         self._dirty: dict[str, set[InstanceRef] | None] = {}
         self._apply_scheduled = False
         self._sample_soon_scheduled = False
@@ -230,6 +233,10 @@ class MainScreen(Screen[None]):
             else:
                 candidates |= refs  # empty: only the remote's own state (operations)
         for ref in candidates:
+            if ref in self._limits and ref in self.inventory.instances and \
+                    self.inventory.instances[ref] is not self._limits_seen.get(ref):
+                self._limits.pop(ref, None)  # the instance changed: read its limits again
+                self._limits_of = None
             state = self.inventory.states.get(ref)
             if state is not None:
                 self.usage.setdefault(ref, UsageHistory()).add(state)
@@ -293,6 +300,35 @@ class MainScreen(Screen[None]):
             text.append(st.message, style=theme_colors(self.app, ["error"])["error"] or "red")
         _update_if_changed(info, text)
 
+    def _limits_line(self, inst) -> str:
+        fields = self._limits.get(inst.ref)
+        if fields is None:
+            backend = self.inventory.backends.get(inst.ref.remote)
+            if hasattr(backend, "get_limits") and self._limits_of != inst.ref:
+                self._limits_of = inst.ref
+                self.load_limits(inst.ref)
+            return (f"cpu {inst.cpu_limit or 'unlimited'}, memory "
+                    f"{fmt.size(inst.memory_limit) if inst.memory_limit else 'unlimited'}")
+        parts = []
+        for f in fields:
+            if f.applies == "unsupported" or not (f.value or f.pending):
+                continue
+            part = f"{f.label.lower()} {f.value or 'none'}"
+            if f.pending:
+                part += f" → {f.pending} at next start"
+            parts.append(part)
+        return ", ".join(parts) or "none set"
+
+    @work(exclusive=True, group="limits-load", exit_on_error=False)
+    async def load_limits(self, ref: InstanceRef) -> None:
+        backend = self.inventory.backends.get(ref.remote)
+        try:
+            self._limits[ref] = await backend.get_limits(ref)
+            self._limits_seen[ref] = self.inventory.instances.get(ref)
+        except BackendError:
+            return
+        self._update_details()
+
     def _update_details(self) -> None:
         pane = self.query_one(DetailsPane)
         if not pane.has_class("-visible"):
@@ -312,8 +348,7 @@ class MainScreen(Screen[None]):
             ("Created", f"{inst.created_at:%Y-%m-%d %H:%M} ({fmt.ago(inst.created_at)})"
              if inst.created_at else "—"),
             ("Profiles", ", ".join(inst.profiles) or "—"),
-            ("Limits", f"cpu {inst.cpu_limit or 'unlimited'}, memory "
-             f"{fmt.size(inst.memory_limit) if inst.memory_limit else 'unlimited'}"),
+            ("Limits", self._limits_line(inst)),
             ("Snapshots", "…" if inst.snapshot_count is None else str(inst.snapshot_count)),
         ]
         if "autostart" in inst.extra:
@@ -337,6 +372,11 @@ class MainScreen(Screen[None]):
         _set_if_changed(pane, "border_title", f"Details: {inst.ref}")
         _update_if_changed(details, text)
         pane.show_usage(self.usage.get(inst.ref))
+        _update_if_changed(pane.query_one("#details-config", Static),
+                           pane.show_config(dict(inst.config),
+                                            dict(inst.extra.get("devices") or {})))
+        _update_if_changed(pane.query_one("#details-events", Static),
+                           pane.events_text(self.inventory.history.get(inst.ref)))
         if pane.snapshots_active and (self._snapshots_of != inst.ref
                                       or inst.snapshot_count != self._snapshot_count_shown):
             self.load_snapshots(inst.ref)

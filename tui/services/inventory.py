@@ -9,7 +9,9 @@ the only periodic work is sampling CPU/memory of the running instances the user 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
 
 from backends import get_backend
@@ -80,6 +82,8 @@ class Inventory:
         self.instances: dict[InstanceRef, Instance] = {}
         self.states: dict[InstanceRef, InstanceState] = {}
         self.pending: dict[InstanceRef, str] = {}
+        self.history: dict[InstanceRef, deque[tuple[datetime, str]]] = {}
+        """Recent lifecycle events and operations per instance (newest last)."""
         """Actions in flight, shown in the status column (``stopping…``)."""
         self.timeout = timeout
         self.reconnect_cap = reconnect_cap
@@ -257,6 +261,13 @@ class Inventory:
         if event.kind is EventKind.OPERATION and event.operation is not None:
             ops = self.statuses[name].operations
             op = event.operation
+            if op.done or op.id not in ops:
+                for inst_name in op.instances:
+                    ref = InstanceRef(name, inst_name, self.remotes[name].project)
+                    what = op.description + (f": {op.status}" if op.done else "")
+                    if op.error:
+                        what += f" ({op.error})"
+                    self._remember(ref, what, event.timestamp)
             if op.interactive:  # an open console/shell: not "busy"
                 return
             if op.done:
@@ -274,6 +285,9 @@ class Inventory:
         if ref.project != self.remotes[name].project:
             return
         action = event.action
+        if action.startswith("instance-"):
+            self._remember(ref, action.removeprefix("instance-").replace("-", " "),
+                           event.timestamp)
         if action == "instance-deleted":
             self._drop(ref)
             if ref in self._fetching:
@@ -292,6 +306,10 @@ class Inventory:
                     self.states.pop(ref, None)
                 self._notify(name, {ref})
             self._schedule_fetch(ref)
+
+    def _remember(self, ref: InstanceRef, what: str, when: datetime | None) -> None:
+        events = self.history.setdefault(ref, deque(maxlen=30))
+        events.append((when or datetime.now(timezone.utc), what))
 
     def _drop(self, ref: InstanceRef) -> None:
         self.instances.pop(ref, None)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static, TabbedContent, TabPane
 
 from backends.models import InstanceRef, InstanceState, Snapshot
@@ -103,9 +103,9 @@ class DetailsPane(Vertical):
         &:focus-within { border: round $primary; border-title-color: $primary; }
         TabbedContent { height: 1fr; }
         TabPane { padding: 0 1; }
-        #details-overview { height: auto; }
-        #sparklines { height: 3; margin-top: 1; }
-        .spark-box { width: 1fr; height: 3; margin-right: 2; }
+        #details-overview { height: auto; width: 1fr; }
+        #sparklines { width: 44; height: auto; }
+        .spark-box { height: 3; margin-bottom: 1; }
         .spark-label { height: 1; color: $foreground-muted; }
         Sparkline { height: 2; }
         #snapshot-note { height: 1; color: $foreground-muted; }
@@ -119,9 +119,9 @@ class DetailsPane(Vertical):
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="details-tabs"):
-            with TabPane("Overview", id="tab-overview"):
+            with TabPane("Overview", id="tab-overview"), Horizontal():
                 yield Static("", id="details-overview")
-                with Horizontal(id="sparklines"):
+                with Vertical(id="sparklines"):
                     for key, label in (("cpu", "CPU %"), ("memory", "memory"),
                                        ("network", "network bytes/s")):
                         with Vertical(classes="spark-box"):
@@ -130,6 +130,12 @@ class DetailsPane(Vertical):
             with TabPane("Snapshots", id="tab-snapshots"):
                 yield Static("", id="snapshot-note")
                 yield SnapshotTable(id="snapshots")
+            with TabPane("Config", id="tab-config"):
+                with VerticalScroll():
+                    yield Static("", id="details-config")
+            with TabPane("Events", id="tab-events"):
+                with VerticalScroll():
+                    yield Static("", id="details-events")
 
     def show_usage(self, history: UsageHistory | None) -> None:
         for key, label, formatter in (
@@ -145,6 +151,36 @@ class DetailsPane(Vertical):
             peak = formatter(max(values)) if values else "—"
             text = Text.assemble((f"{label} ", "bold"), f"now {now}  max {peak}")
             self.query_one(f"#spark-{key}-label", Static).update(text)
+
+    def show_config(self, config: dict, devices: dict) -> Text:
+        text = Text()
+        if devices:
+            text.append("Devices\n", style="bold underline")
+            for name, dev in sorted(devices.items()):
+                text.append(f"  {name}", style="bold")
+                text.append(f"  {dev.get('type', '?')}  ")
+                text.append(", ".join(f"{k}={v}" for k, v in sorted(dev.items())
+                                      if k != "type") + "\n")
+        if config:
+            text.append("Configuration\n", style="bold underline")
+            for key, value in sorted(config.items()):
+                if key.startswith("volatile.") or key == "cloud-init.user-data":
+                    continue  # internal bookkeeping / long text
+                first = str(value).splitlines()[0] if str(value) else ""
+                text.append(f"  {key}", style="bold")
+                text.append(f" = {first}\n")
+        if not text:
+            text.append("No configuration reported by this backend.")
+        return text
+
+    @staticmethod
+    def events_text(events) -> Text:
+        text = Text()
+        for when, what in reversed(list(events or ())):
+            stamp = when.astimezone().strftime("%H:%M:%S") if when else "—"
+            text.append(f"{stamp}  ", style="bold")
+            text.append(f"{what}\n")
+        return text or Text("Nothing happened to it since corral started.")
 
     @property
     def snapshots_active(self) -> bool:
