@@ -13,7 +13,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent
 
-from backends.errors import BackendError, StopTimedOut
+from backends.errors import BackendError, StopTimedOut, Unsupported
 from backends.models import Capability, ConnectionState, InstanceRef, InstanceStatus
 
 from .. import format as fmt
@@ -939,6 +939,12 @@ class MainScreen(Screen[None]):
         async def run() -> None:
             try:
                 await self.query_one(ConsoleDock).open(ref, kind, opener)
+            except Unsupported as e:
+                if kind == "vga" and backend.remote.kind in ("lxd", "incus"):
+                    await self._offer_spice_viewer(ref, backend, e.message)
+                else:
+                    self.notify(e.message, title=f"{KIND_LABEL[kind].capitalize()} of {ref}",
+                                severity="warning", timeout=10)
             except BackendError as e:
                 self.notify(e.message, title=f"{KIND_LABEL[kind].capitalize()} of {ref}",
                             severity="error", timeout=10)
@@ -949,6 +955,35 @@ class MainScreen(Screen[None]):
 
         self.run_worker(run(), group=f"console:{ref}:{kind}", exclusive=True,
                         exit_on_error=False, description=f"open {kind} of {ref}")
+
+    async def _offer_spice_viewer(self, ref: InstanceRef, backend, message: str) -> None:
+        """LXD/Incus VM screens are SPICE: a terminal cannot draw them. Where a graphical
+        display and remote-viewer exist, offer to hand the screen to them through the
+        CLI (which proxies SPICE over LXD's websocket); otherwise say what to run."""
+        import os
+        import shutil
+
+        cli = "incus" if backend.remote.kind == "incus" else "lxc"
+        display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        if not (display and shutil.which("remote-viewer") and shutil.which(cli)):
+            self.notify(message + " (No graphical display or remote-viewer here.)",
+                        title=f"Screen of {ref}", severity="warning", timeout=12)
+            return
+        # an Incus remote shown as incus-<name> (its LXD namesake came first) is <name>
+        # to the incus CLI
+        remote = ref.remote.removeprefix("incus-") if cli == "incus" else ref.remote
+        argv = [cli, "console", f"{remote}:{ref.name}", "--type=vga"]
+        if not await self.app.push_screen_wait(ConfirmDialog(
+                f"Open the screen of {ref}?",
+                f"{message}\n\nOpen it in remote-viewer on this display ({' '.join(argv)})?",
+                "Open remote-viewer", destructive=False)):
+            return
+        import asyncio
+
+        await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        self.notify(f"remote-viewer is opening the screen of {ref}.")
 
     def action_open_console(self) -> None:
         if ref := self._selected():
