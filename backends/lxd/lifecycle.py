@@ -552,9 +552,16 @@ class LifecycleMixin:
                    f"{target.remote.name}:{new_name}")
             meta = await target._follow(tgt_op, report, timeout=3600)
             if meta.get("status") != "Success":
+                err = str(meta.get("err") or meta.get("status"))
+                hint = ""
+                if "Unknown configuration key" in err and with_snapshots:
+                    hint = (f" '{target.remote.name}' ({target.product} "
+                            f"{target.info.version if target.info else ''}) does not know a "
+                            f"setting the snapshots carry; a {verb} without snapshots may "
+                            f"work.").replace(" )", ")")
                 raise OperationFailed(
                     f"The {verb} of {ref} to '{target.remote.name}' failed: "
-                    f"{meta.get('err') or meta.get('status')}.")
+                    f"{err.rstrip('.')}.{hint}")
             inst = await target.get_instance(target._ref_of(new_name))
         except BaseException as e:
             cleanup = asyncio.ensure_future(
