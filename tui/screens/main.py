@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Iterable
 
 from rich.text import Text
@@ -26,6 +28,16 @@ from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from .dialogs import ConfirmDialog, InputDialog, SnapshotDialog, SpecialKeysMenu
+from .actions import (
+    ACTIONS,
+    ActionsMenu,
+    ChoiceDialog,
+    ImagesScreen,
+    NicScreen,
+    OperationsScreen,
+    PasswordDialog,
+    default_backup_path,
+)
 from .limits import LimitsScreen
 from .wizard import WizardResult, WizardScreen
 from .help import HelpScreen, key_rows
@@ -66,6 +78,17 @@ _PENDING = {
 }
 
 
+async def _true(work) -> bool:
+    await work
+    return True
+
+
+async def _password(backend, ref: InstanceRef, user: str, password: str) -> bool:
+    """Set a password; True when done (the password is passed on and not kept)."""
+    await backend.set_password(ref, user, password)
+    return True
+
+
 class MainScreen(Screen[None]):
     """Every instance of every remote, live."""
 
@@ -96,6 +119,10 @@ class MainScreen(Screen[None]):
                 tooltip="Focus the instance table"),
         Binding("N", "new_instance", "New", id="instance.new",
                 tooltip="Create an instance (launch wizard)"),
+        Binding("a", "instance_actions", "Actions", id="instance.actions",
+                tooltip="Backup, clone, copy/move, publish, password, NICs, rename, …"),
+        Binding("w", "operations", "Operations", show=False, id="view.operations",
+                tooltip="Running and recent operations of every remote (cancel with x)"),
         Binding("L", "edit_limits", "Limits", id="instance.limits",
                 tooltip="Change CPU, memory, disk, IO and network limits (says live/restart)"),
         Binding("n", "new_snapshot", "Snapshot", id="snapshot.new",
@@ -628,6 +655,199 @@ class MainScreen(Screen[None]):
         if event.state is WorkerState.ERROR:
             event.stop()
             self.app.on_worker_state_changed(event)
+
+    # Lifecycle actions (menu "a") ------------------------------------------------------
+
+    def action_operations(self) -> None:
+        self.app.push_screen(OperationsScreen(self))
+
+    def action_instance_actions(self) -> None:
+        ref = self._selected()
+        if ref is None:
+            return
+        backend = self.inventory.backends.get(ref.remote)
+        status = self.inventory.statuses.get(ref.remote)
+        if backend is None or status is None or status.state is not ConnectionState.CONNECTED:
+            self.notify(f"Remote {ref.remote} is not connected.", severity="warning")
+            return
+        read_only = status.remote.read_only
+        actions = [a for a in ACTIONS if hasattr(backend, a.needs)
+                   and (not read_only or a.key in ("export", "images"))]
+        if any(a.key in ("copy", "move") for a in actions) and not self._copy_targets(ref):
+            actions = [a for a in actions if a.key not in ("copy", "move")]
+        if not actions:
+            self.notify(f"{ref.remote} offers no more actions.", severity="warning")
+            return
+
+        def chosen(key: str | None) -> None:
+            if key:
+                self.run_worker(self._instance_action(key, ref, backend),
+                                group=f"action:{ref}", exit_on_error=False,
+                                description=f"{key} {ref}")
+
+        self.app.push_screen(ActionsMenu(ref, actions), chosen)
+
+    def _copy_targets(self, ref: InstanceRef) -> dict:
+        return {name: b for name, b in self.inventory.backends.items()
+                if name != ref.remote and hasattr(b, "copy_to")
+                and not self.inventory.statuses[name].remote.read_only
+                and self.inventory.statuses[name].state is ConnectionState.CONNECTED}
+
+    async def _long(self, ref: InstanceRef, label: str, make) -> object | None:
+        """Run ``make(progress)`` showing ``label`` and its progress on the row; report a
+        failure in words. Returns the result, or None after a failure."""
+        inv = self.inventory
+
+        def progress(text: str) -> None:
+            inv.pending[ref] = f"{label} {text}"
+            inv._notify(ref.remote, {ref})
+
+        try:
+            return await inv.track(ref, label, make(progress))
+        except BackendError as e:
+            self.notify(e.message, title=f"{label.rstrip('…').capitalize()} {ref}: {e.title}",
+                        severity="error", timeout=12)
+            return None
+
+    async def _instance_action(self, key: str, ref: InstanceRef, backend) -> None:
+        app = self.app
+        inst = self.inventory.instances.get(ref)
+        running = inst is not None and inst.status in (InstanceStatus.RUNNING,
+                                                       InstanceStatus.FROZEN)
+
+        def name_check(value: str) -> str | None:
+            value = value.strip()
+            if not value:
+                return "A name is needed."
+            if hasattr(backend, "check_name"):
+                return backend.check_name(value)
+            return None
+
+        if key == "export":
+            extension = ".tar.gz" if ref.remote not in ("qemu",) else ".tar"
+            path = await app.push_screen_wait(InputDialog(
+                f"Export {ref}", "Backup file to write (with the instance's snapshots)",
+                default_backup_path(ref, extension), confirm="Export",
+                check=lambda v: "That file exists." if os.path.exists(os.path.expanduser(
+                    v.strip())) else (None if v.strip() else "A path is needed.")))
+            if not path:
+                return
+            path = os.path.expanduser(path)
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            size = await self._long(ref, "exporting…", lambda p: backend.export_instance(
+                ref, path, with_snapshots=True, progress=p))
+            if size is not None:
+                self.notify(f"Exported {ref} to {path} ({fmt.size(int(size))}).")
+        elif key == "import":
+            path = await app.push_screen_wait(InputDialog(
+                f"Import a backup onto {ref.remote}", "Backup file", "",
+                confirm="Next", check=lambda v: None if os.path.isfile(
+                    os.path.expanduser(v.strip())) else "No such file."))
+            if not path:
+                return
+            name = await app.push_screen_wait(InputDialog(
+                f"Import onto {ref.remote}", "Name of the new instance",
+                Path(path).name.split(".")[0].split("-")[0], confirm="Import",
+                check=name_check))
+            if not name:
+                return
+            made = await self._long(ref, "importing…", lambda p: backend.import_instance(
+                os.path.expanduser(path), name, progress=p))
+            if made is not None:
+                self.notify(f"Imported {made.ref}.")
+                self.inventory._schedule_refresh(ref.remote)
+        elif key == "clone":
+            name = await app.push_screen_wait(InputDialog(
+                f"Clone {ref}", "Name of the copy", f"{ref.name}-copy", confirm="Clone",
+                check=name_check))
+            if not name:
+                return
+            made = await self._long(ref, "cloning…", lambda p: backend.clone_instance(
+                ref, name, progress=p))
+            if made is not None:
+                self.notify(f"Cloned {ref} to {made.ref}.")
+                self.inventory._schedule_refresh(ref.remote)
+        elif key in ("copy", "move"):
+            targets = self._copy_targets(ref)
+            target = await app.push_screen_wait(ChoiceDialog(
+                f"{key.capitalize()} {ref} to", [(n, f"{n} ({b.remote.kind})")
+                                                  for n, b in targets.items()]))
+            if not target:
+                return
+            target_backend = targets[target]
+            name = await app.push_screen_wait(InputDialog(
+                f"{key.capitalize()} {ref} to {target}", "Name there", ref.name,
+                confirm=key.capitalize(), check=lambda v: (
+                    target_backend.check_name(v.strip()) if hasattr(
+                        target_backend, "check_name") else None)))
+            if not name:
+                return
+            if running:
+                if not await app.push_screen_wait(ConfirmDialog(
+                        f"Stop {ref} first?", f"{ref} is {inst.status.value}; it is copied "
+                        f"stopped (cold). Stop it now and {key} it?", f"Stop and {key}")):
+                    return
+                try:
+                    await self.inventory.act(ref, "stop", "stopping…",
+                                             timeout=self.stop_timeout)
+                except BackendError as e:
+                    self.notify(e.message, title=f"Stop {ref}", severity="error")
+                    return
+            made = await self._long(ref, "copying…" if key == "copy" else "moving…",
+                                    lambda p: backend.copy_to(ref, target_backend, name,
+                                                              move=key == "move", progress=p))
+            if made is not None:
+                self.notify(f"{'Copied' if key == 'copy' else 'Moved'} {ref} to {made.ref}.")
+                self.inventory._schedule_refresh(target)
+                self.inventory._schedule_refresh(ref.remote)
+        elif key == "publish":
+            alias = await app.push_screen_wait(InputDialog(
+                f"Publish {ref} as an image", "Alias of the new image",
+                f"{ref.name}-image", confirm="Next"))
+            if not alias:
+                return
+            public = await app.push_screen_wait(ChoiceDialog(
+                f"Publish {ref} as {alias}", [("private", "Private (trusted clients only)"),
+                                              ("public", "Public (anyone who can reach it)")]))
+            if not public:
+                return
+            fingerprint = await self._long(ref, "publishing…", lambda p: backend.publish_image(
+                ref, alias=alias, public=public == "public", progress=p))
+            if fingerprint is not None:
+                self.notify(f"Published {ref} as image {alias} ({str(fingerprint)[:12]}).")
+        elif key == "password":
+            answer = await app.push_screen_wait(PasswordDialog(ref))
+            if not answer:
+                return
+            user, password = answer
+            done = await self._long(ref, "setting password…",
+                                    lambda p: _password(backend, ref, user, password))
+            del password, answer
+            if done is not None:
+                self.notify(f"Password of {user} in {ref} changed.")
+        elif key == "nics":
+            app.push_screen(NicScreen(self, backend, ref))
+        elif key == "rename":
+            name = await app.push_screen_wait(InputDialog(
+                f"Rename {ref}", "New name", ref.name, confirm="Rename", check=name_check))
+            if not name or name == ref.name:
+                return
+            made = await self._long(ref, "renaming…",
+                                    lambda p: backend.rename_instance(ref, name))
+            if made is not None:
+                self.notify(f"Renamed {ref} to {name}.")
+                self.inventory._schedule_refresh(ref.remote)
+        elif key == "description":
+            text = await app.push_screen_wait(InputDialog(
+                f"Description of {ref}", "Notes", inst.description if inst else "",
+                confirm="Save", check=lambda v: None))
+            if text is None:
+                return
+            if await self._long(ref, "saving…", lambda p: _true(backend.set_description(
+                    ref, text))):
+                self.notify(f"Description of {ref} saved.")
+        elif key == "images":
+            app.push_screen(ImagesScreen(backend, ref.remote))
 
     # Creating -------------------------------------------------------------------------
 

@@ -1,0 +1,534 @@
+"""The instance actions menu (``a``): backup and restore, clone, copy or move to another
+remote, publish an image, password, network interfaces, rename and description — each
+offered only where the selected instance's backend can do it, each asking what it needs
+and showing its progress on the instance's row."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, DataTable, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from backends.errors import BackendError
+from backends.models import InstanceRef, InstanceStatus
+
+from .dialogs import ConfirmDialog, InputDialog
+
+if TYPE_CHECKING:
+    from .main import MainScreen
+
+
+@dataclass(frozen=True)
+class Action:
+    key: str
+    label: str
+    needs: str
+    """Backend method that must exist."""
+    help: str
+
+
+ACTIONS = (
+    Action("export", "Export a backup…", "export_instance",
+           "Write the instance (with its snapshots) to a file"),
+    Action("import", "Import a backup…", "import_instance",
+           "Create an instance on this remote from a backup file"),
+    Action("clone", "Clone…", "clone_instance", "Copy it on the same remote under a new name"),
+    Action("copy", "Copy to another remote…", "copy_to",
+           "Cold copy to another LXD/Incus remote"),
+    Action("move", "Move to another remote…", "copy_to",
+           "Cold move to another LXD/Incus remote (removed here once it is there)"),
+    Action("publish", "Publish as an image…", "publish_image",
+           "Make an image (with an alias) from it or one of its snapshots"),
+    Action("password", "Change a password…", "set_password",
+           "Set a user's password inside the running instance (chpasswd)"),
+    Action("nics", "Network interfaces and addresses…", "list_nics",
+           "Add or remove NICs, set static IPv4/IPv6 addresses"),
+    Action("rename", "Rename…", "rename_instance", "Give the stopped instance a new name"),
+    Action("description", "Description…", "set_description", "Notes kept with the instance"),
+    Action("images", "Images of this remote…", "list_images", "List and delete images"),
+)
+
+
+class ActionsMenu(ModalScreen[str | None]):
+    """Pick an action for one instance."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without acting")]
+
+    def __init__(self, ref: InstanceRef, actions: list[Action]) -> None:
+        super().__init__()
+        self.ref = ref
+        self.actions = actions
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(f"Actions for {self.ref}", id="dialog-title")
+            yield OptionList(*(Option(Text.assemble((a.label, "bold"), f"\n  {a.help}"),
+                                      id=a.key) for a in self.actions), id="actions-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
+    """User and password; the password is masked and never shown, logged or kept."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without changing anything")]
+
+    def __init__(self, ref: InstanceRef) -> None:
+        super().__init__()
+        self.ref = ref
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(f"Change a password in {self.ref}", id="dialog-title")
+            yield Static("User")
+            yield Input("root", id="pw-user")
+            yield Static("New password")
+            yield Input(password=True, id="pw-1")
+            yield Static("Again")
+            yield Input(password=True, id="pw-2")
+            yield Static("", id="dialog-problem")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Set password", id="confirm", variant="primary", disabled=True)
+
+    def problem(self) -> str | None:
+        user = self.query_one("#pw-user", Input).value
+        one = self.query_one("#pw-1", Input).value
+        two = self.query_one("#pw-2", Input).value
+        if not user or any(c in user for c in ":\n \t"):
+            return "A user name without spaces or ':' is needed."
+        if not one:
+            return "Type the new password."
+        if "\n" in one:
+            return "The password cannot contain a line break."
+        if one != two:
+            return "The two passwords differ."
+        return None
+
+    def on_input_changed(self) -> None:
+        problem = self.problem()
+        self.query_one("#dialog-problem", Static).update(problem or "")
+        self.query_one("#confirm", Button).disabled = problem is not None
+
+    def _done(self) -> None:
+        if self.problem() is None:
+            result = (self.query_one("#pw-user", Input).value,
+                      self.query_one("#pw-1", Input).value)
+            for box in self.query(Input).results(Input):
+                if box.password:
+                    box.value = ""  # do not keep it in the widget
+            self.dismiss(result)
+
+    def on_input_submitted(self) -> None:
+        self._done()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self._done()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """Pick one of a few labelled choices."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without choosing")]
+
+    def __init__(self, title: str, choices: list[tuple[str, str]], note: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.choices = choices
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(self.title_text, id="dialog-title")
+            if self.note:
+                yield Static(self.note)
+            yield OptionList(*(Option(label, id=key) for key, label in self.choices),
+                             id="choice-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TableScreen(ModalScreen[None]):
+    """A list (NICs, images, operations) with a few keys of its own."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="dialog.cancel",
+                        tooltip="Close this list")]
+
+    def __init__(self, title: str, columns: tuple[str, ...], note: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.columns = columns
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe -wide"):
+            yield Label(self.title_text, id="dialog-title")
+            yield Static(self.note, id="table-note")
+            yield DataTable(id="table-rows", cursor_type="row")
+            yield Static("", id="dialog-problem")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns(*self.columns)
+        self.reload()
+
+    def reload(self) -> None:  # filled by subclasses
+        pass
+
+    def set_rows(self, rows: list[tuple[str, tuple]]) -> None:
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        if table.row_count:
+            table.move_cursor(row=min(keep, table.row_count - 1))
+
+    @property
+    def selected_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+
+    def say(self, text: str) -> None:
+        self.query_one("#dialog-problem", Static).update(text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class NicScreen(TableScreen):
+    """The NICs of one instance: add (a), remove (d), addresses (e)."""
+
+    BINDINGS = [
+        Binding("a", "add", "Add NIC", id="nic.add", tooltip="Add a network interface"),
+        Binding("d,delete", "remove", "Remove NIC", id="nic.remove",
+                tooltip="Remove the selected network interface (asks first)"),
+        Binding("e", "addresses", "Addresses", id="nic.addresses",
+                tooltip="Set static IPv4/IPv6 addresses of the selected NIC"),
+    ]
+
+    def __init__(self, main: MainScreen, backend, ref: InstanceRef) -> None:
+        super().__init__(f"Network interfaces of {ref}",
+                         ("Name", "Network / parent", "Type", "IPv4", "IPv6", "Limits"),
+                         "a add · d remove · e static addresses · esc close")
+        self.main = main
+        self.backend = backend
+        self.ref = ref
+        self.nics: dict[str, dict] = {}
+
+    def reload(self) -> None:
+        self.run_worker(self._load(), exclusive=True, group="nics", exit_on_error=False)
+
+    async def _load(self) -> None:
+        try:
+            self.nics = await self.backend.list_nics(self.ref)
+        except BackendError as e:
+            self.say(e.message)
+            return
+        self.set_rows([(name, (name, dev.get("network") or dev.get("parent") or "—",
+                               dev.get("nictype") or ("managed" if dev.get("network")
+                                                      else "—"),
+                               dev.get("ipv4.address", ""), dev.get("ipv6.address", ""),
+                               ", ".join(f"{k.removeprefix('limits.')}={v}"
+                                         for k, v in dev.items()
+                                         if k.startswith("limits."))))
+                       for name, dev in sorted(self.nics.items())])
+
+    async def _run(self, what: str, work) -> bool:
+        self.say(f"{what}…")
+        try:
+            await work
+        except BackendError as e:
+            self.say(Text(f"{e.title}: {e.message}", style="bold"))
+            return False
+        self.say(f"{what}: done.")
+        self.reload()
+        return True
+
+    def action_add(self) -> None:
+        async def flow() -> None:
+            networks = []
+            if hasattr(self.backend, "create_options"):
+                try:
+                    networks = list((await self.backend.create_options()).networks)
+                except BackendError:
+                    networks = []
+            name = await self.app.push_screen_wait(InputDialog(
+                "New network interface", "Device name", _free_name(self.nics),
+                confirm="Next", check=lambda v: _check_device(v, self.nics)))
+            if not name:
+                return
+            choices = [(f"network:{n}", f"Managed network {n}") for n in networks]
+            choices += [("bridged", "Bridged to a host bridge…"),
+                        ("macvlan", "macvlan on a host interface…"),
+                        ("routed", "Routed (static addresses, host interface)…")]
+            kind = await self.app.push_screen_wait(ChoiceDialog(
+                f"Connect {name} to", choices))
+            if not kind:
+                return
+            network = parent = nictype = ""
+            if kind.startswith("network:"):
+                network = kind.split(":", 1)[1]
+            else:
+                nictype = kind
+                parent = await self.app.push_screen_wait(InputDialog(
+                    f"{kind} NIC {name}", "Host interface (parent), e.g. br0 or eth0",
+                    confirm="Next"))
+                if not parent:
+                    return
+            ipv4 = await self.app.push_screen_wait(InputDialog(
+                f"Addresses of {name}", "Static IPv4 address (empty: none/DHCP)", "",
+                confirm="Next", check=lambda v: _check_ip(v, 4, routed=nictype == "routed")))
+            if ipv4 is None:
+                return
+            ipv6 = await self.app.push_screen_wait(InputDialog(
+                f"Addresses of {name}", "Static IPv6 address (empty: none/auto)", "",
+                confirm="Add NIC", check=lambda v: _check_ip(v, 6, routed=nictype == "routed")))
+            if ipv6 is None:
+                return
+            await self._run(f"Adding {name}", self.backend.add_nic(
+                self.ref, name, network=network, nictype=nictype, parent=parent,
+                ipv4=ipv4, ipv6=ipv6))
+
+        self.run_worker(flow(), exit_on_error=False)
+
+    def action_remove(self) -> None:
+        name = self.selected_key
+        if name is None:
+            return
+
+        async def flow() -> None:
+            if await self.app.push_screen_wait(ConfirmDialog(
+                    f"Remove {name}?", f"The network interface {name} of {self.ref} is "
+                    f"removed (a running instance loses it at once).", "Remove NIC")):
+                await self._run(f"Removing {name}", self.backend.remove_nic(self.ref, name))
+
+        self.run_worker(flow(), exit_on_error=False)
+
+    def action_addresses(self) -> None:
+        name = self.selected_key
+        if name is None:
+            return
+        dev = self.nics.get(name, {})
+        routed = dev.get("nictype") == "routed"
+
+        async def flow() -> None:
+            ipv4 = await self.app.push_screen_wait(InputDialog(
+                f"Addresses of {name}", "Static IPv4 address (empty: none)",
+                dev.get("ipv4.address", ""), confirm="Next",
+                check=lambda v: _check_ip(v, 4, routed=routed)))
+            if ipv4 is None:
+                return
+            ipv6 = await self.app.push_screen_wait(InputDialog(
+                f"Addresses of {name}", "Static IPv6 address (empty: none)",
+                dev.get("ipv6.address", ""), confirm="Save",
+                check=lambda v: _check_ip(v, 6, routed=routed)))
+            if ipv6 is None:
+                return
+            await self._run(f"Setting the addresses of {name}",
+                            self.backend.set_nic_addresses(self.ref, name, ipv4=ipv4,
+                                                           ipv6=ipv6))
+
+        self.run_worker(flow(), exit_on_error=False)
+
+
+class ImagesScreen(TableScreen):
+    """Images of one remote: delete (d)."""
+
+    BINDINGS = [Binding("d,delete", "delete", "Delete image", id="image.delete",
+                        tooltip="Delete the selected image (asks first)")]
+
+    def __init__(self, backend, remote: str) -> None:
+        super().__init__(f"Images on {remote}",
+                         ("Aliases", "Fingerprint", "Description", "Type", "Size", "Public"),
+                         "d delete · esc close")
+        self.backend = backend
+        self.images: dict[str, Any] = {}
+
+    def reload(self) -> None:
+        self.run_worker(self._load(), exclusive=True, group="images", exit_on_error=False)
+
+    async def _load(self) -> None:
+        from .. import format as fmt
+
+        try:
+            images = await self.backend.list_images()
+        except BackendError as e:
+            self.say(e.message)
+            return
+        self.images = {_get(i, "fingerprint"): i for i in images}
+        self.set_rows([(fp, (", ".join(_get(i, "aliases") or ()) or "—", fp[:12],
+                             _get(i, "description") or "", _get(i, "type") or "",
+                             fmt.size(_get(i, "size")) if _get(i, "size") else "",
+                             "yes" if _get(i, "public") else "no"))
+                       for fp, i in self.images.items()])
+
+    def action_delete(self) -> None:
+        fp = self.selected_key
+        if fp is None:
+            return
+        aliases = ", ".join(_get(self.images[fp], "aliases") or ()) or fp[:12]
+
+        async def flow() -> None:
+            if not await self.app.push_screen_wait(ConfirmDialog(
+                    f"Delete image {aliases}?", f"The image {aliases} ({fp[:12]}) is deleted "
+                    f"from this remote. Instances made from it are not affected.",
+                    "Delete image")):
+                return
+            try:
+                await self.backend.delete_image(fp)
+            except BackendError as e:
+                self.say(Text(f"{e.title}: {e.message}", style="bold"))
+                return
+            self.say(f"Deleted image {aliases}.")
+            self.reload()
+
+        self.run_worker(flow(), exit_on_error=False)
+
+
+class OperationsScreen(TableScreen):
+    """Running and recent operations of every remote; cancel (x) where allowed."""
+
+    BINDINGS = [Binding("x", "cancel_operation", "Cancel operation", id="operation.cancel",
+                        tooltip="Cancel the selected operation (where the daemon allows)"),
+                Binding("ctrl+r", "reload", "Refresh", id="operation.refresh",
+                        tooltip="Read the operations again")]
+
+    def __init__(self, main: MainScreen) -> None:
+        super().__init__("Operations", ("Remote", "Operation", "Instances", "Status",
+                                        "Progress", "Cancel", "Error"),
+                         "x cancel · ctrl+r refresh · esc close")
+        self.main = main
+        self.ops: dict[str, tuple[str, Any]] = {}
+
+    def reload(self) -> None:
+        self.run_worker(self._load(), exclusive=True, group="operations",
+                        exit_on_error=False)
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    async def _load(self) -> None:
+        inv = self.main.inventory
+        rows = []
+        self.ops = {}
+        for name, backend in inv.backends.items():
+            if inv.statuses[name].state.value != "connected":
+                continue
+            if hasattr(backend, "list_operations"):
+                try:
+                    ops = await backend.list_operations()
+                except BackendError as e:
+                    self.say(f"{name}: {e.message}")
+                    continue
+            else:
+                ops = list(inv.statuses[name].operations.values())
+            for op in ops:
+                key = f"{name}/{op.id}"
+                self.ops[key] = (name, op)
+                rows.append((key, (name, op.description, ", ".join(op.instances),
+                                   op.status, op.progress, "yes" if op.may_cancel else "no",
+                                   op.error)))
+        self.set_rows(rows)
+        if not rows:
+            self.say("No operations running or recently finished.")
+
+    def action_cancel_operation(self) -> None:
+        key = self.selected_key
+        if key is None or key not in self.ops:
+            return
+        name, op = self.ops[key]
+        backend = self.main.inventory.backends.get(name)
+        if not hasattr(backend, "cancel_operation"):
+            self.say(f"{name} cannot cancel operations.")
+            return
+
+        async def flow() -> None:
+            if not await self.app.push_screen_wait(ConfirmDialog(
+                    f"Cancel '{op.description}'?", f"The operation on {name} is cancelled.",
+                    "Cancel operation")):
+                return
+            try:
+                await backend.cancel_operation(op.id)
+            except BackendError as e:
+                self.say(Text(f"{e.title}: {e.message}", style="bold"))
+                return
+            self.say("Cancelled.")
+            self.reload()
+
+        self.run_worker(flow(), exit_on_error=False)
+
+
+# Helpers -----------------------------------------------------------------------------
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def _free_name(existing) -> str:
+    n = 0
+    while f"eth{n}" in existing:
+        n += 1
+    return f"eth{n}"
+
+
+def _check_device(name: str, existing) -> str | None:
+    name = name.strip()
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        return "A device name of letters, digits, '-', '_' or '.' is needed."
+    if name in existing:
+        return f"{name} already exists."
+    return None
+
+
+def _check_ip(text: str, version: int, *, routed: bool = False) -> str | None:
+    text = text.strip()
+    if not text:
+        return None
+    for part in (p.strip() for p in text.split(",")) if routed else [text]:
+        try:
+            address = ipaddress.ip_address(part)
+        except ValueError:
+            return f"'{part}' is not an IPv{version} address."
+        if address.version != version:
+            return f"'{part}' is not an IPv{version} address."
+    return None
+
+
+def default_backup_path(ref: InstanceRef, extension: str) -> str:
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return str(base / "corral" / "backups" / f"{ref.remote}-{ref.name}-{stamp}{extension}")
+
+
+ProgressFn = Callable[[str], None]
