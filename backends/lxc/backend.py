@@ -19,6 +19,7 @@ import shutil
 import signal
 import tarfile
 import tempfile
+import threading
 import time
 import zlib
 from datetime import datetime, timezone
@@ -57,7 +58,6 @@ from ..models import (
 from ..console import WebSocketSession, attach_local
 from ..console.client import console_dir
 from . import parse
-from ..qemu.transfer import Worker, in_thread
 from .limits import BY_KEY, LIMITS, cgroup_version, host_supports
 
 _TOOL_PREFIX = re.compile(r"^lxc-[\w-]+: (?:[^:]+: )?[^:]*\.c: \w+: \d+ ")
@@ -1137,10 +1137,9 @@ class LXCBackend(Backend):
         if not os.path.isfile(path):
             raise InvalidInput(f"{path} does not exist or is not a file.")
         try:
-            configs = await in_thread(_check_container_archive, path, progress=say)
+            configs = await _in_thread(_check_container_archive, path, progress=say)
         except ValueError as e:
             raise InvalidInput(f"{path} is not an exported LXC container: {e}.") from None
-        assert isinstance(configs, dict)
         config = configs["config"].decode(errors="replace")
         kind, old_rootfs = _rootfs(config)
         if kind != "dir" or not old_rootfs.endswith("/rootfs"):
@@ -1249,6 +1248,44 @@ def _rewrite_config(text: str, old_dir: str, new_dir: str, new_name: str,
     return "\n".join(out) + "\n"
 
 
+class _Worker:
+    """What the archive check gets in its thread: a cancel flag and a thread-safe
+    ``report`` (a small twin of ``backends.qemu.transfer.Worker``, kept here so LXC does
+    not import the QEMU package and its QMP library)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, say: Callable[[str], None]) -> None:
+        self.cancel = threading.Event()
+        self._loop, self._say, self._last = loop, say, ""
+
+    def check(self) -> None:
+        if self.cancel.is_set():
+            raise InterruptedError("cancelled")
+
+    def report(self, text: str) -> None:
+        if text != self._last:
+            self._last = text
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._say, text)
+
+
+async def _in_thread(fn: Callable[..., dict[str, bytes]], *args: object,
+                     progress: Callable[[str], None]) -> dict[str, bytes]:
+    """``fn(worker, *args)`` in a thread; on cancellation the thread is told to stop and
+    waited for before the cancellation goes on."""
+    worker = _Worker(asyncio.get_running_loop(), progress)
+    future = asyncio.ensure_future(asyncio.to_thread(fn, worker, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        worker.cancel.set()
+        while not future.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({future})
+        if not future.cancelled():
+            future.exception()
+        raise
+
+
 def _archive_problem(name: str, linkname: str | None, links: set[str]) -> str | None:
     """Why a member of a container archive is refused (None: acceptable)."""
     for path in (name,) + ((linkname,) if linkname is not None else ()):
@@ -1264,7 +1301,7 @@ def _archive_problem(name: str, linkname: str | None, links: set[str]) -> str | 
     return None
 
 
-def _check_container_archive(worker: Worker, path: str) -> dict[str, bytes]:
+def _check_container_archive(worker: _Worker, path: str) -> dict[str, bytes]:
     """Read a container archive once (in a thread), checking every member; returns the
     top-level ``config`` and the snapshots' configs (``snaps/<x>/config``) by name.
 

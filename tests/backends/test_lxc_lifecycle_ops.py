@@ -293,3 +293,22 @@ async def test_export_and_clone_cancelled_leave_nothing(backend, lxc_path, tmp_p
         await task
     assert sorted(p.name for p in lxc_path.iterdir()) == before
     assert names(lxc_path) == ["big"]
+
+    # an import cancelled while checking or unpacking leaves nothing either
+    archive = out / "whole.tar"
+    await backend.export_instance(ref("big"), str(archive))
+    for stage in ("checking the archive", "unpacking"):
+        reached = asyncio.Event()
+
+        def progress(text, stage=stage):
+            if text.startswith(stage):
+                reached.set()
+
+        task = asyncio.ensure_future(backend.import_instance(str(archive), "imp",
+                                                             progress=progress))
+        await asyncio.wait_for(reached.wait(), 30)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert sorted(p.name for p in lxc_path.iterdir()) == before, stage
