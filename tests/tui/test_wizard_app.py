@@ -96,6 +96,26 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             await wait_for(pilot, lambda: app.screen is app.main_screen, what="closed")
             assert not (vms / "Bad_Name").exists()
 
+            # a bad size too: refused on the resources step, with the reason
+            await pilot.press("N")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
+                           what="wizard")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.screen.step == "what", what="what")
+            app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
+            await pilot.press("ctrl+n")
+            await fill(pilot, app, "#wizard-name", "sized")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.screen.step == "resources", what="resources")
+            await fill(pilot, app, "#wizard-memory", "lots")
+            assert app.screen.query_one("#next").disabled and "not a size" in problem(app)
+            await fill(pilot, app, "#wizard-memory", "256MiB")
+            await fill(pilot, app, "#wizard-cpus", "999")
+            assert app.screen.query_one("#next").disabled and "this host has" in problem(app)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.main_screen, what="closed")
+            assert not (vms / "sized").exists()
+
             # a QEMU VM from the kernel fixture, with a disk, started and booting
             await wizard(pilot, app, remote="qemu", source=lambda s: s.kind == "kernel",
                          path=str(kernel), fields={"#wizard-initrd": str(initrd),
@@ -174,6 +194,18 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             assert "snap0" in lxc("lxc-snapshot", "-n", "box1", "-L")
             comments = lxc("lxc-snapshot", "-n", "box1", "-L", "-C")
             assert lname in comments  # corral's name is kept as the snapshot's comment
+            table = app.main_screen.query_one(SnapshotTable)
+            table.focus()
+            await pilot.press("enter")  # restore
+            await confirm(pilot, app)
+            await wait_for(pilot, lambda: any("Restored lxc:box1" in n for n in notes(app)),
+                           timeout=60, what=f"LXC restore ({notes(app)})")
+            table.focus()
+            await pilot.press("d")
+            await confirm(pilot, app)
+            await wait_for(pilot, lambda: "snap0" not in lxc("lxc-snapshot", "-n", "box1",
+                                                              "-L"),
+                           timeout=60, what="LXC snapshot deleted")
     finally:
         subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", "box1", "-k"],
                        capture_output=True)
