@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import socket
 import subprocess
@@ -374,6 +373,47 @@ async def test_copy_refusals_change_nothing(lxd, lab, unique):
     finally:
         gone(lab.lxd1, running, stopped)
         gone(lab.lxd2, taken)
+
+
+async def test_copy_to_a_target_that_went_away(lxd, lab, unique):
+    """A target that was connected, then stopped answering (a forwarder to lxd2 that is
+    shut): refused in words before anything happens to the source."""
+    backends, remotes = lxd
+    host, port = lab.lxd2.https_address.rsplit(":", 1)
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def forward(reader, writer):
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(forward, "127.0.0.1", 0)
+    fport = server.sockets[0].getsockname()[1]
+    proxied = replace(remotes["lab2"], name="proxied", address=f"https://127.0.0.1:{fport}",
+                      addresses=(f"https://127.0.0.1:{fport}",))
+    target = get_backend(proxied, timeout=3)
+    await target.connect()
+    c = unique()
+    make(lab.lxd1, c)
+    try:
+        server.close()
+        await server.wait_closed()
+        target.client.api.session.close()  # no kept-alive connection through the forwarder
+        with pytest.raises(Unreachable, match="Nothing was changed") as refused:
+            await backends["local"].copy_to(ref("local", c), target, unique("n"), move=True)
+        print(f"\ntarget gone: {refused.value}")
+        assert status(lab.lxd1, c) == "Stopped" and c in names(lab.lxd1)
+    finally:
+        await target.close()
+        gone(lab.lxd1, c)
 
 
 async def test_copy_lxd_to_incus(lxd, lab, unique):
