@@ -143,7 +143,8 @@ async def test_qemu_serial_and_vga_and_lxc_consoles(tmp_path, monkeypatch):
                      cmdline="console=ttyS0", accel="tcg")
     await vms.create("bios1", memory_mib=64, disk_gib=1, accel="tcg")
     await vms.close()
-    cfg = write_config(tmp_path)
+    casts = tmp_path / "casts"
+    cfg = write_config(tmp_path, extra=f'[console]\nrecord_dir = "{casts}"\n')
     lxcpath = tmp_path / "lxcpath"
 
     def lxc(*args):
@@ -181,13 +182,23 @@ async def test_qemu_serial_and_vga_and_lxc_consoles(tmp_path, monkeypatch):
             await wait_screen(pilot, app, "serial-42")
             await pilot.press("ctrl+right_square_bracket")
 
+            # every console was recorded as asciicast v2
+            import json
+
+            await pilot.pause(1.2)  # the recorder writes through at least once a second
+            await pilot.press("x")  # closing the tab ends the recording
+            cast = next(casts.glob("qemu-serial1-console-*.cast"))
+            lines = cast.read_text().splitlines()
+            assert json.loads(lines[0])["version"] == 2
+            assert "serial-42" in "".join(json.loads(line)[2] for line in lines[1:]
+                                          if json.loads(line)[1] == "o")
             await open_tab(pilot, app, "lxc:box1", "e")
             await wait_screen(pilot, app, " #")
             await type_line(pilot, "echo attach-$((7*7))")
             await wait_screen(pilot, app, "attach-49")
             await pilot.press("ctrl+right_square_bracket")
             await open_tab(pilot, app, "lxc:box1", "c")
-            assert len(dock(app).tabs) == 4
+            assert len(dock(app).tabs) == 3
             await pilot.press("enter")
             await type_line(pilot, "echo lxc-console-$((8*8))")
             await wait_screen(pilot, app, "lxc-console-64")

@@ -64,6 +64,10 @@ class AsciicastRecorder:
 
     def _write(self, obj) -> None:
         self._file.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        now = time.monotonic()
+        if now - getattr(self, "_flushed", 0.0) >= 1.0:  # readable while it records
+            self._flushed = now
+            self._file.flush()
 
     def output(self, data: bytes) -> None:
         """Record output from the guest."""
