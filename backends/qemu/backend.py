@@ -277,7 +277,8 @@ class QEMUBackend(Backend):
             ref=self._ref(name), type=InstanceType.VM, status=status, image=image,
             description=d.description or self._why.get(name, ""), created_at=created,
             cpu_limit=str(d.cpus), memory_limit=d.memory_mib * 1024 * 1024,
-            extra={"accel": d.accel, "firmware": d.firmware, "reason": self._why.get(name, "")},
+            extra={"accel": d.accel, "firmware": d.firmware, "reason": self._why.get(name, ""),
+                   "linked_to": d.linked_to},
         )
 
     async def list_instances(self) -> list[Instance]:

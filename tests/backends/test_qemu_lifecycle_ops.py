@@ -252,7 +252,7 @@ async def test_export_and_clone_cancelled_leave_nothing(qemu, guest, tmp_path):
     await qemu.stop(ref("big"), force=True)
 
 
-async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest):
+async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest, tmp_path):
     await make_vm(qemu, guest, "src", data_mib=4)
     await qemu.create_snapshot(ref("src"), "s1")
     src_disk = qemu._dir("src") / "disk0.qcow2"
@@ -275,13 +275,27 @@ async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest)
     assert qemu._definition("lnk").linked_to == "src"
     macs = {qemu._definition(n).mac for n in ("src", "full", "flat", "lnk")}
     assert len(macs) == 4  # src has none (""), each clone its own
-    assert linked.name == "lnk"
+    assert linked.name == "lnk" and linked.extra["linked_to"] == "src"
     with pytest.raises(Conflict, match="already exists"):
         await qemu.clone_instance(ref("src"), "full")
 
     await boots(qemu, "full")
     files = await boots(qemu, "lnk")
     assert str(qemu._dir("lnk") / "disk0.qcow2") in files
+
+    # an export of the linked clone is flattened (its base is not in the archive) ...
+    archive = tmp_path / "lnk.tar"
+    await qemu.export_instance(ref("lnk"), str(archive))
+    solo = await qemu.import_instance(str(archive), "solo")
+    assert "backing-filename" not in image_info(qemu._dir("solo") / "disk0.qcow2")
+    assert solo.extra["linked_to"] == ""
+    await boots(qemu, "solo")
+    # ... which cannot keep snapshots of the overlay
+    await qemu.create_snapshot(ref("lnk"), "mine")
+    with pytest.raises(InvalidInput, match="overlay .* snapshots"):
+        await qemu.export_instance(ref("lnk"), str(tmp_path / "lnk2.tar"))
+    assert not list(tmp_path.glob("lnk2*"))
+    await qemu.export_instance(ref("lnk"), str(tmp_path / "lnk3.tar"), with_snapshots=False)
 
     # the source backs lnk: it may not change
     for action in (qemu.start(ref("src")), qemu.delete(ref("src"), force=True),
