@@ -93,10 +93,19 @@ class LXDBackend(LifecycleMixin, Backend):
             Capability.SNAPSHOTS,
             Capability.CONSOLE,
             Capability.EXEC,
+            Capability.VGA,
             Capability.CREATE,
             Capability.RESOURCES,
         }
     )
+
+    def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
+        """A VM's screen (VGA) is offered so that ``v`` can explain that it is SPICE
+        graphics (and hand it to remote-viewer where a display exists)."""
+        caps = super().instance_capabilities(instance)
+        if instance.type is not InstanceType.VM:
+            caps -= {Capability.VGA}
+        return caps
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)

@@ -1,0 +1,191 @@
+"""The actions menu (a) and the operations panel (w) against the real LXD daemons:
+backup and restore across remotes, clone, copy and move, publish, password, NICs,
+rename and description — each checked with the real lxc CLI."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+from textual.widgets import DataTable, Input, OptionList
+
+from tui.app import make_app
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_real_app import rows, select, wait_for, write_config  # noqa: E402
+from test_wizard_app import notes  # noqa: E402
+
+
+def screen_name(app) -> str:
+    return app.screen.__class__.__name__
+
+
+async def action(pilot, app, ref: str, key: str) -> None:
+    """Open the actions menu on ``ref`` and pick ``key``."""
+    select(app, ref)
+    await pilot.press("a")
+    await wait_for(pilot, lambda: screen_name(app) == "ActionsMenu", what="actions menu")
+    options = app.screen.query_one(OptionList)
+    options.focus()
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    assert key in ids, f"{key} not offered for {ref}: {ids}"
+    for _ in range(ids.index(key)):
+        await pilot.press("down")
+    await pilot.press("enter")
+
+
+async def answer(pilot, app, text: str, dialog="InputDialog") -> None:
+    await wait_for(pilot, lambda: screen_name(app) == dialog, what=dialog)
+    box = app.screen.query_one("#dialog-input", Input)
+    box.focus()
+    await pilot.press("end", "ctrl+u", *text, "enter")
+
+
+async def pick(pilot, app, key: str) -> None:
+    await wait_for(pilot, lambda: screen_name(app) == "ChoiceDialog", what="a choice")
+    options = app.screen.query_one(OptionList)
+    options.focus()
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    for _ in range(ids.index(key)):
+        await pilot.press("down")
+    await pilot.press("enter")
+
+
+def names(daemon) -> set[str]:
+    return set(daemon.cli("list", "-c", "n", "--format", "csv").stdout.split())
+
+
+async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
+    a, b = unique("a"), unique("b")
+    lab.lxd1.cli("launch", "busybox", a)
+    lab.lxd1.cli("snapshot", a, "before")
+    lab.lxd2.cli("launch", "busybox", b)
+    made = {lab.lxd1: {a}, lab.lxd2: {b}}
+    alias = unique("img")
+    bridge = f"cbr{random.randint(100, 999)}"
+    net = f"10.{random.randint(100, 250)}.{random.randint(0, 250)}"
+    lab.lxd1.cli("network", "create", bridge, f"ipv4.address={net}.1/24",
+                 "ipv6.address=none", "ipv4.nat=false")
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: {f"local:{a}", f"lab2:{b}"} <= set(rows(app)),
+                           what="both instances")
+
+            # backup on lxd1 ...
+            backup = tmp_path / "a-backup.tar.gz"
+            await action(pilot, app, f"local:{a}", "export")
+            await answer(pilot, app, str(backup))
+            await wait_for(pilot, lambda: any("Exported" in n for n in notes(app)),
+                           timeout=60, what=f"exported ({notes(app)})")
+            assert backup.stat().st_size > 0
+            # ... restored on lxd2 (with its snapshot)
+            restored = unique("r")
+            made[lab.lxd2].add(restored)
+            await action(pilot, app, f"lab2:{b}", "import")
+            await answer(pilot, app, str(backup))
+            await answer(pilot, app, restored)
+            await wait_for(pilot, lambda: restored in names(lab.lxd2), timeout=60,
+                           what=f"restored on lxd2 ({notes(app)})")
+            assert "before" in lab.lxd2.cli("info", restored).stdout
+
+            # clone on the same remote
+            clone = unique("k")
+            made[lab.lxd1].add(clone)
+            await action(pilot, app, f"local:{a}", "clone")
+            await answer(pilot, app, clone)
+            await wait_for(pilot, lambda: clone in names(lab.lxd1), timeout=60,
+                           what=f"clone ({notes(app)})")
+
+            # copy to lxd2: it is running, corral asks to stop it first
+            copy = unique("c")
+            made[lab.lxd2].add(copy)
+            await action(pilot, app, f"local:{a}", "copy")
+            await pick(pilot, app, "lab2")
+            await answer(pilot, app, copy)
+            await wait_for(pilot, lambda: screen_name(app) == "ConfirmDialog",
+                           what="stop first?")
+            await pilot.pause(0.3)
+            await pilot.click("#confirm")
+            await wait_for(pilot, lambda: copy in names(lab.lxd2), timeout=90,
+                           what=f"copied ({notes(app)})")
+            assert a in names(lab.lxd1)
+
+            # move the clone to lxd2
+            await wait_for(pilot, lambda: f"local:{clone}" in rows(app), what="clone row")
+            moved = unique("m")
+            made[lab.lxd2].add(moved)
+            await action(pilot, app, f"local:{clone}", "move")
+            await pick(pilot, app, "lab2")
+            await answer(pilot, app, moved)
+            await wait_for(pilot, lambda: moved in names(lab.lxd2)
+                           and clone not in names(lab.lxd1), timeout=90,
+                           what=f"moved ({notes(app)})")
+
+            # publish the (stopped) instance, launch from the new alias with the CLI
+            await action(pilot, app, f"local:{a}", "publish")
+            await answer(pilot, app, alias)
+            await pick(pilot, app, "private")
+            await wait_for(pilot, lambda: any("Published" in n for n in notes(app)),
+                           timeout=90, what=f"published ({notes(app)})")
+            launched = unique("l")
+            made[lab.lxd1].add(launched)
+            lab.lxd1.cli("launch", alias, launched)
+            assert launched in names(lab.lxd1)
+
+            # rename (stopped) and description
+            renamed = unique("n")
+            made[lab.lxd1].add(renamed)
+            await action(pilot, app, f"local:{a}", "rename")
+            await answer(pilot, app, renamed)
+            await wait_for(pilot, lambda: renamed in names(lab.lxd1), timeout=30,
+                           what=f"renamed ({notes(app)})")
+            await wait_for(pilot, lambda: f"local:{renamed}" in rows(app), what="new row")
+            await action(pilot, app, f"local:{renamed}", "description")
+            await answer(pilot, app, "web front end")
+            await wait_for(pilot, lambda: "web front end" in lab.lxd1.cli(
+                "config", "show", renamed).stdout, timeout=30, what="description")
+
+            # a NIC with a static address on the test bridge
+            await action(pilot, app, f"local:{renamed}", "nics")
+            await wait_for(pilot, lambda: screen_name(app) == "NicScreen", what="NICs")
+            await pilot.press("a")
+            await answer(pilot, app, "eth5")
+            await pick(pilot, app, "bridged")
+            await answer(pilot, app, bridge)
+            await answer(pilot, app, f"{net}.50")
+            await answer(pilot, app, "")
+            await wait_for(pilot, lambda: f"{net}.50" in lab.lxd1.cli(
+                "config", "show", renamed).stdout, timeout=30,
+                what=f"NIC added ({app.screen.query_one('#dialog-problem').render()})"
+                if screen_name(app) == "NicScreen" else "NIC added")
+            await wait_for(pilot, lambda: screen_name(app) == "NicScreen"
+                           and app.screen.query_one(DataTable).row_count >= 1,
+                           what="NIC listed")
+            await pilot.press("escape")
+
+            # password: the busybox image has no chpasswd, said in words
+            await wait_for(pilot, lambda: f"lab2:{b}" in rows(app), what="b")
+            await action(pilot, app, f"lab2:{b}", "password")
+            await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
+            app.screen.query_one("#pw-1").focus()
+            await pilot.press(*"s3cret-pw")
+            app.screen.query_one("#pw-2").focus()
+            await pilot.press(*"s3cret-pw", "enter")
+            await wait_for(pilot, lambda: any("chpasswd" in n for n in notes(app)),
+                           timeout=30, what=f"the chpasswd refusal ({notes(app)})")
+            assert not any("s3cret-pw" in n for n in notes(app))
+
+            # the operations panel opens and lists (or says there is nothing)
+            await pilot.press("w")
+            await wait_for(pilot, lambda: screen_name(app) == "OperationsScreen",
+                           what="operations")
+            await pilot.pause(1)
+            await pilot.press("escape")
+    finally:
+        for daemon, names_made in made.items():
+            for name in names_made:
+                daemon.cli("delete", "--force", name, check=False)
+        lab.lxd1.cli("image", "delete", alias, check=False)
+        lab.lxd1.cli("network", "delete", bridge, check=False)
