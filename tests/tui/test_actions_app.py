@@ -189,3 +189,81 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
                 daemon.cli("delete", "--force", name, check=False)
         lab.lxd1.cli("image", "delete", alias, check=False)
         lab.lxd1.cli("network", "delete", bridge, check=False)
+
+
+async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
+    """Export/import, clone and rename from the actions menu on a local QEMU VM and an
+    LXC container, checked with qemu-img and the lxc-* tools."""
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import qemu_guest
+
+    from backends.qemu import QEMUBackend, qemu_remote
+
+    kernel, initrd = qemu_guest.guest()
+    run = f"/tmp/cq-act-{os.getpid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+    vms = tmp_path / "vms"
+    qemu = QEMUBackend(qemu_remote(str(vms)))
+    await qemu.connect()
+    await qemu.create("vm1", kernel=str(kernel), initrd=str(initrd), memory_mib=128,
+                      disk_gib=1, cmdline="console=ttyS0", accel="tcg")
+    await qemu.close()
+    lxcpath = tmp_path / "lxcpath"
+    cfg = write_config(tmp_path)
+
+    def lxc(*args) -> str:
+        return subprocess.run([args[0], "-P", str(lxcpath), *args[1:]], check=True,
+                              capture_output=True, text=True).stdout
+
+    lxc("lxc-create", "-t", "busybox", "-n", "box1")
+    (lxcpath / "box1" / "config").write_text(
+        "\n".join(line for line in (lxcpath / "box1" / "config").read_text().splitlines()
+                  if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
+    app = make_app(cfg, env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
+                             "XDG_RUNTIME_DIR": run})
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: {"qemu:vm1", "lxc:box1"} <= set(rows(app)),
+                           what="the VM and the container")
+            # QEMU: export, import under a new name, clone, rename
+            archive = tmp_path / "vm1.tar"
+            await action(pilot, app, "qemu:vm1", "export")
+            await answer(pilot, app, str(archive))
+            await wait_for(pilot, lambda: any("Exported" in n for n in notes(app)),
+                           timeout=60, what=f"exported ({notes(app)})")
+            await action(pilot, app, "qemu:vm1", "import")
+            await answer(pilot, app, str(archive))
+            await answer(pilot, app, "vm2")
+            await wait_for(pilot, lambda: "qemu:vm2" in rows(app), timeout=60,
+                           what=f"imported ({notes(app)})")
+            assert (vms / "vm2" / "disk0.qcow2").exists()
+            await action(pilot, app, "qemu:vm2", "clone")
+            await answer(pilot, app, "vm3")
+            await wait_for(pilot, lambda: "qemu:vm3" in rows(app), timeout=60,
+                           what=f"cloned ({notes(app)})")
+            info = subprocess.run(["qemu-img", "info", str(vms / "vm3" / "disk0.qcow2")],
+                                  capture_output=True, text=True).stdout
+            assert "1 GiB" in info
+            await action(pilot, app, "qemu:vm3", "rename")
+            await answer(pilot, app, "vm4")
+            await wait_for(pilot, lambda: "qemu:vm4" in rows(app)
+                           and "qemu:vm3" not in rows(app), timeout=30,
+                           what=f"renamed ({notes(app)})")
+            assert (vms / "vm4" / "vm.json").exists() and not (vms / "vm3").exists()
+
+            # LXC: clone and rename, checked with lxc-ls
+            await action(pilot, app, "lxc:box1", "clone")
+            await answer(pilot, app, "box2")
+            await wait_for(pilot, lambda: "box2" in lxc("lxc-ls").split(), timeout=60,
+                           what=f"LXC clone ({notes(app)})")
+            await wait_for(pilot, lambda: "lxc:box2" in rows(app), what="box2 row")
+            await action(pilot, app, "lxc:box2", "rename")
+            await answer(pilot, app, "box3")
+            await wait_for(pilot, lambda: "box3" in lxc("lxc-ls").split()
+                           and "box2" not in lxc("lxc-ls").split(), timeout=60,
+                           what=f"LXC rename ({notes(app)})")
+    finally:
+        subprocess.run(["rm", "-rf", run])
