@@ -176,6 +176,30 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             await wait_for(pilot, lambda: any("chpasswd" in n for n in notes(app)),
                            timeout=30, what=f"the chpasswd refusal ({notes(app)})")
             assert not any("s3cret-pw" in n for n in notes(app))
+            # with a chpasswd in the image, the new password reaches /etc/shadow
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
+            from test_lxd_lifecycle_ops import CHPASSWD
+
+            shim = tmp_path / "chpasswd"
+            shim.write_text(CHPASSWD)
+            lab.lxd2.cli("file", "push", "--mode", "0755", str(shim), f"{b}/bin/chpasswd")
+            before = lab.lxd2.cli("exec", b, "--", "cat", "/etc/shadow").stdout
+            await action(pilot, app, f"lab2:{b}", "password")
+            await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
+            app.screen.query_one("#pw-1").focus()
+            await pilot.press(*"s3cret-pw")
+            app.screen.query_one("#pw-2").focus()
+            await pilot.press(*"s3cret-pw", "enter")
+            await wait_for(pilot, lambda: any("Password of root" in n for n in notes(app)),
+                           timeout=30, what=f"password changed ({notes(app)})")
+            shadow = lab.lxd2.cli("exec", b, "--", "cat", "/etc/shadow").stdout
+            assert shadow != before
+            hashed = shadow.split(":")[1]
+            salt = hashed.split("$")[2]
+            check = lab.lxd2.cli("exec", b, "--", "sh", "-c",
+                                 f"printf '%s\\n' 's3cret-pw' | mkpasswd -m sha512 -S '{salt}'")
+            assert check.stdout.strip() == hashed
+            assert not any("s3cret-pw" in n for n in notes(app))
 
             # the operations panel opens and lists (or says there is nothing)
             await pilot.press("w")
@@ -242,6 +266,7 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
             assert (vms / "vm2" / "disk0.qcow2").exists()
             await action(pilot, app, "qemu:vm2", "clone")
             await answer(pilot, app, "vm3")
+            await pick(pilot, app, "full")
             await wait_for(pilot, lambda: "qemu:vm3" in rows(app), timeout=60,
                            what=f"cloned ({notes(app)})")
             info = subprocess.run(["qemu-img", "info", str(vms / "vm3" / "disk0.qcow2")],
@@ -257,6 +282,7 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
             # LXC: clone and rename, checked with lxc-ls
             await action(pilot, app, "lxc:box1", "clone")
             await answer(pilot, app, "box2")
+            await pick(pilot, app, "full")
             await wait_for(pilot, lambda: "box2" in lxc("lxc-ls").split(), timeout=60,
                            what=f"LXC clone ({notes(app)})")
             await wait_for(pilot, lambda: "lxc:box2" in rows(app), what="box2 row")

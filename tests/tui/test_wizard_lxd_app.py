@@ -66,6 +66,16 @@ async def test_wizard_limits_snapshots_on_lxd_and_incus(lab, lab_env, unique, tm
             await edit_limit(pilot, app, f"local:{a}", "memory", "300MiB")
             await wait_for(pilot, lambda: lab.lxd1.cli("config", "get", a, "limits.memory")
                            .stdout.strip() == "300MiB", what="limits.memory updated")
+            # weights and limits of the hosting panels, seen in `lxc config show`
+            for key, value, where in (("cpu_allowance", "50%", ["limits.cpu.allowance"]),
+                                      ("processes", "100", ["limits.processes"]),
+                                      ("disk_read", "10MB", ["device", "get", a, "root",
+                                                             "limits.read"])):
+                await edit_limit(pilot, app, f"local:{a}", key, value)
+                argv = ["config", *where] if where[0] == "device" else \
+                    ["config", "get", a, *where]
+                await wait_for(pilot, lambda: lab.lxd1.cli(*argv).stdout.strip() == value,
+                               what=f"{key} set")
             await edit_limit(pilot, app, f"inc1:{c}", "memory", "200MiB")
             await wait_for(pilot, lambda: lab.incus1.cli("config", "get", c, "limits.memory")
                            .stdout.strip() == "200MiB", what="incus limits.memory updated")

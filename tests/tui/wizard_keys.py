@@ -38,7 +38,7 @@ async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None
     """Walk the launch wizard from N to Create. ``source(index, CreateSource) -> bool``."""
     await pilot.press("N")
     await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
-                   what="the wizard")
+                   timeout=30, what="the wizard")
     names = list(app.screen.backends)
     await choose(pilot, app, "#wizard-remote", lambda i: names[i] == remote, remote)
     await pilot.press("enter")

@@ -762,8 +762,20 @@ class MainScreen(Screen[None]):
                 check=name_check))
             if not name:
                 return
+            import inspect
+
+            kwargs = {}
+            if "linked" in inspect.signature(backend.clone_instance).parameters:
+                how = await app.push_screen_wait(ChoiceDialog(
+                    f"Clone {ref} as {name}", [
+                        ("full", "Full copy (independent)"),
+                        ("linked", "Linked clone (shares the source's disk; fast, small — "
+                                   "the source can then not be changed or deleted)")]))
+                if not how:
+                    return
+                kwargs["linked"] = how == "linked"
             made = await self._long(ref, "cloning…", lambda p: backend.clone_instance(
-                ref, name, progress=p))
+                ref, name, progress=p, **kwargs))
             if made is not None:
                 self.notify(f"Cloned {ref} to {made.ref}.")
                 self.inventory._schedule_refresh(ref.remote)
