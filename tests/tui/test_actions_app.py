@@ -134,6 +134,27 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             lab.lxd1.cli("launch", alias, launched)
             assert launched in names(lab.lxd1)
 
+            # the remote's images: the new one is listed and can be deleted
+            await action(pilot, app, f"local:{a}", "images")
+            await wait_for(pilot, lambda: screen_name(app) == "ImagesScreen"
+                           and any(alias in (getattr(i, "aliases", None) or ())
+                                   for i in app.screen.images.values()), timeout=20,
+                           what="the published image listed")
+            table = app.screen.query_one(DataTable)
+            fingerprint = next(fp for fp, i in app.screen.images.items()
+                               if alias in (i.aliases or ()))
+            table.move_cursor(row=table.get_row_index(fingerprint))
+            table.focus()
+            await pilot.press("d")
+            await wait_for(pilot, lambda: screen_name(app) == "ConfirmDialog",
+                           what="delete image?")
+            await pilot.pause(0.3)
+            await pilot.click("#confirm")
+            await wait_for(pilot, lambda: alias not in lab.lxd1.cli(
+                "image", "list", "--format", "csv").stdout, timeout=30, what="image deleted")
+            await wait_for(pilot, lambda: screen_name(app) == "ImagesScreen", what="list")
+            await pilot.press("escape")
+
             # rename (stopped) and description
             renamed = unique("n")
             made[lab.lxd1].add(renamed)
