@@ -172,6 +172,41 @@ class SupportsCreate(Protocol):
 
 
 @runtime_checkable
+class SupportsLifecycle(Protocol):
+    """Hosting-panel verbs (issue: full lifecycle). The UI offers each one a backend has
+    (checked with ``hasattr``); all take ``progress`` (short texts) where they are long,
+    refuse in words (Conflict for running/taken, InvalidInput for bad values) and leave
+    nothing half-made, also when cancelled.
+
+    Every backend: ``export_instance(ref, path, *, with_snapshots, progress) -> int``,
+    ``import_instance(path, name, *, storage_pool, progress) -> Instance``,
+    ``clone_instance(ref, new_name, *, with_snapshots, progress[, linked]) -> Instance``,
+    ``rename_instance(ref, new_name) -> Instance``, ``set_description(ref, text)``.
+    LXD/Incus also: ``copy_to(ref, target, new_name, *, move, with_snapshots, progress)``,
+    ``list_images()``, ``publish_image(ref, *, snapshot, alias, public, progress)``,
+    ``delete_image(fingerprint)``, ``set_password(ref, user, password)``,
+    ``list_nics(ref)``, ``add_nic(ref, name, *, network, nictype, parent, ipv4, ipv6)``,
+    ``remove_nic(ref, name)``, ``set_nic_addresses(ref, name, ipv4, ipv6)``,
+    ``list_operations()``, ``cancel_operation(op_id)``.
+    """
+
+    async def export_instance(self, ref: InstanceRef, path: str, *,
+                              with_snapshots: bool = True,
+                              progress: Callable[[str], None] | None = None) -> int: ...
+
+    async def import_instance(self, path: str, name: str, *, storage_pool: str = "",
+                              progress: Callable[[str], None] | None = None) -> Instance: ...
+
+    async def clone_instance(self, ref: InstanceRef, new_name: str, *,
+                             with_snapshots: bool = True,
+                             progress: Callable[[str], None] | None = None) -> Instance: ...
+
+    async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance: ...
+
+    async def set_description(self, ref: InstanceRef, text: str) -> None: ...
+
+
+@runtime_checkable
 class SupportsSnapshots(Protocol):
     """Backends that list, take, restore and delete snapshots."""
 
