@@ -46,6 +46,23 @@ class InstanceCommands(Provider):
                 if cap in caps:
                     out.append((f"{label} {ref}", f"{label.lower()} the instance {ref.name} on "
                                 f"remote {ref.remote}", partial(main.run_verb, ref, verb)))
+            if inv.statuses[ref.remote].state.value == "connected":
+                out.append((f"Actions for {ref}…", "backup, clone, copy/move, publish, "
+                            "password, NICs, rename, description",
+                            partial(main.open_actions, ref)))
+        for name, backend in inv.backends.items():
+            if inv.statuses[name].state.value != "connected":
+                continue
+            if hasattr(backend, "import_instance") and not inv.remotes[name].read_only:
+                out.append((f"Import a backup onto {name}…",
+                            "create an instance from a backup file",
+                            partial(main.run_remote_action, name, "import")))
+            if hasattr(backend, "list_images"):
+                out.append((f"Images of {name}", "list and delete images",
+                            partial(main.run_remote_action, name, "images")))
+        out.append(("Operations", "running and recent operations of every remote",
+                    main.action_operations))
+        out.append(("New instance…", "the launch wizard", main.action_new_instance))
         return out
 
     async def search(self, query: str) -> Hits:

@@ -208,6 +208,14 @@ async def test_command_palette_offers_instance_actions(fake_env):
         await pilot.press("enter")
         await settle(pilot, app)
         assert ("stop", "db1", {"force": False}) in backends["beta"].calls
+        # screens are in the palette too: the launch wizard
+        await pilot.press("ctrl+p")
+        await settle(pilot, app)
+        await pilot.press(*"New instance")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert app.screen.__class__.__name__ == "WizardScreen"
 
 
 async def test_usage_figures_fill_the_table_after_sampling(fake_env):

@@ -661,10 +661,20 @@ class MainScreen(Screen[None]):
     def action_operations(self) -> None:
         self.app.push_screen(OperationsScreen(self))
 
+    def run_remote_action(self, remote: str, key: str) -> None:
+        """An action on a remote rather than one instance (palette: import, images)."""
+        backend = self.inventory.backends.get(remote)
+        if backend is None:
+            return
+        self.run_worker(self._instance_action(key, InstanceRef(remote, ""), backend),
+                        exit_on_error=False, description=f"{key} on {remote}")
+
     def action_instance_actions(self) -> None:
         ref = self._selected()
-        if ref is None:
-            return
+        if ref is not None:
+            self.open_actions(ref)
+
+    def open_actions(self, ref: InstanceRef) -> None:
         backend = self.inventory.backends.get(ref.remote)
         status = self.inventory.statuses.get(ref.remote)
         if backend is None or status is None or status.state is not ConnectionState.CONNECTED:
