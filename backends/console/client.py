@@ -243,12 +243,25 @@ async def ensure_server(sock: str, source: list[str], *, width: int = 80,
 
 
 def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
-                  resizable: bool = True) -> WebSocketSession:
-    """A session on the console server at ``sock`` (which must be running)."""
+                  resizable: bool = True,
+                  respawn: Callable[[], Awaitable[Any]] | None = None) -> WebSocketSession:
+    """A session on the console server at ``sock``. With ``respawn``, a server found dead
+    when connecting (killed a moment ago, its socket file left behind) is started again."""
 
     async def open_data() -> ClientConnection:
-        return await unix_connect(sock, uri="ws://corral/console", max_size=2**22,
-                                  open_timeout=5, ping_interval=None)
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            try:
+                return await unix_connect(sock, uri="ws://corral/console", max_size=2**22,
+                                          open_timeout=5, ping_interval=None)
+            except (ConnectionRefusedError, FileNotFoundError):
+                if respawn is None or asyncio.get_running_loop().time() > deadline:
+                    raise
+            if not server_alive(sock):
+                Path(sock).unlink(missing_ok=True)
+                await respawn()
+            else:
+                await asyncio.sleep(0.1)  # starting up, or a moment from exiting
 
     return WebSocketSession(title, open_data, special_keys=special_keys,
                             resizable=resizable,
@@ -261,4 +274,6 @@ async def attach_local(title: str, sock: str, source: list[str], *, width: int =
                        resizable: bool = True) -> WebSocketSession:
     """Start the server of a local console if needed; return a session on it."""
     await ensure_server(sock, source, width=width, height=height)
-    return local_session(title, sock, special_keys=special_keys, resizable=resizable)
+    return local_session(title, sock, special_keys=special_keys, resizable=resizable,
+                         respawn=lambda: ensure_server(sock, source, width=width,
+                                                       height=height))

@@ -191,7 +191,13 @@ class LXDBackend(LifecycleMixin, Backend):
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
         try:
-            return await asyncio.wait_for(future, timeout or self.timeout * 2)
+            result = await asyncio.wait_for(future, timeout or self.timeout * 2)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Python 3.11's wait_for drops a cancellation that races with the result
+                # (gh-86296): honour it, so a cancelled caller never carries on.
+                raise asyncio.CancelledError
+            return result
         except BackendError:
             raise
         except Exception as e:  # noqa: BLE001 - mapped at the edge on purpose
