@@ -52,6 +52,8 @@ class FakeBackend(Backend):
         """Fail this many listings (a remote that stumbles)."""
         self.connects = 0
         self.state_calls = 0
+        self.slow_create = 0.0
+        """Seconds a creation takes (to test progress and cancelling)."""
 
     async def connect(self) -> ServerInfo:
         self.connects += 1
@@ -153,6 +155,14 @@ class FakeBackend(Backend):
         if problem:
             raise InvalidInput(problem)
         self.calls.append(("create", request.name, {"request": request}))
+        if self.slow_create:
+            if progress:
+                progress("unpacking image 10%")
+            try:
+                await asyncio.sleep(self.slow_create)
+            except asyncio.CancelledError:
+                self.calls.append(("create-cancelled", request.name, {}))
+                raise
         ref = InstanceRef(self.remote.name, request.name)
         inst = Instance(ref=ref, type=request.source.type, image=request.source.label,
                         status=InstanceStatus.RUNNING if request.start

@@ -343,3 +343,32 @@ async def test_greyed_key_says_why(fake_env):
         messages = [n.message for n in app._notifications]
         assert any("not possible for alpha:web2: it is stopped" in m for m in messages)
         assert backends["alpha"].calls == []
+
+
+async def test_wizard_shows_progress_and_cancels_a_running_creation(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await settle(pilot, app)
+        backends["alpha"].slow_create = 30
+        await pilot.press("N")
+        await settle(pilot, app)
+        wizard = app.screen
+        wizard.remote = "alpha"
+        await pilot.press("enter")
+        await settle(pilot, app)
+        await pilot.press("ctrl+n")
+        await pilot.press(*"new1", "enter")
+        await settle(pilot, app)
+        for _ in range(3):  # resources, network, cloud-init
+            await pilot.press("ctrl+n")
+            await settle(pilot, app)
+        assert wizard.step == "summary"
+        await pilot.press("ctrl+n")  # create
+        await settle(pilot, app)
+        assert "unpacking image 10%" in str(wizard.query_one("#wizard-progress").render())
+        await pilot.press("escape")  # cancels the creation, the wizard stays open
+        await settle(pilot, app)
+        assert ("create-cancelled", "new1", {}) in backends["alpha"].calls
+        assert "Cancelled" in str(wizard.query_one("#wizard-progress").render())
+        assert app.screen is wizard and "new1" not in backends["alpha"].data
