@@ -147,6 +147,14 @@ class CorralApp(App[None]):
         gc.collect()
         gc.freeze()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("quit", "help"):
+            from .widgets.terminal import TerminalView
+
+            if isinstance(self.focused, TerminalView):
+                return False  # q and ? belong to the console while it has the focus
+        return True
+
     def action_help(self) -> None:
         screen = self.screen
         if isinstance(screen, MainScreen):

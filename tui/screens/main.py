@@ -25,6 +25,7 @@ from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import KIND_LABEL, ConsoleDock
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory
+from ..widgets.terminal import TerminalView
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from .dialogs import ConfirmDialog, InputDialog, SnapshotDialog, SpecialKeysMenu
@@ -478,6 +479,8 @@ class MainScreen(Screen[None]):
     # Actions ---------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if isinstance(self.focused, TerminalView):
+            return False  # keys go to the console: the footer shows none of ours
         if action in _CONSOLE_ACTIONS:
             try:
                 return True if self.query_one(ConsoleDock).tabs else None
