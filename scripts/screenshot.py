@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Make docs/screenshot.svg (and -light.svg) from a real lab: two LXD daemons and one Incus
+"""Make docs/screenshot.svg (and -light.svg, and -console.svg with two console tabs open)
+from a real lab: two LXD daemons and one Incus
 daemon with a few containers. Needs root and the lab packages (scripts/setup-lab.sh).
 
     .venv/bin/python scripts/screenshot.py
@@ -22,11 +23,11 @@ from tui.app import make_app  # noqa: E402
 from tui.widgets.instance_table import InstanceTable  # noqa: E402
 
 
-async def shoot(lab, theme: str, out: Path) -> None:
+async def shoot(lab, theme: str, out: Path, console: Path | None = None) -> None:
     cfg = Path(tempfile.mkdtemp()) / "config.toml"
     cfg.write_text(f'[ui]\ntheme = "{theme}"\nmetrics_interval = 1\n')
     app = make_app(cfg, env=lab.env())
-    async with app.run_test(size=(150, 32)) as pilot:
+    async with app.run_test(size=(150, 32) if console is None else (150, 44)) as pilot:
         table = app.screen.query_one(InstanceTable)
         while table.row_count < 8:
             await asyncio.sleep(0.05)
@@ -37,6 +38,24 @@ async def shoot(lab, theme: str, out: Path) -> None:
         await pilot.press("enter")
         await pilot.pause(1.5)
         app.save_screenshot(str(out))
+        if console is None:
+            return
+        # the same screen with an exec shell open beside the table
+        await pilot.press("enter")  # details off
+        await pilot.press("e")
+        await pilot.pause(2)
+        await pilot.press(*"ls --color=always /; uptime", "enter")
+        await pilot.pause(1)
+        await pilot.press("ctrl+right_square_bracket")
+        for key, ref in table.refs.items():
+            if ref.name == "cache":
+                table.move_cursor(row=table.get_row_index(key))
+        await pilot.press("c")
+        await pilot.pause(2)
+        await pilot.press("enter")
+        await pilot.press(*"echo hello from the console of cache", "enter")
+        await pilot.pause(1)
+        app.save_screenshot(str(console))
 
 
 def main() -> None:
@@ -57,7 +76,10 @@ def main() -> None:
         docs = ROOT / "docs"
         asyncio.run(shoot(lab, "corral-dark", docs / "screenshot.svg"))
         asyncio.run(shoot(lab, "corral-light", docs / "screenshot-light.svg"))
-        print("wrote docs/screenshot.svg and docs/screenshot-light.svg")
+        asyncio.run(shoot(lab, "corral-dark", docs / "screenshot-tall.svg",
+                          console=docs / "screenshot-console.svg"))
+        (docs / "screenshot-tall.svg").unlink(missing_ok=True)
+        print("wrote docs/screenshot.svg, screenshot-light.svg and screenshot-console.svg")
 
 
 if __name__ == "__main__":
