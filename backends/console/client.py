@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketE
 
 from ..base import ConsoleSink
 from ..errors import OperationFailed, Unsupported
+from ..paths import runtime_dir
 from .server import lock_path, strip_queries
 
 Opener = Callable[[], Awaitable[ClientConnection]]
@@ -187,10 +188,7 @@ def _words(e: BaseException) -> str:
 
 def console_dir(*parts: str) -> Path:
     """Where local console servers put their sockets (private to this user)."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/corral-{os.getuid()}"
-    path = Path(base, "corral", "consoles", *parts)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    return runtime_dir("consoles", *parts)
 
 
 def server_alive(sock: str) -> bool:

@@ -179,6 +179,8 @@ class Server:
             args = message.get("args") or {}
         except (ValueError, AttributeError):
             return
+        if not isinstance(args, dict):
+            return
         if command == "window-resize" and self.source is not None:
             try:
                 width, height = int(args["width"]), int(args["height"])
@@ -186,7 +188,7 @@ class Server:
                 return
             if 1 <= width <= 1000 and 1 <= height <= 1000:
                 await self.source.resize(width, height)
-        elif command == "keys" and self.qmp is not None:
+        elif command == "keys" and self.qmp is not None and isinstance(args, dict):
             chord = SPECIAL_CHORDS.get(str(args.get("name", "")))
             if chord:
                 await self.send_chord(chord)
@@ -284,7 +286,7 @@ def lock_path(sock: str) -> str:
 
 
 def _serve(args: argparse.Namespace, ready: int) -> int:
-    lock = os.open(lock_path(args.socket), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(lock_path(args.socket), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -298,9 +300,10 @@ def _serve(args: argparse.Namespace, ready: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     read_end, ready = os.pipe()
-    if args.foreground:
+    if args.foreground:  # nobody waits for "ready": say it to /dev/null
         os.close(read_end)
-        return _serve(args, ready)
+        os.close(ready)
+        return _serve(args, os.open(os.devnull, os.O_WRONLY))
     if os.fork() != 0:  # the caller's process: wait for the server to say it listens
         os.close(ready)
         with os.fdopen(read_end) as f:
@@ -316,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.fork() != 0:
         os._exit(0)
     devnull = os.open(os.devnull, os.O_RDWR)
-    log = os.open(args.socket + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    log = os.open(args.socket + ".log",
+                  os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.dup2(log, 2)

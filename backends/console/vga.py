@@ -100,6 +100,7 @@ class VGAScreen:
             if not self.graphics:
                 self.graphics = True
                 self.rows = []
+                self.cells = []
                 out.append("\x1b[0m\x1b[2J\x1b[1;1H\x1b[?25l"
                            "The guest left VGA text mode (graphics); "
                            "use its serial console.")
@@ -109,6 +110,7 @@ class VGAScreen:
                 or (mode.columns, mode.rows) != (self.mode.columns, self.mode.rows)):
             out.append("\x1b[0m\x1b[2J")
             self.rows = []
+            self.cells = []
         self.graphics = False
         self.mode = mode
         width = mode.columns * 2

@@ -625,7 +625,10 @@ class LXCBackend(Backend):
 
     def _console_dir(self, ref: InstanceRef) -> Path:
         tag = hashlib.sha256(self.path.encode()).hexdigest()[:12]
-        return console_dir("lxc", tag, ref.name)
+        name = ref.name
+        if len(name) > 24:  # keep socket paths under AF_UNIX's 107 bytes
+            name = name[:12] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
+        return console_dir("lxc", tag, name)
 
     async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
                            kind: str = "console") -> WebSocketSession:

@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pylxd
 import requests
@@ -624,7 +624,8 @@ class LXDBackend(LifecycleMixin, Backend):
 
         await self._call(_do, timeout=330)
         data = await self._call(
-            lambda: client.api.instances[ref.name].snapshots[name].get().json()["metadata"])
+            lambda: client.api.instances[ref.name].snapshots[quote(name, safe="")]
+            .get().json()["metadata"])
         return convert.to_snapshot(data, ref)
 
     async def rename_snapshot(self, snapshot: Snapshot, new_name: str) -> Snapshot:
@@ -637,7 +638,7 @@ class LXDBackend(LifecycleMixin, Backend):
 
         def _do() -> dict[str, Any]:
             node = client.api.instances[ref.name].snapshots
-            self._wait(node[snapshot.name].post(json={"name": new_name}), 120)
+            self._wait(node[quote(snapshot.name, safe="")].post(json={"name": new_name}), 120)
             return node[new_name].get().json()["metadata"]
 
         return convert.to_snapshot(await self._call(_do, timeout=150), ref)
@@ -693,7 +694,8 @@ class LXDBackend(LifecycleMixin, Backend):
         ref = snapshot.ref
 
         def _do() -> None:
-            self._wait(client.api.instances[ref.name].snapshots[snapshot.name].delete(), 120)
+            node = client.api.instances[ref.name].snapshots[quote(snapshot.name, safe="")]
+            self._wait(node.delete(), 120)
 
         await self._call(_do, timeout=150)
 

@@ -27,6 +27,7 @@ Wire facts this relies on (verified on LXD 5.0.2 and Incus 6.0 in the lab):
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 import ipaddress
 import logging
 import os
@@ -261,6 +262,7 @@ class LifecycleMixin:
         report(f"creating a backup of {ref.name}")
         op_id = await self._call(lambda: _op_id(node.post(json=body).json()))
         part = path + ".part"
+        made_part: list[str] = []
         try:
             meta = await self._follow(op_id, report, timeout=3600)
             if meta.get("status") != "Success":
@@ -269,10 +271,18 @@ class LifecycleMixin:
             tick = self._reporter(progress)
 
             def _download(stop: threading.Event) -> int:
+                try:
+                    out_file = open(part, "xb")  # noqa: SIM115 - closed by the with below
+                except FileExistsError:
+                    raise InvalidInput(f"{part} exists (another export to the same file?); "
+                                       f"remove it or choose another name.") from None
+                except OSError as e:
+                    raise OperationFailed(f"Cannot write {part}: {e.strerror or e}") from None
+                made_part.append(part)
                 r = node[backup].export.get(stream=True, timeout=(self.timeout, 300))
                 written = 0
                 try:
-                    with open(part, "xb") as out:
+                    with out_file as out:
                         for chunk in r.iter_content(1 << 20):
                             if stop.is_set():
                                 raise asyncio.CancelledError()
@@ -290,16 +300,12 @@ class LifecycleMixin:
                 tick(f"downloaded {mib(written)}", True)
                 return written
 
-            try:
-                written = await self._stream(_download)
-            except FileExistsError:
-                raise InvalidInput(f"{part} exists (another export to the same file?).") \
-                    from None
+            written = await self._stream(_download)
             report(f"saved {mib(written)} to {path}")
             return written
         except BaseException:
             try:
-                if os.path.exists(part):
+                if made_part and os.path.exists(part):  # only a .part this export made
                     os.unlink(part)
             except OSError:
                 pass
@@ -689,7 +695,7 @@ class LifecycleMixin:
         if snapshot:
             try:
                 await self._call(lambda: client.api.instances[ref.name]
-                                 .snapshots[snapshot].get().json())
+                                 .snapshots[quote(snapshot, safe="")].get().json())
             except NotFound:
                 raise NotFound(f"{ref} has no snapshot '{snapshot}'.") from None
             source = {"type": "snapshot", "name": f"{ref.name}/{snapshot}"}
@@ -701,7 +707,8 @@ class LifecycleMixin:
             source = {"type": "instance", "name": ref.name}
         if alias:
             try:
-                await self._call(lambda: client.api.images.aliases[alias].get().json())
+                await self._call(lambda: client.api.images.aliases[quote(alias, safe="")]
+                                 .get().json())
             except NotFound:
                 pass
             else:
@@ -725,7 +732,7 @@ class LifecycleMixin:
         if alias:
             def _ensure_alias() -> None:
                 try:
-                    client.api.images.aliases[alias].get()
+                    client.api.images.aliases[quote(alias, safe="")].get()
                 except pylxd_exc.NotFound:
                     client.api.images.aliases.post(json={"name": alias,
                                                          "target": fingerprint})

@@ -56,6 +56,7 @@ from ..models import (
 )
 from ..console import WebSocketSession, attach_local
 from ..console.vga import SPECIAL_CHORDS
+from ..paths import runtime_dir
 from .definition import DISK_RE, MAC_RE, VMDefinition, check_name, new_mac, qcow2_backing
 from .transfer import DamagedArchive, copy_file, in_thread, read_archive, write_archive
 
@@ -75,8 +76,8 @@ def default_qemu_dir() -> str:
 
 
 def runtime_root() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/corral-{os.getuid()}"
-    return Path(base) / "corral" / "qemu"
+    """Private runtime directory of the VMs (see :func:`backends.paths.runtime_dir`)."""
+    return runtime_dir("qemu")
 
 
 def kvm_usable() -> bool:

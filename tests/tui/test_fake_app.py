@@ -372,3 +372,13 @@ async def test_wizard_shows_progress_and_cancels_a_running_creation(fake_env):
         assert ("create-cancelled", "new1", {}) in backends["alpha"].calls
         assert "Cancelled" in str(wizard.query_one("#wizard-progress").render())
         assert app.screen is wizard and "new1" not in backends["alpha"].data
+        await pilot.press("ctrl+n")  # after a cancel: back on the summary, no crash
+        await settle(pilot, app)
+        assert wizard.step == "summary" and app.screen is wizard
+        await pilot.press("ctrl+b", "ctrl+b", "ctrl+b")  # to the resources step
+        await settle(pilot, app)
+        assert wizard.step == "resources"
+        box = wizard.query_one("#wizard-cpus")
+        box.value = "²"  # a Unicode digit: refused in words, not a crash
+        await settle(pilot, app)
+        assert wizard.query_one("#next").disabled

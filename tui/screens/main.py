@@ -722,6 +722,24 @@ class MainScreen(Screen[None]):
                         severity="error", timeout=12)
             return None
 
+    async def _remote_job(self, remote: str, label: str, make) -> object | None:
+        """Like :meth:`_long` for work that belongs to a remote, not to an instance row:
+        progress goes to the activity line."""
+        activity = self.query_one("#activity", Static)
+
+        def progress(text: str) -> None:
+            _update_if_changed(activity, f"{remote}: {label} {text}")
+
+        progress("")
+        try:
+            return await make(progress)
+        except BackendError as e:
+            self.notify(e.message, title=f"{label.rstrip('…').capitalize()}: {e.title}",
+                        severity="error", timeout=12)
+            return None
+        finally:
+            self._update_activity()
+
     async def _instance_action(self, key: str, ref: InstanceRef, backend) -> None:
         app = self.app
         inst = self.inventory.instances.get(ref)
@@ -764,8 +782,9 @@ class MainScreen(Screen[None]):
                 check=name_check))
             if not name:
                 return
-            made = await self._long(ref, "importing…", lambda p: backend.import_instance(
-                os.path.expanduser(path), name, progress=p))
+            made = await self._remote_job(ref.remote, f"importing {name}…",
+                                          lambda p: backend.import_instance(
+                                              os.path.expanduser(path), name, progress=p))
             if made is not None:
                 self.notify(f"Imported {made.ref}.")
                 self.inventory._schedule_refresh(ref.remote)
@@ -951,17 +970,22 @@ class MainScreen(Screen[None]):
             return
         pane = self.query_one(DetailsPane)
         note = pane.query_one("#snapshot-note", Static)
+        table = pane.query_one(SnapshotTable)
+        if self._snapshots_of != ref:
+            table.show([])  # never show one instance's snapshots under another's name
+            note.update(f"Reading the snapshots of {ref}…")
         self._snapshots_of = ref
         inst = self.inventory.instances.get(ref)
         self._snapshot_count_shown = inst.snapshot_count if inst else None
         try:
             snapshots = await backend.list_snapshots(ref)
         except BackendError as e:
-            note.update(f"Cannot list the snapshots: {e.message}")
+            table.show([])
+            note.update(f"Cannot list the snapshots of {ref}: {e.message}")
             return
         if self._snapshots_of != ref:
             return
-        pane.query_one(SnapshotTable).show(snapshots)
+        table.show(snapshots)
         text = f"{len(snapshots)} snapshot(s) · n new · enter restore · d delete"
         if hasattr(backend, "rename_snapshot"):
             text += " · m rename"

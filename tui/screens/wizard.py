@@ -215,17 +215,26 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     # Loading what the remote offers --------------------------------------------------------
 
     async def load_remote(self) -> bool:
-        if self._loaded_for == self.remote:
+        remote = self.remote
+        if self._loaded_for == remote:
             return True
+        backend = self.backends[remote]
         problem = self.query_one("#wizard-problem", Static)
-        problem.update(f"Asking {self.remote} what it offers…")
+        problem.update(f"Asking {remote} what it offers…")
+        remotes = self.query_one("#wizard-remote", OptionList)
+        remotes.disabled = True  # the answer must belong to the remote it was asked of
         try:
-            self.sources, self.options = await asyncio.gather(
-                self.backend.create_sources(), self.backend.create_options())
+            sources, options = await asyncio.gather(backend.create_sources(),
+                                                    backend.create_options())
         except BackendError as e:
-            problem.update(Text(f"{self.remote}: {e.message}", style="bold"))
+            problem.update(Text(f"{remote}: {e.message}", style="bold"))
             return False
-        self._loaded_for = self.remote
+        finally:
+            remotes.disabled = False
+        if self.remote != remote:
+            return False
+        self.sources, self.options = sources, options
+        self._loaded_for = remote
         self.source = None
         sources = self.query_one("#wizard-source", OptionList)
         sources.clear_options()
@@ -289,10 +298,12 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         if self.step == "resources":
             cpus = self.query_one("#wizard-cpus", Input).value.strip()
             if cpus:
-                if not cpus.isdigit() or int(cpus) < 1:
+                if not cpus.isascii() or not cpus.isdecimal() or int(cpus) < 1:
                     return f"CPUs: '{cpus}' is not a whole number of 1 or more."
                 if self.options.max_cpus and int(cpus) > self.options.max_cpus:
                     return f"CPUs: this host has {self.options.max_cpus}."
+                if int(cpus) > 4096:
+                    return "CPUs: at most 4096."
             for key, label in (("memory", "Memory"), ("disk", "Disk")):
                 text = self.query_one(f"#wizard-{key}", Input).value.strip()
                 if text:
@@ -414,7 +425,10 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     # Navigation --------------------------------------------------------------------------
 
     def action_next(self) -> None:
-        if self.step == "progress" or not self.validate():
+        if self.step == "summary-failed":
+            self.action_back()  # back on the summary: "Create" tries again from there
+            return
+        if self.step not in self.steps() or not self.validate():
             return
         if self.step == "summary":
             self.create()

@@ -68,6 +68,7 @@ class ConsoleDock(Vertical):
         self.record_dir = record_dir
         self.tabs: dict[str, ConsoleTab] = {}
         self._ids = itertools.count(1)
+        self._reconnecting: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield TabbedContent()
@@ -125,13 +126,22 @@ class ConsoleDock(Vertical):
         return tab
 
     async def _reconnect(self, tab: ConsoleTab) -> None:
-        width, height = tab.view.emulator.columns, tab.view.emulator.lines
+        if tab.pane_id in self._reconnecting:
+            return  # one reconnect at a time per tab (r pressed twice, or r then c)
+        self._reconnecting.add(tab.pane_id)
         try:
-            session = await tab.opener(width, height)
-        except BackendError as e:
-            self.app.notify(f"Cannot reconnect {tab.ref}: {e}", severity="error")
-            return
-        tab.view.attach(session)
+            width, height = tab.view.emulator.columns, tab.view.emulator.lines
+            try:
+                session = await tab.opener(width, height)
+            except BackendError as e:
+                self.app.notify(f"Cannot reconnect {tab.ref}: {e}", severity="error")
+                return
+            if not tab.view.is_closed or tab.pane_id not in self.tabs:
+                await session.close()  # reconnected meanwhile, or the tab went away
+                return
+            tab.view.attach(session)
+        finally:
+            self._reconnecting.discard(tab.pane_id)
 
     def _opened(self, is_open: bool) -> None:
         self.set_class(is_open, "-open")

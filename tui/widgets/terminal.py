@@ -270,7 +270,11 @@ class TerminalView(Widget, can_focus=True):
         self.post_message(self.Closed(self, reason))
 
     def attach(self, session: ConsoleSession) -> None:
-        """Drive a new session (after a reconnect); the screen and scrollback are kept."""
+        """Drive a new session (after a reconnect); the screen and scrollback are kept. A
+        previous session still open is closed first (it must not feed this view too)."""
+        previous = self.session
+        if previous is not session and not self.is_closed:
+            self._background(previous.close())
         self.session = session
         self.is_closed = False
         self.close_reason = None
