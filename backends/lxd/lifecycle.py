@@ -406,7 +406,10 @@ class LifecycleMixin:
         try:
             meta = await self._follow(op_id, report, timeout=3600)
         except asyncio.CancelledError:
-            await asyncio.shield(self._remove_if_made(name))
+            # the import may still be running: cancel or outwait it, then delete
+            done: asyncio.Future = asyncio.get_running_loop().create_future()
+            done.set_result(op_id)
+            await asyncio.shield(self._undo_create(name, done))
             raise
         if meta.get("status") != "Success":
             await self._remove_if_made(name)

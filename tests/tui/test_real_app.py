@@ -19,7 +19,7 @@ async def wait_for(pilot, predicate, timeout=15.0, what="condition"):
         if predicate():
             return
         await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 def rows(app):

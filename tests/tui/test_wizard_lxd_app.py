@@ -90,8 +90,8 @@ async def test_wizard_limits_snapshots_on_lxd_and_incus(lab, lab_env, unique, tm
                 await pilot.press("enter")
                 await confirm(pilot, app)
                 await wait_for(pilot, lambda: any(f"Restored {remote}:{name}" in n
-                                                  for n in notes(app)), timeout=30,
-                               what="restored")
+                                                  for n in notes(app)), timeout=90,
+                               what=lambda: f"restored ({notes(app)})")
                 table.focus()
                 await pilot.press("d")
                 await confirm(pilot, app)
