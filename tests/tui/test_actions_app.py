@@ -77,6 +77,7 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             backup = tmp_path / "a-backup.tar.gz"
             await action(pilot, app, f"local:{a}", "export")
             await answer(pilot, app, str(backup))
+            await pick(pilot, app, "with")
             await wait_for(pilot, lambda: any("Exported" in n for n in notes(app)),
                            timeout=60, what=f"exported ({notes(app)})")
             assert backup.stat().st_size > 0
@@ -95,8 +96,10 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             made[lab.lxd1].add(clone)
             await action(pilot, app, f"local:{a}", "clone")
             await answer(pilot, app, clone)
+            await pick(pilot, app, "bare")
             await wait_for(pilot, lambda: clone in names(lab.lxd1), timeout=60,
-                           what=f"clone ({notes(app)})")
+                           what=lambda: f"clone ({notes(app)})")
+            assert "before" not in lab.lxd1.cli("info", clone).stdout  # without snapshots
 
             # copy to lxd2: it is running, corral asks to stop it first
             copy = unique("c")
@@ -277,6 +280,7 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
             archive = tmp_path / "vm1.tar"
             await action(pilot, app, "qemu:vm1", "export")
             await answer(pilot, app, str(archive))
+            await pick(pilot, app, "with")
             await wait_for(pilot, lambda: any("Exported" in n for n in notes(app)),
                            timeout=60, what=f"exported ({notes(app)})")
             await action(pilot, app, "qemu:vm1", "import")

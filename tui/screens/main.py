@@ -763,10 +763,15 @@ class MainScreen(Screen[None]):
                     v.strip())) else (None if v.strip() else "A path is needed.")))
             if not path:
                 return
+            which = await app.push_screen_wait(ChoiceDialog(
+                f"Export {ref}", [("with", "With its snapshots"),
+                                  ("without", "The instance only (no snapshots)")]))
+            if not which:
+                return
             path = os.path.expanduser(path)
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             size = await self._long(ref, "exporting…", lambda p: backend.export_instance(
-                ref, path, with_snapshots=True, progress=p))
+                ref, path, with_snapshots=which == "with", progress=p))
             if size is not None:
                 self.notify(f"Exported {ref} to {path} ({fmt.size(int(size))}).")
         elif key == "import":
@@ -796,16 +801,18 @@ class MainScreen(Screen[None]):
                 return
             import inspect
 
-            kwargs = {}
+            choices = [("full", "Full copy with its snapshots"),
+                       ("bare", "Full copy without snapshots")]
             if "linked" in inspect.signature(backend.clone_instance).parameters:
-                how = await app.push_screen_wait(ChoiceDialog(
-                    f"Clone {ref} as {name}", [
-                        ("full", "Full copy (independent)"),
-                        ("linked", "Linked clone (shares the source's disk; fast, small — "
-                                   "the source can then not be changed or deleted)")]))
-                if not how:
-                    return
-                kwargs["linked"] = how == "linked"
+                choices.append(("linked", "Linked clone (shares the source's disk; fast, "
+                                          "small — the source can then not be changed or "
+                                          "deleted)"))
+            how = await app.push_screen_wait(ChoiceDialog(f"Clone {ref} as {name}", choices))
+            if not how:
+                return
+            kwargs: dict = {"with_snapshots": how == "full"}
+            if how == "linked":
+                kwargs = {"linked": True}
             made = await self._long(ref, "cloning…", lambda p: backend.clone_instance(
                 ref, name, progress=p, **kwargs))
             if made is not None:
