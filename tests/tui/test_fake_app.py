@@ -382,3 +382,22 @@ async def test_wizard_shows_progress_and_cancels_a_running_creation(fake_env):
         box.value = "²"  # a Unicode digit: refused in words, not a crash
         await settle(pilot, app)
         assert wizard.query_one("#next").disabled
+
+
+async def test_small_terminal_gives_the_remotes_room_to_the_table(fake_env):
+    cfg, env, factory, backends = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(90, 28)) as pilot:
+        await settle(pilot, app)
+        remotes = app.screen.query_one("#remotes")
+        assert not remotes.display or remotes.region.width == 0
+        assert app.screen.query_one(InstanceTable).region.width >= 85
+        await pilot.press("1")  # asked for: shown and focused
+        await settle(pilot, app)
+        assert remotes.region.width > 0 and app.screen.query_one(RemoteList).has_focus
+        await pilot.press("2")
+        await settle(pilot, app)
+        assert remotes.region.width == 0
+    async with make_app(cfg, env=env, factory=factory).run_test(size=(150, 40)) as pilot:
+        await settle(pilot, pilot.app)
+        assert pilot.app.screen.query_one("#remotes").region.width > 0

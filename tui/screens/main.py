@@ -93,6 +93,10 @@ async def _password(backend, ref: InstanceRef, user: str, password: str) -> bool
 class MainScreen(Screen[None]):
     """Every instance of every remote, live."""
 
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    """Below 120 columns (a small SSH terminal) the remotes pane gives its room to the
+    table and consoles; ``1`` brings it back."""
+
     BINDINGS = [
         Binding("S", "start_instance", "Start", id="instance.start",
                 tooltip="Start the selected instance"),
@@ -643,9 +647,11 @@ class MainScreen(Screen[None]):
                             exit_on_error=False, description=f"List {name}")
 
     def action_focus_remotes(self) -> None:
+        self.add_class("-show-remotes")
         self.query_one(RemoteList).focus()
 
     def action_focus_instances(self) -> None:
+        self.remove_class("-show-remotes")
         self.query_one(InstanceTable).focus()
 
     def action_help(self) -> None:
