@@ -202,3 +202,18 @@ def guest() -> tuple[Path, Path]:
 
 if __name__ == "__main__":
     print(*guest())
+
+
+async def wait_serial(backend, name: str, needle: str, timeout: float = 60) -> None:
+    """Wait until ``needle`` is in the serial log of the backend's VM ``name``."""
+    import asyncio
+    import time
+
+    log = backend._run_dir(name) / "serial.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and needle in log.read_text(errors="replace"):
+            return
+        await asyncio.sleep(0.2)
+    tail = log.read_text(errors="replace")[-500:] if log.exists() else "(no log)"
+    raise AssertionError(f"{needle!r} not on the serial console: {tail}")

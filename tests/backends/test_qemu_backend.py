@@ -14,49 +14,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import qemu_guest  # noqa: E402
+from qemu_guest import wait_serial  # noqa: E402
 
 from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut  # noqa: E402
 from backends.models import EventKind, InstanceRef, InstanceStatus  # noqa: E402
-from backends.qemu import QEMUBackend, qemu_remote  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def guest():
-    import shutil
-
-    if shutil.which("qemu-system-x86_64") is None or shutil.which("qemu-img") is None:
-        pytest.fail("QEMU is not installed (run scripts/setup-lab.sh)", pytrace=False)
-    return qemu_guest.guest()
-
-
-@pytest.fixture
-async def qemu(tmp_path, monkeypatch):
-    run = Path(f"/tmp/cq-{os.getpid()}-{tmp_path.name[-6:]}")  # short: unix socket paths
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
-    backend = QEMUBackend(qemu_remote(str(tmp_path / "vms")), timeout=10)
-    info = await backend.connect()
-    assert info.server == "qemu" and info.version
-    yield backend
-    for name in list(backend._names()):
-        pid = backend._pid(name)
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-    await backend.close()
-    import shutil
-
-    shutil.rmtree(run, ignore_errors=True)
-
-
-async def wait_serial(backend, name, needle, timeout=60):
-    log = backend._run_dir(name) / "serial.log"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and needle in log.read_text(errors="replace"):
-            return
-        await asyncio.sleep(0.2)
-    tail = log.read_text(errors="replace")[-500:] if log.exists() else "(no log)"
-    raise AssertionError(f"{needle!r} not on the serial console: {tail}")
+from backends.qemu import QEMUBackend  # noqa: E402
 
 
 async def next_event(stream, ref, actions, timeout=20):

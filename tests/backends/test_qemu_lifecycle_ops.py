@@ -6,58 +6,20 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import qemu_guest  # noqa: E402
+from qemu_guest import wait_serial  # noqa: E402
 
 from backends.errors import Conflict, InvalidInput  # noqa: E402
 from backends.models import InstanceRef, InstanceStatus  # noqa: E402
-from backends.qemu import QEMUBackend, qemu_remote  # noqa: E402
 from backends.qemu.definition import VMDefinition  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def guest():
-    if shutil.which("qemu-system-x86_64") is None or shutil.which("qemu-img") is None:
-        pytest.fail("QEMU is not installed (run scripts/setup-lab.sh)", pytrace=False)
-    return qemu_guest.guest()
-
-
-@pytest.fixture
-async def qemu(tmp_path, monkeypatch):
-    run = Path(f"/tmp/cql-{os.getpid()}-{tmp_path.name[-6:]}")  # short: unix socket paths
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
-    backend = QEMUBackend(qemu_remote(str(tmp_path / "vms")), timeout=10)
-    await backend.connect()
-    yield backend
-    for name in list(backend._names()):
-        pid = backend._pid(name)
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-    await backend.close()
-    shutil.rmtree(run, ignore_errors=True)
-
-
-async def wait_serial(backend, name, needle, timeout=60):
-    log = backend._run_dir(name) / "serial.log"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and needle in log.read_text(errors="replace"):
-            return
-        await asyncio.sleep(0.2)
-    tail = log.read_text(errors="replace")[-500:] if log.exists() else "(no log)"
-    raise AssertionError(f"{needle!r} not on the serial console: {tail}")
 
 
 def ref(name):
