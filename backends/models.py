@@ -44,7 +44,11 @@ class ConnectionState(str, enum.Enum):
 
 
 class Capability(str, enum.Enum):
-    """What a backend (or one instance right now) can do. The UI offers only these."""
+    """What a backend (or one instance right now) can do. The UI offers only these.
+
+    Each ability maps to the :class:`~backends.base.Backend` methods that provide it
+    (``backends.base.CAPABILITY_METHODS``); a backend declares an ability exactly when it
+    implements those methods, which the contract tests check."""
 
     START = "start"
     STOP = "stop"
@@ -61,6 +65,30 @@ class Capability(str, enum.Enum):
     EXEC = "exec"
     CREATE = "create"
     RESOURCES = "resources"
+    SPICE = "spice"
+    """The VM's graphical screen can be handed to an external SPICE viewer."""
+    SNAPSHOT_STATEFUL = "snapshot-stateful"
+    """Snapshots of a running instance may keep its memory (``stateful=True``)."""
+    SNAPSHOT_EXPIRY = "snapshot-expiry"
+    """Snapshots may carry an expiry date (``expires_at=``)."""
+    SNAPSHOT_RENAME = "snapshot-rename"
+    SNAPSHOT_SCHEDULE = "snapshot-schedule"
+    """Automatic snapshots: schedule, expiry and name pattern settings."""
+    EXPORT = "export"
+    IMPORT = "import"
+    CLONE = "clone"
+    LINKED_CLONE = "linked-clone"
+    """``clone_instance(..., linked=True)``: a copy sharing the source's disk."""
+    COPY_MOVE = "copy-move"
+    """Copy or move an instance to another remote of a compatible kind."""
+    PUBLISH = "publish"
+    IMAGES = "images"
+    PASSWORD = "password"
+    NICS = "nics"
+    RENAME = "rename"
+    DESCRIPTION = "description"
+    OPERATIONS = "operations"
+    """The remote's own list of background operations, with cancel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,3 +336,19 @@ class CreateRequest:
     options: Mapping[str, str] = field(default_factory=dict)
     """Backend-specific: QEMU ``initrd``, ``cmdline``, ``firmware`` (bios/uefi), ``accel``,
     ``overlay`` ("yes"/"no"); LXD ``description``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInfo:
+    """One image of a remote's image store."""
+
+    fingerprint: str
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    size: int | None = None
+    public: bool = False
+    type: str = "container"
+    """``container`` or ``virtual-machine``."""
+    architecture: str = ""
+    created_at: datetime | None = None
+    uploaded_at: datetime | None = None

@@ -39,3 +39,14 @@ def format_size(value: int) -> str:
         if value and value % step == 0:
             return f"{value // step}{unit}"
     return f"{value}B"
+
+
+def size_or_none(text: str | None) -> int | None:
+    """Like :func:`parse_size` for values read back from a daemon or a config file, where
+    anything that is not a size (``50%``, empty, malformed) means "no size": ``None``."""
+    if not text:
+        return None
+    try:
+        return parse_size(str(text))
+    except ValueError:
+        return None

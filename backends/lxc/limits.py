@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import InvalidInput
-from ..lxd.convert import parse_size
+from ..units import size_or_none as parse_size
 
 PERIOD = 100_000
 

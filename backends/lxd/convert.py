@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlparse
 
+from .. import units
 from ..models import (
     BackendEvent,
     EventKind,
@@ -32,30 +33,8 @@ _STATUS = {
     "ready": InstanceStatus.RUNNING,
 }
 
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "pb": 1000**5, "eb": 1000**6,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "pib": 1024**5,
-    "eib": 1024**6,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpPeE]?i?[bB]?)\s*$")
-
-
-def parse_size(text: str | None) -> int | None:
-    """LXD's size strings (``512MiB``, ``2GB``, ``1024``) -> bytes; ``None`` for ``50%``,
-    empty or malformed values."""
-    if not text:
-        return None
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        return None
-    unit = m.group(2).lower()
-    if unit and not unit.endswith("b"):
-        unit += "b"
-    factor = _UNITS.get(unit)
-    if factor is None:
-        return None
-    return int(float(m.group(1)) * factor)
+parse_size = units.size_or_none
+"""LXD size strings in bytes, read by the one parser of every backend."""
 
 
 def parse_time(text: str | None) -> datetime | None:

@@ -443,7 +443,7 @@ class QEMUBackend(Backend):
         """Apply what QEMU can change live (balloon, vCPU hot-add, block_resize, IO
         throttling) and save everything to the definition; the rest applies at next start.
         Everything is validated before anything is changed."""
-        from ..lxd.convert import parse_size
+        from ..units import size_or_none as parse_size
 
         d = self._definition(ref.name)
         running = self._pid(ref.name) is not None
