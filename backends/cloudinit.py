@@ -50,8 +50,7 @@ def user_data_problem(text: str) -> str | None:
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            return f"The cloud-config is not valid YAML{where}: {problem}."
+            return f"Not valid YAML{where}: {getattr(e, 'problem', None) or e}"
         if data is not None and not isinstance(data, dict):
             return "The cloud-config must be a YAML mapping (keys like 'packages:', 'runcmd:')."
     if header == "#cloud-config-archive":

@@ -294,7 +294,8 @@ class CreateSource:
     """What gets created from it."""
     detail: str = ""
     needs_path: bool = False
-    """The wizard must ask for a file path (``value`` is then what the user typed)."""
+    """The wizard must ask for the path of a file on this machine (``value`` is then what
+    the user typed; the wizard checks that it exists)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?)(b?)\s*$", re.IGNORECASE)
 _POWER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
@@ -25,8 +26,8 @@ def parse_size(text: str, *, default_unit: str = "") -> int:
     if binary and not prefix:
         raise ValueError(f"'{text}' is not a size (examples: 512MiB, 2GiB, 10GB)")
     base = 1000 if (prefix and bytes_suffix and not binary) else 1024
-    value = float(number) * base ** _POWER[prefix.lower()]
-    if value != int(value) and not prefix:
+    value = Fraction(number) * base ** _POWER[prefix.lower()]  # exact, unlike a float
+    if value.denominator != 1 and not prefix:
         raise ValueError(f"'{text}': a number of bytes must be whole")
     return int(value)
 

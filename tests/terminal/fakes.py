@@ -8,6 +8,8 @@ import asyncio
 class EchoSession:
     """Echoes input back (CR -> CRLF); records every call."""
 
+    special_keys: tuple[str, ...] = ()
+
     def __init__(self, *, echo: bool = True, greeting: bytes = b"") -> None:
         self.echo = echo
         self.greeting = greeting

@@ -1,4 +1,5 @@
-"""Modal dialogs: confirmation (always naming what is affected)."""
+"""Modal dialogs: confirmation (always naming what is affected), input, choices, the
+actions menu, passwords, snapshots and special keys."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Static
+from rich.text import Text
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from backends.models import InstanceRef
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -217,6 +222,124 @@ class SnapshotDialog(ModalScreen["dict | None"]):
         values, problem = self._values()
         if problem is None:
             self.dismiss(values)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ActionsMenu(ModalScreen[str | None]):
+    """Pick an action for one instance."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without acting")]
+
+    def __init__(self, ref: InstanceRef, actions: list[tuple[str, str, str]]) -> None:
+        """``actions``: (id, label, help) of each action offered."""
+        super().__init__()
+        self.ref = ref
+        self.actions = actions
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(f"Actions for {self.ref}", id="dialog-title")
+            yield OptionList(*(Option(Text.assemble((label, "bold"), f"\n  {help_text}"),
+                                      id=key) for key, label, help_text in self.actions),
+                             id="actions-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
+    """User and password; the password is masked and never shown, logged or kept."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without changing anything")]
+
+    def __init__(self, ref: InstanceRef) -> None:
+        super().__init__()
+        self.ref = ref
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(f"Change a password in {self.ref}", id="dialog-title")
+            yield Static("User")
+            yield Input("root", id="pw-user")
+            yield Static("New password")
+            yield Input(password=True, id="pw-1")
+            yield Static("Again")
+            yield Input(password=True, id="pw-2")
+            yield Static("", id="dialog-problem")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Set password", id="confirm", variant="primary", disabled=True)
+
+    def problem(self) -> str | None:
+        user = self.query_one("#pw-user", Input).value
+        one = self.query_one("#pw-1", Input).value
+        two = self.query_one("#pw-2", Input).value
+        if not user or any(c in user for c in ":\n \t"):
+            return "A user name without spaces or ':' is needed."
+        if not one:
+            return "Type the new password."
+        if "\n" in one:
+            return "The password cannot contain a line break."
+        if one != two:
+            return "The two passwords differ."
+        return None
+
+    def on_input_changed(self) -> None:
+        problem = self.problem()
+        self.query_one("#dialog-problem", Static).update(problem or "")
+        self.query_one("#confirm", Button).disabled = problem is not None
+
+    def _done(self) -> None:
+        if self.problem() is None:
+            result = (self.query_one("#pw-user", Input).value,
+                      self.query_one("#pw-1", Input).value)
+            for box in self.query(Input).results(Input):
+                if box.password:
+                    box.value = ""  # do not keep it in the widget
+            self.dismiss(result)
+
+    def on_input_submitted(self) -> None:
+        self._done()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self._done()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """Pick one of a few labelled choices."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without choosing")]
+
+    def __init__(self, title: str, choices: list[tuple[str, str]], note: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.choices = choices
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe"):
+            yield Label(self.title_text, id="dialog-title")
+            if self.note:
+                yield Static(self.note)
+            yield OptionList(*(Option(label, id=key) for key, label in self.choices),
+                             id="choice-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

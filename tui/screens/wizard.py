@@ -14,7 +14,6 @@ import asyncio
 import os
 from dataclasses import dataclass
 
-import yaml
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -35,8 +34,9 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
+from backends.cloudinit import user_data_problem
 from backends.errors import BackendError
-from backends.models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
+from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from backends.units import format_size, parse_size
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
@@ -53,23 +53,6 @@ USER_DATA_EXAMPLE = "#cloud-config\npackages: []\n"
 class WizardResult:
     instance: Instance
     open_console: bool
-
-
-def check_user_data(text: str) -> str | None:
-    """A problem with cloud-init user-data, or None (empty is fine: none is sent)."""
-    if not text.strip():
-        return None
-    if not text.lstrip().startswith("#cloud-config"):
-        return "user-data must start with '#cloud-config'."
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        return f"Not valid YAML{where}: {getattr(e, 'problem', None) or e}"
-    if data is not None and not isinstance(data, dict):
-        return "user-data must be a YAML mapping (key: value lines)."
-    return None
 
 
 class WizardScreen(ModalScreen[WizardResult | None]):
@@ -185,8 +168,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             self._show_source_fields()
         elif step == "summary":
             self.query_one("#wizard-summary", Static).update(self.summary())
-            self.query_one("#wizard-console", Checkbox).display = hasattr(
-                self.backend, "open_console")
+            self.query_one("#wizard-console", Checkbox).display = \
+                Capability.CONSOLE in self.backend.capabilities
         self.validate()
         focus = {
             "where": "#wizard-remote", "what": "#wizard-source", "name": "#wizard-name",
@@ -282,8 +265,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 path = self.query_one("#wizard-path", Input).value.strip()
                 if not path:
                     return "Give the path of the file."
-                if self.backend.remote.kind in ("qemu", "lxc") and not os.path.exists(
-                        os.path.expanduser(path)):
+                if not os.path.exists(os.path.expanduser(path)):
                     return f"No such file: {path}"
                 if src.kind == "kernel":
                     initrd = self.query_one("#wizard-initrd", Input).value.strip()
@@ -316,7 +298,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                         return "Memory: at least 16MiB."
             return None
         if self.step == "cloud-init":
-            return check_user_data(self.query_one("#wizard-user-data", TextArea).text)
+            return user_data_problem(self.query_one("#wizard-user-data", TextArea).text)
         return None
 
     def validate(self) -> bool:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
 
 from backends import get_backend
-from backends.base import Backend
+from backends.base import READ_ONLY_CAPABILITIES, Backend
 from backends.retry import Backoff
 from backends.errors import AuthError, BackendError, NotFound, NotResponding
 from backends.models import (
@@ -82,9 +82,12 @@ class Inventory:
         self.instances: dict[InstanceRef, Instance] = {}
         self.states: dict[InstanceRef, InstanceState] = {}
         self.pending: dict[InstanceRef, str] = {}
+        """Actions in flight, shown in the status column (``stopping…``); read-only for
+        the UI: :meth:`act`, :meth:`track` and :meth:`show_progress` write it."""
         self.history: dict[InstanceRef, deque[tuple[datetime, str]]] = {}
         """Recent lifecycle events and operations per instance (newest last)."""
-        """Actions in flight, shown in the status column (``stopping…``)."""
+        self.activity: dict[str, str] = {}
+        """Work of a remote that belongs to no row (an import), for the activity line."""
         self.timeout = timeout
         self.reconnect_cap = reconnect_cap
         self._factory = factory
@@ -122,7 +125,18 @@ class Inventory:
     def instances_of(self, remote: str) -> list[Instance]:
         return [i for r, i in self.instances.items() if r.remote == remote]
 
+    def remote_capabilities(self, name: str) -> frozenset[Capability]:
+        """What a connected remote offers (a read-only one: only what changes nothing)."""
+        backend = self.backends.get(name)
+        status = self.statuses.get(name)
+        if backend is None or status is None or status.state is not ConnectionState.CONNECTED:
+            return frozenset()
+        if status.remote.read_only:
+            return backend.capabilities & READ_ONLY_CAPABILITIES
+        return backend.capabilities
+
     def capabilities(self, ref: InstanceRef) -> frozenset[Capability]:
+        """What can be done to one instance right now (nothing while an action runs)."""
         inst = self.instances.get(ref)
         backend = self.backends.get(ref.remote)
         if inst is None or backend is None or ref in self.pending:
@@ -317,6 +331,27 @@ class Inventory:
 
     # Fetching --------------------------------------------------------------------------
 
+    def refresh_soon(self, name: str) -> None:
+        """List a remote again shortly (bursts of requests are coalesced into one)."""
+        self._schedule_refresh(name)
+
+    def fetch_soon(self, ref: InstanceRef) -> None:
+        """Read one instance again shortly (its limits or description changed)."""
+        self._schedule_fetch(ref)
+
+    def show_progress(self, ref: InstanceRef, text: str) -> None:
+        """Show ``text`` in the status column of an instance with work in flight."""
+        self.pending[ref] = text
+        self._notify(ref.remote, {ref})
+
+    def show_activity(self, remote: str, text: str) -> None:
+        """Show (or with an empty ``text``, clear) work of a remote on the activity line."""
+        if text:
+            self.activity[remote] = text
+        else:
+            self.activity.pop(remote, None)
+        self._notify(remote, set())
+
     def _schedule_refresh(self, name: str) -> None:
         if name in self._refresh_pending:
             return
@@ -370,11 +405,10 @@ class Inventory:
 
     async def _snapshot_count(self, ref: InstanceRef) -> None:
         backend = self.backends.get(ref.remote)
-        counter = getattr(backend, "snapshot_counts", None)
-        if counter is None:
+        if backend is None or Capability.SNAPSHOTS not in backend.capabilities:
             return
         try:
-            counts = await counter([ref])
+            counts = await backend.snapshot_counts([ref])
         except BackendError:
             return
         inst = self.instances.get(ref)
@@ -416,14 +450,14 @@ class Inventory:
                    and i.status is InstanceStatus.RUNNING]
         uncounted = [r for r in refs if (i := self.instances.get(r)) is not None
                      and i.snapshot_count is None]
-        counter = getattr(backend, "snapshot_counts", None)
+        counts_snapshots = Capability.SNAPSHOTS in backend.capabilities
         states: dict[InstanceRef, InstanceState] = {}
         counts: dict[InstanceRef, int] = {}
         try:
             if running and Capability.METRICS in backend.capabilities:
                 states = await backend.get_states(running)
-            if uncounted and counter is not None:
-                counts = await counter(uncounted)
+            if uncounted and counts_snapshots:
+                counts = await backend.snapshot_counts(uncounted)
         except BackendError:
             return
         for ref in running:
@@ -452,16 +486,20 @@ class Inventory:
     # Actions ---------------------------------------------------------------------------
 
     async def act(self, ref: InstanceRef, verb: str, label: str, **kwargs) -> None:
-        """Run ``backend.<verb>(ref, **kwargs)``, showing ``label`` meanwhile.
+        """Run the lifecycle ``verb`` (start, stop, restart, freeze, unfreeze, delete) on
+        ``ref`` with ``kwargs``, showing ``label`` meanwhile.
 
         Raises:
             BackendError: whatever the backend raised, for the UI to show.
         """
         backend = self.backend_for(ref)
+        run = {"start": backend.start, "stop": backend.stop, "restart": backend.restart,
+               "freeze": backend.freeze, "unfreeze": backend.unfreeze,
+               "delete": backend.delete}[verb]
         self.pending[ref] = label
         self._notify(ref.remote, {ref})
         try:
-            await getattr(backend, verb)(ref, **kwargs)
+            await run(ref, **kwargs)
         finally:
             self.pending.pop(ref, None)
             if ref.remote in self.backends:

@@ -7,14 +7,25 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static, TabbedContent, TabPane
 
-from backends.models import InstanceRef, InstanceState, Snapshot
+from backends.errors import BackendError
+from backends.models import (
+    Capability,
+    Instance,
+    InstanceRef,
+    InstanceState,
+    LimitField,
+    Snapshot,
+)
 
 from .. import format as fmt
+from ..actions import Scope, bindings
+from ..flows.snapshots import read as read_snapshots
+from ..services.inventory import Inventory
 
 HISTORY = 60
 """Samples kept per instance (at the sampling interval: minutes of history)."""
@@ -47,18 +58,11 @@ class UsageHistory:
 class SnapshotTable(DataTable):
     """Snapshots of the selected instance."""
 
-    BINDINGS = [
-        Binding("n", "screen.new_snapshot", "New snapshot", id="snapshot.new",
-                tooltip="Take a snapshot of the selected instance"),
-        Binding("enter", "screen.restore_snapshot", "Restore", id="snapshot.restore",
-                tooltip="Restore the instance to this snapshot (asks first)"),
-        Binding("delete,d", "screen.delete_snapshot", "Delete snapshot",
-                id="snapshot.delete", tooltip="Delete this snapshot (asks first)"),
-        Binding("m", "screen.rename_snapshot", "Rename", id="snapshot.rename",
-                tooltip="Rename this snapshot"),
-        Binding("e", "screen.snapshot_settings", "Schedule", id="snapshot.schedule",
-                tooltip="Edit the snapshot schedule and expiry (LXD/Incus)"),
-    ]
+    BINDINGS = bindings(Scope.SNAPSHOT, prefix="screen.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.snapshots: dict[str, Snapshot] = {}
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -87,7 +91,7 @@ class SnapshotTable(DataTable):
         if not self.row_count:
             return None
         key = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
-        return getattr(self, "snapshots", {}).get(key)
+        return self.snapshots.get(key)
 
 
 class DetailsPane(Vertical):
@@ -113,9 +117,16 @@ class DetailsPane(Vertical):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, inventory: Inventory, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
+        self.inventory = inventory
         self.ref: InstanceRef | None = None
+        self.snapshots_of: InstanceRef | None = None
+        """The instance whose snapshots the snapshots tab shows (None: to be read)."""
+        self._snapshot_count_shown: int | None = None
+        self._limits: dict[InstanceRef, list[LimitField]] = {}
+        self._limits_of: InstanceRef | None = None
+        self._limits_seen: dict[InstanceRef, Instance | None] = {}
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="details-tabs"):
@@ -185,3 +196,161 @@ class DetailsPane(Vertical):
     @property
     def snapshots_active(self) -> bool:
         return self.query_one(TabbedContent).active == "tab-snapshots"
+
+    @staticmethod
+    def overview(inst: Instance, state: InstanceState | None, pending: str | None,
+                 limits: str) -> Text:
+        """The overview text of one instance: identity, status, limits, usage."""
+        rows = [
+            ("Instance", f"{inst.ref}  ({inst.type.value}, project {inst.ref.project})"),
+            ("Status", pending or inst.status.value),
+            ("Image", inst.image or "—"),
+            ("Created", f"{inst.created_at:%Y-%m-%d %H:%M} ({fmt.ago(inst.created_at)})"
+             if inst.created_at else "—"),
+            ("Profiles", ", ".join(inst.profiles) or "—"),
+            ("Limits", limits),
+            ("Snapshots", "…" if inst.snapshot_count is None else str(inst.snapshot_count)),
+        ]
+        if "autostart" in inst.extra:
+            rows.append(("Autostart", "yes" if inst.extra["autostart"] else "no"))
+        if inst.extra.get("reason"):
+            rows.append(("Note", str(inst.extra["reason"])))
+        if state:
+            rows += [
+                ("PID", str(state.pid) if state.pid else "—"),
+                ("Addresses", ", ".join(state.ipv4 + state.ipv6) or "—"),
+                ("Usage", f"cpu {fmt.cpu(state) or '…'}, memory "
+                 f"{fmt.memory(state, inst.memory_limit)}, disk {fmt.disk(state) or '—'}, "
+                 f"{state.processes or 0} processes"),
+                ("Network", f"rx {fmt.size(state.rx_bytes)}, tx {fmt.size(state.tx_bytes)}"),
+            ]
+        if inst.description:
+            rows.append(("Description", inst.description))
+        text = Text()
+        for label, value in rows:
+            text.append(f"{label:>10}  ", style="bold")
+            text.append(f"{value}\n")
+        return text
+
+    @staticmethod
+    def limits_line(inst: Instance, fields: list[LimitField] | None) -> str:
+        """The limits of an instance in one line (the table's figures until the backend's
+        own list of limits is read)."""
+        if fields is None:
+            return (f"cpu {inst.cpu_limit or 'unlimited'}, memory "
+                    f"{fmt.size(inst.memory_limit) if inst.memory_limit else 'unlimited'}")
+        parts = []
+        for f in fields:
+            if f.applies == "unsupported" or not (f.value or f.pending):
+                continue
+            part = f"{f.label.lower()} {f.value or 'none'}"
+            if f.pending:
+                part += f" → {f.pending} at next start"
+            parts.append(part)
+        return ", ".join(parts) or "none set"
+
+    # What the pane shows -------------------------------------------------------------
+
+    def instance_changed(self, ref: InstanceRef) -> None:
+        """The inventory changed ``ref``: its limits are read again when next shown."""
+        if ref in self._limits and self.inventory.instances.get(ref) is not \
+                self._limits_seen.get(ref):
+            self._limits.pop(ref, None)
+            self._limits_of = None
+
+    def reload(self) -> None:
+        """Something the pane shows changed (snapshots, limits): read it again."""
+        self.snapshots_of = None
+        self._limits.clear()
+        self._limits_of = None
+        self.show_instance(self.ref)
+
+    def show_snapshots(self, ref: InstanceRef, usage: UsageHistory | None) -> None:
+        """Open the pane on the snapshots tab of ``ref``, focused."""
+        self.add_class("-visible")
+        self.query_one(TabbedContent).active = "tab-snapshots"
+        self.snapshots_of = None
+        self.show_instance(ref, usage)
+        self.query_one(SnapshotTable).focus()
+
+    def show_instance(self, ref: InstanceRef | None, usage: UsageHistory | None = None) -> None:
+        """Show ``ref`` (when the pane is visible), reading its limits and snapshots as
+        needed."""
+        self.ref = ref
+        if not self.has_class("-visible"):
+            return
+        details = self.query_one("#details-overview", Static)
+        inst = self.inventory.instances.get(ref) if ref else None
+        if inst is None:
+            update_if_changed(details, "No instance selected.")
+            self.show_usage(None)
+            return
+        fields = self._limits.get(inst.ref)
+        if fields is None and self._limits_of != inst.ref and Capability.RESOURCES in \
+                self.inventory.remote_capabilities(inst.ref.remote):
+            self._limits_of = inst.ref
+            self._load_limits(inst.ref)
+        text = self.overview(inst, self.inventory.states.get(inst.ref),
+                             self.inventory.pending.get(inst.ref),
+                             self.limits_line(inst, fields))
+        if self.border_title != f"Details: {inst.ref}":
+            self.border_title = f"Details: {inst.ref}"
+        update_if_changed(details, text)
+        self.show_usage(usage)
+        update_if_changed(self.query_one("#details-config", Static),
+                          self.show_config(dict(inst.config),
+                                           dict(inst.extra.get("devices") or {})))
+        update_if_changed(self.query_one("#details-events", Static),
+                          self.events_text(self.inventory.history.get(inst.ref)))
+        if self.snapshots_active and (self.snapshots_of != inst.ref
+                                      or inst.snapshot_count != self._snapshot_count_shown):
+            self._load_snapshots(inst.ref)
+
+    @work(exclusive=True, group="limits-load", exit_on_error=False)
+    async def _load_limits(self, ref: InstanceRef) -> None:
+        backend = self.inventory.backends.get(ref.remote)
+        if backend is None:
+            return
+        try:
+            self._limits[ref] = await backend.get_limits(ref)
+            self._limits_seen[ref] = self.inventory.instances.get(ref)
+        except BackendError:
+            return
+        self.show_instance(self.ref)
+
+    @work(exclusive=True, group="snapshots-load", exit_on_error=False)
+    async def _load_snapshots(self, ref: InstanceRef) -> None:
+        backend = self.inventory.backends.get(ref.remote)
+        if backend is None:
+            return
+        note = self.query_one("#snapshot-note", Static)
+        table = self.query_one(SnapshotTable)
+        if self.snapshots_of != ref:
+            table.show([])  # never show one instance's snapshots under another's name
+            note.update(f"Reading the snapshots of {ref}…")
+        self.snapshots_of = ref
+        inst = self.inventory.instances.get(ref)
+        self._snapshot_count_shown = inst.snapshot_count if inst else None
+        try:
+            listed, text = await read_snapshots(backend, ref)
+        except BackendError as e:
+            table.show([])
+            note.update(f"Cannot list the snapshots of {ref}: {e.message}")
+            return
+        if self.snapshots_of == ref:
+            table.show(listed)
+            note.update(text)
+
+    @on(TabbedContent.TabActivated, "#details-tabs")
+    def _tab_activated(self) -> None:
+        self.snapshots_of = None
+        self.show_instance(self.ref)
+
+
+def update_if_changed(widget: Static, content: str | Text) -> None:
+    """``Static.update`` re-lays out the screen, which repaints the whole table: skip it
+    when nothing changed (this keeps idle CPU near zero)."""
+    key = content.markup if isinstance(content, Text) else content
+    if getattr(widget, "_corral_last", None) != key:
+        widget._corral_last = key  # type: ignore[attr-defined]
+        widget.update(content)

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from backends.models import ConnectionState, InstanceStatus
 
-from ..services.inventory import Inventory
+from ..services.inventory import Inventory, RemoteStatus
 from .colors import theme_colors
 
 LABELS = {
@@ -39,6 +39,23 @@ class RemoteList(DataTable):
         self._colors: dict[str, str] = {}
         self._rendered: dict[str, tuple] = {}
         self._present: set[str] = set()
+
+    @staticmethod
+    def describe(st: RemoteStatus, error_style: str) -> Text:
+        """The lines under the pane for one remote: address, server, project, problem."""
+        text = Text()
+        text.append(st.remote.name, style="bold")
+        text.append(f"  {st.remote.address}\n")
+        if st.server:
+            text.append(f"{st.server.server} {st.server.version}")
+            if st.remote.project != "default":
+                text.append(f" · project {st.remote.project}")
+            text.append("\n")
+        if st.remote.read_only:
+            text.append("read-only\n")
+        if st.message:
+            text.append(st.message, style=error_style)
+        return text
 
     def on_mount(self) -> None:
         self.add_column(" Remote", key="name", width=13)

@@ -1,179 +1,25 @@
-"""The instance actions menu (``a``): backup and restore, clone, copy or move to another
-remote, publish an image, password, network interfaces, rename and description — each
-offered only where the selected instance's backend can do it, each asking what it needs
-and showing its progress on the instance's row."""
+"""Lists with keys of their own: an instance's network interfaces, a remote's images,
+every remote's operations."""
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, DataTable, Input, Label, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import DataTable, Label, Static
 
+from backends.base import Backend
 from backends.errors import BackendError
-from backends.models import InstanceRef, InstanceStatus
+from backends.models import Capability, InstanceRef
 
-from .dialogs import ConfirmDialog, InputDialog
-
-if TYPE_CHECKING:
-    from .main import MainScreen
-
-
-@dataclass(frozen=True)
-class Action:
-    key: str
-    label: str
-    needs: str
-    """Backend method that must exist."""
-    help: str
-
-
-ACTIONS = (
-    Action("export", "Export a backup…", "export_instance",
-           "Write the instance (with its snapshots) to a file"),
-    Action("import", "Import a backup…", "import_instance",
-           "Create an instance on this remote from a backup file"),
-    Action("clone", "Clone…", "clone_instance", "Copy it on the same remote under a new name"),
-    Action("copy", "Copy to another remote…", "copy_to",
-           "Cold copy to another LXD/Incus remote"),
-    Action("move", "Move to another remote…", "copy_to",
-           "Cold move to another LXD/Incus remote (removed here once it is there)"),
-    Action("publish", "Publish as an image…", "publish_image",
-           "Make an image (with an alias) from it or one of its snapshots"),
-    Action("password", "Change a password…", "set_password",
-           "Set a user's password inside the running instance (chpasswd)"),
-    Action("nics", "Network interfaces and addresses…", "list_nics",
-           "Add or remove NICs, set static IPv4/IPv6 addresses"),
-    Action("rename", "Rename…", "rename_instance", "Give the stopped instance a new name"),
-    Action("description", "Description…", "set_description", "Notes kept with the instance"),
-    Action("images", "Images of this remote…", "list_images", "List and delete images"),
-)
-
-
-class ActionsMenu(ModalScreen[str | None]):
-    """Pick an action for one instance."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without acting")]
-
-    def __init__(self, ref: InstanceRef, actions: list[Action]) -> None:
-        super().__init__()
-        self.ref = ref
-        self.actions = actions
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Actions for {self.ref}", id="dialog-title")
-            yield OptionList(*(Option(Text.assemble((a.label, "bold"), f"\n  {a.help}"),
-                                      id=a.key) for a in self.actions), id="actions-list")
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
-    """User and password; the password is masked and never shown, logged or kept."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without changing anything")]
-
-    def __init__(self, ref: InstanceRef) -> None:
-        super().__init__()
-        self.ref = ref
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Change a password in {self.ref}", id="dialog-title")
-            yield Static("User")
-            yield Input("root", id="pw-user")
-            yield Static("New password")
-            yield Input(password=True, id="pw-1")
-            yield Static("Again")
-            yield Input(password=True, id="pw-2")
-            yield Static("", id="dialog-problem")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Set password", id="confirm", variant="primary", disabled=True)
-
-    def problem(self) -> str | None:
-        user = self.query_one("#pw-user", Input).value
-        one = self.query_one("#pw-1", Input).value
-        two = self.query_one("#pw-2", Input).value
-        if not user or any(c in user for c in ":\n \t"):
-            return "A user name without spaces or ':' is needed."
-        if not one:
-            return "Type the new password."
-        if "\n" in one:
-            return "The password cannot contain a line break."
-        if one != two:
-            return "The two passwords differ."
-        return None
-
-    def on_input_changed(self) -> None:
-        problem = self.problem()
-        self.query_one("#dialog-problem", Static).update(problem or "")
-        self.query_one("#confirm", Button).disabled = problem is not None
-
-    def _done(self) -> None:
-        if self.problem() is None:
-            result = (self.query_one("#pw-user", Input).value,
-                      self.query_one("#pw-1", Input).value)
-            for box in self.query(Input).results(Input):
-                if box.password:
-                    box.value = ""  # do not keep it in the widget
-            self.dismiss(result)
-
-    def on_input_submitted(self) -> None:
-        self._done()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "confirm":
-            self._done()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class ChoiceDialog(ModalScreen[str | None]):
-    """Pick one of a few labelled choices."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without choosing")]
-
-    def __init__(self, title: str, choices: list[tuple[str, str]], note: str = "") -> None:
-        super().__init__()
-        self.title_text = title
-        self.choices = choices
-        self.note = note
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title")
-            if self.note:
-                yield Static(self.note)
-            yield OptionList(*(Option(label, id=key) for key, label in self.choices),
-                             id="choice-list")
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+from .. import format as fmt
+from ..services.inventory import Inventory
+from .dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 
 
 class TableScreen(ModalScreen[None]):
@@ -236,11 +82,10 @@ class NicScreen(TableScreen):
                 tooltip="Set static IPv4/IPv6 addresses of the selected NIC"),
     ]
 
-    def __init__(self, main: MainScreen, backend, ref: InstanceRef) -> None:
+    def __init__(self, backend: Backend, ref: InstanceRef) -> None:
         super().__init__(f"Network interfaces of {ref}",
                          ("Name", "Network / parent", "Type", "IPv4", "IPv6", "Limits"),
                          "a add · d remove · e static addresses · esc close")
-        self.main = main
         self.backend = backend
         self.ref = ref
         self.nics: dict[str, dict] = {}
@@ -277,7 +122,7 @@ class NicScreen(TableScreen):
     def action_add(self) -> None:
         async def flow() -> None:
             networks = []
-            if hasattr(self.backend, "create_options"):
+            if Capability.CREATE in self.backend.capabilities:
                 try:
                     networks = list((await self.backend.create_options()).networks)
                 except BackendError:
@@ -367,7 +212,7 @@ class ImagesScreen(TableScreen):
     BINDINGS = [Binding("d,delete", "delete", "Delete image", id="image.delete",
                         tooltip="Delete the selected image (asks first)")]
 
-    def __init__(self, backend, remote: str) -> None:
+    def __init__(self, backend: Backend, remote: str) -> None:
         super().__init__(f"Images on {remote}",
                          ("Aliases", "Fingerprint", "Description", "Type", "Size", "Public"),
                          "d delete · esc close")
@@ -378,25 +223,21 @@ class ImagesScreen(TableScreen):
         self.run_worker(self._load(), exclusive=True, group="images", exit_on_error=False)
 
     async def _load(self) -> None:
-        from .. import format as fmt
-
         try:
             images = await self.backend.list_images()
         except BackendError as e:
             self.say(e.message)
             return
-        self.images = {_get(i, "fingerprint"): i for i in images}
-        self.set_rows([(fp, (", ".join(_get(i, "aliases") or ()) or "—", fp[:12],
-                             _get(i, "description") or "", _get(i, "type") or "",
-                             fmt.size(_get(i, "size")) if _get(i, "size") else "",
-                             "yes" if _get(i, "public") else "no"))
+        self.images = {i.fingerprint: i for i in images}
+        self.set_rows([(fp, (", ".join(i.aliases) or "—", fp[:12], i.description, i.type,
+                             fmt.size(i.size) if i.size else "", "yes" if i.public else "no"))
                        for fp, i in self.images.items()])
 
     def action_delete(self) -> None:
         fp = self.selected_key
         if fp is None:
             return
-        aliases = ", ".join(_get(self.images[fp], "aliases") or ()) or fp[:12]
+        aliases = ", ".join(self.images[fp].aliases) or fp[:12]
 
         async def flow() -> None:
             if not await self.app.push_screen_wait(ConfirmDialog(
@@ -423,11 +264,11 @@ class OperationsScreen(TableScreen):
                 Binding("ctrl+r", "reload", "Refresh", id="operation.refresh",
                         tooltip="Read the operations again")]
 
-    def __init__(self, main: MainScreen) -> None:
+    def __init__(self, inventory: Inventory) -> None:
         super().__init__("Operations", ("Remote", "Operation", "Instances", "Status",
                                         "Progress", "Cancel", "Error"),
                          "x cancel · ctrl+r refresh · esc close")
-        self.main = main
+        self.inventory = inventory
         self.ops: dict[str, tuple[str, Any]] = {}
 
     def reload(self) -> None:
@@ -438,13 +279,13 @@ class OperationsScreen(TableScreen):
         self.reload()
 
     async def _load(self) -> None:
-        inv = self.main.inventory
+        inv = self.inventory
         rows = []
         self.ops = {}
         for name, backend in inv.backends.items():
             if inv.statuses[name].state.value != "connected":
                 continue
-            if hasattr(backend, "list_operations"):
+            if Capability.OPERATIONS in backend.capabilities:
                 try:
                     ops = await backend.list_operations()
                 except BackendError as e:
@@ -467,8 +308,8 @@ class OperationsScreen(TableScreen):
         if key is None or key not in self.ops:
             return
         name, op = self.ops[key]
-        backend = self.main.inventory.backends.get(name)
-        if not hasattr(backend, "cancel_operation"):
+        backend = self.inventory.backends.get(name)
+        if backend is None or Capability.OPERATIONS not in backend.capabilities:
             self.say(f"{name} cannot cancel operations.")
             return
 
@@ -489,10 +330,6 @@ class OperationsScreen(TableScreen):
 
 
 # Helpers -----------------------------------------------------------------------------
-
-
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
 def _free_name(existing) -> str:
@@ -523,12 +360,3 @@ def _check_ip(text: str, version: int, *, routed: bool = False) -> str | None:
         if address.version != version:
             return f"'{part}' is not an IPv{version} address."
     return None
-
-
-def default_backup_path(ref: InstanceRef, extension: str) -> str:
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return str(base / "corral" / "backups" / f"{ref.remote}-{ref.name}-{stamp}{extension}")
-
-
-ProgressFn = Callable[[str], None]

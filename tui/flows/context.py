@@ -1,0 +1,131 @@
+"""The one thing every flow gets: what it acts on and the services it may use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
+
+from backends.base import Backend
+from backends.errors import BackendError
+from backends.models import Capability, Instance, InstanceRef, Snapshot
+
+from ..services.inventory import Inventory
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.screen import Screen
+
+    from ..widgets.console_dock import ConsoleDock
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """User settings flows honour."""
+
+    stop_timeout: int = 30
+    shell: tuple[str, ...] = ()
+
+
+@dataclass
+class Context:
+    """What a flow acts on (an instance ``ref``, or a ``remote``) and what it may use."""
+
+    app: "App"
+    inventory: Inventory
+    settings: Settings = field(default_factory=Settings)
+    ref: InstanceRef | None = None
+    remote: str | None = None
+    consoles: "ConsoleDock | None" = None
+    snapshot: Snapshot | None = None
+    """The snapshot selected in the snapshots tab (snapshot actions)."""
+    snapshot_names: frozenset[str] = frozenset()
+    """Names of the snapshots shown for ``ref`` (to refuse a taken name as it is typed)."""
+    details_changed: Callable[[], None] = lambda: None
+    """Tell the details pane that what it shows of ``ref`` changed (snapshots, limits)."""
+
+    def __post_init__(self) -> None:
+        if self.remote is None and self.ref is not None:
+            self.remote = self.ref.remote
+
+    # What is acted on -----------------------------------------------------------------
+
+    @property
+    def backend(self) -> Backend:
+        """The backend of ``remote``.
+
+        Raises:
+            BackendError: the remote is not connected.
+        """
+        backend = self.inventory.backends.get(self.remote or "")
+        if backend is None:
+            raise BackendError(f"Remote '{self.remote}' is not connected.")
+        return backend
+
+    @property
+    def instance(self) -> Instance | None:
+        return self.inventory.instances.get(self.ref) if self.ref else None
+
+    def can(self, capability: Capability) -> bool:
+        """The remote offers ``capability`` at all (read-only remotes offer less)."""
+        return capability in self.inventory.remote_capabilities(self.remote or "")
+
+    # Talking to the user --------------------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               timeout: float | None = None) -> None:
+        self.app.notify(message, title=title, severity=severity,  # type: ignore[arg-type]
+                        timeout=timeout)
+
+    def fail(self, error: BackendError, what: str, *, timeout: float = 10) -> None:
+        """Report a backend's refusal in words: ``what`` says what was being done."""
+        self.notify(error.message, title=f"{what}: {error.title}", severity="error",
+                    timeout=timeout)
+
+    async def ask(self, screen: "Screen[T]") -> T | None:
+        """Show a dialog and wait for its answer (flows run in workers)."""
+        return await self.app.push_screen_wait(screen)
+
+    def show(self, screen: "Screen[object]") -> None:
+        """Open a screen without waiting for it."""
+        self.app.push_screen(screen)
+
+    # Running work with progress --------------------------------------------------------
+
+    async def on_row(self, label: str, make: Callable[[Callable[[str], None]], Awaitable[T]]
+                     ) -> T | None:
+        """Run ``make(progress)`` on the instance ``ref``, showing ``label`` and its
+        progress on the instance's row; report a failure in words. Returns the result, or
+        None after a failure."""
+        ref = self.ref
+        assert ref is not None
+        inventory = self.inventory
+
+        def progress(text: str) -> None:
+            inventory.show_progress(ref, f"{label} {text}")
+
+        try:
+            return await inventory.track(ref, label, make(progress))
+        except BackendError as e:
+            self.fail(e, f"{label.rstrip('…').capitalize()} {ref}", timeout=12)
+            return None
+
+    async def on_remote(self, label: str,
+                        make: Callable[[Callable[[str], None]], Awaitable[T]]) -> T | None:
+        """Like :meth:`on_row` for work that belongs to the remote, not to one row: its
+        progress goes to the activity line."""
+        remote = self.remote or ""
+        inventory = self.inventory
+
+        def progress(text: str) -> None:
+            inventory.show_activity(remote, f"{label} {text}")
+
+        progress("")
+        try:
+            return await make(progress)
+        except BackendError as e:
+            self.fail(e, label.rstrip("…").capitalize(), timeout=12)
+            return None
+        finally:
+            inventory.show_activity(remote, "")

@@ -1,0 +1,28 @@
+"""The launch wizard: a new instance on any remote that can create one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from backends.models import Capability
+
+from ..screens.wizard import WizardScreen
+from . import consoles
+from .context import Context
+
+
+async def new_instance(ctx: Context) -> None:
+    inv = ctx.inventory
+    backends = {name: b for name, b in inv.backends.items()
+                if Capability.CREATE in inv.remote_capabilities(name)}
+    if not backends:
+        ctx.notify("No connected, writable remote can create instances.", severity="warning")
+        return
+    result = await ctx.ask(WizardScreen(backends, preferred=ctx.remote))
+    if result is None:
+        return
+    inst = result.instance
+    ctx.notify(f"Created {inst.ref} ({inst.status.value}).")
+    inv.refresh_soon(inst.ref.remote)
+    if result.open_console:
+        await consoles.open_kind(replace(ctx, ref=inst.ref, remote=inst.ref.remote), "console")

@@ -1,0 +1,125 @@
+"""Start, stop, restart, pause/resume and delete: the verbs every backend has."""
+
+from __future__ import annotations
+
+from backends.errors import BackendError, StopTimedOut
+from backends.models import Capability, InstanceStatus
+
+from ..screens.dialogs import ConfirmDialog
+from .context import Context
+
+VERB_CAPABILITY = {
+    "start": Capability.START, "stop": Capability.STOP, "restart": Capability.RESTART,
+    "freeze": Capability.FREEZE, "unfreeze": Capability.UNFREEZE,
+    "delete": Capability.DELETE,
+}
+"""Backend verb -> the capability it needs."""
+
+PENDING = {
+    "start": "starting…", "stop": "stopping…", "restart": "restarting…",
+    "freeze": "pausing…", "unfreeze": "resuming…", "delete": "deleting…",
+}
+"""What the status column says while a verb runs."""
+
+
+def refusal(ctx: Context, verb: str) -> str | None:
+    """Why ``verb`` cannot run on ``ctx.ref`` now, in words; None when it can."""
+    ref = ctx.ref
+    assert ref is not None
+    if VERB_CAPABILITY[verb] in ctx.inventory.capabilities(ref):
+        return None
+    inst = ctx.instance
+    state = ctx.inventory.pending.get(ref) or (inst.status.value if inst else "gone")
+    return f"Cannot {verb} {ref} now ({state})."
+
+
+async def run_verb(ctx: Context, verb: str) -> None:
+    """Run a lifecycle verb, asking first where it destroys (delete) and offering force
+    where a graceful stop timed out."""
+    ref = ctx.ref
+    assert ref is not None
+    why = refusal(ctx, verb)
+    if why:
+        ctx.notify(why, severity="warning")
+        return
+    inv = ctx.inventory
+    try:
+        if verb == "delete":
+            await _delete(ctx)
+        elif verb in ("stop", "restart"):
+            try:
+                await inv.act(ref, verb, PENDING[verb], timeout=ctx.settings.stop_timeout)
+            except StopTimedOut as e:
+                label = "Force stop" if verb == "stop" else "Force restart"
+                if await ctx.ask(ConfirmDialog(f"{label} {ref}?", e.message, label)):
+                    await inv.act(ref, verb, PENDING[verb], force=True)
+        else:
+            await inv.act(ref, verb, PENDING[verb])
+    except BackendError as e:
+        ctx.fail(e, f"{verb.capitalize()} {ref}")
+
+
+async def stop_first(ctx: Context, why: str) -> bool:
+    """A running instance must be stopped for ``why`` (e.g. "copy it"): ask, stop it;
+    True when it is stopped (or was not running)."""
+    ref, inst = ctx.ref, ctx.instance
+    if inst is None or inst.status not in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
+        return True
+    if not await ctx.ask(ConfirmDialog(
+            f"Stop {ref} first?", f"{ref} is {inst.status.value}; it is copied stopped "
+            f"(cold). Stop it now and {why}?", f"Stop and {why.split()[0]}")):
+        return False
+    try:
+        await ctx.inventory.act(ref, "stop", PENDING["stop"], timeout=ctx.settings.stop_timeout)
+    except BackendError as e:
+        ctx.notify(e.message, title=f"Stop {ref}", severity="error")
+        return False
+    return True
+
+
+async def _delete(ctx: Context) -> None:
+    ref, inst = ctx.ref, ctx.instance
+    if inst is None or ref is None:
+        return
+    running = inst.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)
+    what = "virtual machine" if inst.type.value == "vm" else "container"
+    message = f"The {what} {inst.name} on remote {ref.remote} will be deleted"
+    message += " with its snapshots. This cannot be undone." if inst.snapshot_count else \
+        ". This cannot be undone."
+    if running:
+        message += f"\n\nIt is {inst.status.value}: it will be stopped by force first."
+    if await ctx.ask(ConfirmDialog(f"Delete {ref}?", message,
+                                   "Stop and delete" if running else "Delete")):
+        await ctx.inventory.act(ref, "delete", PENDING["delete"], force=running)
+        ctx.notify(f"Deleted {ref}.")
+
+
+async def start(ctx: Context) -> None:
+    await run_verb(ctx, "start")
+
+
+async def stop(ctx: Context) -> None:
+    await run_verb(ctx, "stop")
+
+
+async def restart(ctx: Context) -> None:
+    await run_verb(ctx, "restart")
+
+
+async def pause(ctx: Context) -> None:
+    """Pause a running instance, resume a paused one."""
+    inst = ctx.instance
+    frozen = inst is not None and inst.status is InstanceStatus.FROZEN
+    await run_verb(ctx, "unfreeze" if frozen else "freeze")
+
+
+async def freeze(ctx: Context) -> None:
+    await run_verb(ctx, "freeze")
+
+
+async def unfreeze(ctx: Context) -> None:
+    await run_verb(ctx, "unfreeze")
+
+
+async def delete(ctx: Context) -> None:
+    await run_verb(ctx, "delete")

@@ -1,0 +1,164 @@
+"""Backups, clones, copies between remotes, names and descriptions."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from backends.base import Backend
+from backends.models import Capability, ConnectionState, InstanceRef
+
+from .. import format as fmt
+from ..screens.dialogs import ChoiceDialog, InputDialog
+from .context import Context
+from .lifecycle import stop_first
+
+
+def default_backup_path(ref: InstanceRef, extension: str) -> str:
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return str(base / "corral" / "backups" / f"{ref.remote}-{ref.name}-{stamp}{extension}")
+
+
+def name_check(backend: Backend):
+    """A dialog check for a new instance name on ``backend``."""
+    def check(value: str) -> str | None:
+        value = value.strip()
+        return "A name is needed." if not value else backend.check_name(value)
+    return check
+
+
+def copy_targets(ctx: Context) -> dict[str, Backend]:
+    """Other connected, writable remotes an instance can be copied or moved to."""
+    inv = ctx.inventory
+    return {name: b for name, b in inv.backends.items()
+            if name != ctx.remote and Capability.COPY_MOVE in inv.remote_capabilities(name)
+            and inv.statuses[name].state is ConnectionState.CONNECTED}
+
+
+async def export(ctx: Context) -> None:
+    ref, backend = ctx.ref, ctx.backend
+    path = await ctx.ask(InputDialog(
+        f"Export {ref}", "Backup file to write (with the instance's snapshots)",
+        default_backup_path(ref, backend.backup_extension), confirm="Export",
+        check=lambda v: "That file exists." if os.path.exists(os.path.expanduser(
+            v.strip())) else (None if v.strip() else "A path is needed.")))
+    if not path:
+        return
+    which = await ctx.ask(ChoiceDialog(
+        f"Export {ref}", [("with", "With its snapshots"),
+                          ("without", "The instance only (no snapshots)")]))
+    if not which:
+        return
+    path = os.path.expanduser(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    size = await ctx.on_row("exporting…", lambda p: backend.export_instance(
+        ref, path, with_snapshots=which == "with", progress=p))
+    if size is not None:
+        ctx.notify(f"Exported {ref} to {path} ({fmt.size(int(size))}).")
+
+
+async def import_backup(ctx: Context) -> None:
+    remote, backend = ctx.remote, ctx.backend
+    path = await ctx.ask(InputDialog(
+        f"Import a backup onto {remote}", "Backup file", "", confirm="Next",
+        check=lambda v: None if os.path.isfile(os.path.expanduser(v.strip()))
+        else "No such file."))
+    if not path:
+        return
+    name = await ctx.ask(InputDialog(
+        f"Import onto {remote}", "Name of the new instance",
+        Path(path).name.split(".")[0].split("-")[0], confirm="Import",
+        check=name_check(backend)))
+    if not name:
+        return
+    made = await ctx.on_remote(f"importing {name}…", lambda p: backend.import_instance(
+        os.path.expanduser(path), name, progress=p))
+    if made is not None:
+        ctx.notify(f"Imported {made.ref}.")
+        ctx.inventory.refresh_soon(remote)
+
+
+async def clone(ctx: Context) -> None:
+    ref, backend = ctx.ref, ctx.backend
+    name = await ctx.ask(InputDialog(f"Clone {ref}", "Name of the copy", f"{ref.name}-copy",
+                                     confirm="Clone", check=name_check(backend)))
+    if not name:
+        return
+    choices = [("full", "Full copy with its snapshots"),
+               ("bare", "Full copy without snapshots")]
+    if ctx.can(Capability.LINKED_CLONE):
+        choices.append(("linked", "Linked clone (shares the source's disk; fast, small — "
+                                  "the source can then not be changed or deleted)"))
+    how = await ctx.ask(ChoiceDialog(f"Clone {ref} as {name}", choices))
+    if not how:
+        return
+    made = await ctx.on_row("cloning…", lambda p: backend.clone_instance(
+        ref, name, with_snapshots=how != "bare", linked=how == "linked", progress=p))
+    if made is not None:
+        ctx.notify(f"Cloned {ref} to {made.ref}.")
+        ctx.inventory.refresh_soon(ref.remote)
+
+
+async def _copy_or_move(ctx: Context, move: bool) -> None:
+    ref, backend = ctx.ref, ctx.backend
+    verb = "move" if move else "copy"
+    targets = copy_targets(ctx)
+    target = await ctx.ask(ChoiceDialog(
+        f"{verb.capitalize()} {ref} to",
+        [(n, f"{n} ({b.remote.kind})") for n, b in targets.items()]))
+    if not target:
+        return
+    there = targets[target]
+    name = await ctx.ask(InputDialog(
+        f"{verb.capitalize()} {ref} to {target}", "Name there", ref.name,
+        confirm=verb.capitalize(), check=lambda v: there.check_name(v.strip())))
+    if not name or not await stop_first(ctx, f"{verb} it"):
+        return
+    made = await ctx.on_row("moving…" if move else "copying…", lambda p: backend.copy_to(
+        ref, there, name, move=move, progress=p))
+    if made is not None:
+        ctx.notify(f"{'Moved' if move else 'Copied'} {ref} to {made.ref}.")
+        ctx.inventory.refresh_soon(target)
+        ctx.inventory.refresh_soon(ref.remote)
+
+
+async def copy(ctx: Context) -> None:
+    await _copy_or_move(ctx, move=False)
+
+
+async def move(ctx: Context) -> None:
+    await _copy_or_move(ctx, move=True)
+
+
+def has_copy_target(ctx: Context) -> bool:
+    return bool(copy_targets(ctx))
+
+
+async def rename(ctx: Context) -> None:
+    ref, backend = ctx.ref, ctx.backend
+    name = await ctx.ask(InputDialog(f"Rename {ref}", "New name", ref.name, confirm="Rename",
+                                     check=name_check(backend)))
+    if not name or name == ref.name:
+        return
+    made = await ctx.on_row("renaming…", lambda p: backend.rename_instance(ref, name))
+    if made is not None:
+        ctx.notify(f"Renamed {ref} to {name}.")
+        ctx.inventory.refresh_soon(ref.remote)
+
+
+async def describe(ctx: Context) -> None:
+    ref, backend, inst = ctx.ref, ctx.backend, ctx.instance
+    text = await ctx.ask(InputDialog(f"Description of {ref}", "Notes",
+                                     inst.description if inst else "", confirm="Save",
+                                     check=lambda v: None))
+    if text is None:
+        return
+
+    async def save(_progress) -> bool:
+        await backend.set_description(ref, text)
+        return True
+
+    if await ctx.on_row("saving…", save):
+        ctx.notify(f"Description of {ref} saved.")
