@@ -1,4 +1,4 @@
-"""The launch wizard's interface (SupportsCreate) and pending limits of the LXC backend,
+"""The launch wizard's verbs (the CREATE ability) and pending limits of the LXC backend,
 against real lxc-* tools in a private lxcpath (no lxcbr0 here: containers get no NIC)."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ import subprocess
 
 import pytest
 
-from backends.base import SupportsCreate
 from backends.errors import Conflict, InvalidInput, OperationFailed
 from backends.lxc import LXCBackend, lxc_remotes
 from backends.lxc.limits import cgroup_version, host_supports
-from backends.models import CreateRequest, CreateSource, InstanceRef, InstanceStatus
+from backends.models import Capability, CreateRequest, CreateSource, InstanceRef, InstanceStatus
 
 MiB = 1 << 20
 BUSYBOX = CreateSource("template", "busybox", value="busybox")
@@ -45,7 +44,7 @@ MEM_KEY = "memory.limit_in_bytes" if V1 else "memory.max"
 
 
 async def test_sources_options_and_names(backend, lxc_path):
-    assert isinstance(backend, SupportsCreate)
+    assert Capability.CREATE in backend.capabilities
     sources = await backend.create_sources()
     templates = [s.value for s in sources if s.kind == "template"]
     assert templates[0] == "busybox" and "local" not in templates

@@ -1,4 +1,4 @@
-"""The launch wizard's interface (SupportsCreate) and pending limits of the QEMU backend,
+"""The launch wizard's verbs (the CREATE ability) and pending limits of the QEMU backend,
 against real QEMU under TCG with the cached busybox guest of tests/qemu_guest.py."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qemu_guest import wait_serial  # noqa: E402
 
-from backends.base import SupportsCreate  # noqa: E402
 from backends.errors import Conflict, InvalidInput, OperationFailed  # noqa: E402
 from backends.models import (  # noqa: E402
+    Capability,
     CreateRequest,
     CreateSource,
     InstanceRef,
@@ -45,7 +45,7 @@ def kernel_request(name, kernel, initrd, **kw):
 
 
 async def test_sources_options_and_names(qemu):
-    assert isinstance(qemu, SupportsCreate)
+    assert Capability.CREATE in qemu.capabilities
     sources = {s.kind: s for s in await qemu.create_sources()}
     assert list(sources) == ["disk-image", "iso", "kernel", "pxe"]
     assert all(s.type is InstanceType.VM for s in sources.values())

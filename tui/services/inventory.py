@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
 
@@ -27,10 +27,10 @@ from backends.models import (
     InstanceRef,
     InstanceState,
     InstanceStatus,
-    Operation,
     Remote,
-    ServerInfo,
 )
+
+from .status import RemoteStatus
 
 _IMPLIED_STATUS = {
     "instance-started": InstanceStatus.RUNNING,
@@ -49,19 +49,6 @@ T = TypeVar("T")
 
 def _default_factory(remote: Remote, timeout: float) -> Backend:
     return get_backend(remote, timeout=timeout)
-
-
-@dataclass
-class RemoteStatus:
-    """What the remotes pane shows for one remote."""
-
-    remote: Remote
-    state: ConnectionState = ConnectionState.CONNECTING
-    message: str = ""
-    server: ServerInfo | None = None
-    listed: bool = False
-    """The first listing arrived."""
-    operations: dict[str, Operation] = field(default_factory=dict)
 
 
 class Inventory:
