@@ -134,3 +134,17 @@ def special_key_bytes(name: str) -> bytes:
         KeyError: not a key that has a byte sequence (e.g. ``ctrl+alt+del``).
     """
     return SPECIAL_KEYS[name.lower()]
+
+
+_KEY_LABELS = {
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "backslash": "\\",
+    "circumflex_accent": "^",
+    "underscore": "_",
+}
+
+
+def key_label(key: str) -> str:
+    """A short label for a Textual key name: ``ctrl+right_square_bracket`` -> ``ctrl+]``."""
+    return "+".join(_KEY_LABELS.get(p, p) for p in key.split("+"))

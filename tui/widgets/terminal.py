@@ -5,20 +5,19 @@ The widget is the ``ConsoleSink`` of a ``ConsoleSession``: output goes into a
 strips; keys, pastes and the emulator's answers to terminal queries go back through
 ``session.send_bytes``.
 
-Flow control: output is queued and fed to the emulator by one task in slices sized to take
-about 10 ms, yielding to the event loop between slices, so a flood never blocks input or
-rendering. Repaints are throttled to ~30 Hz and touch only the rows that changed.
+Flow control: output is queued and fed to the emulator in budgeted slices by an
+:class:`~tui.widgets.terminal_io.OutputPump`, so a flood never blocks input or rendering;
+input goes out in order through an :class:`~tui.widgets.terminal_io.InputWriter`. Repaints
+are throttled to ~30 Hz and touch only the rows that changed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.content import Content
 from textual.geometry import Region
@@ -29,28 +28,14 @@ from textual.widget import Widget
 
 from backends.base import ConsoleSession
 from tui.terminal.emulator import Selection, TerminalEmulator, ansi_palette
-from tui.terminal.keys import SPECIAL_KEYS, key_to_bytes
+from tui.terminal.keys import SPECIAL_KEYS, key_label, key_to_bytes
 from tui.terminal.record import AsciicastRecorder
+
+from .terminal_io import InputWriter, OutputPump, close_in_background, highlight
 
 __all__ = ["TerminalView"]
 
 log = logging.getLogger(__name__)
-
-_KEY_LABELS = {
-    "right_square_bracket": "]",
-    "left_square_bracket": "[",
-    "backslash": "\\",
-    "circumflex_accent": "^",
-    "underscore": "_",
-}
-
-_BACKGROUND: set[asyncio.Task] = set()  # tasks that outlive the widget (closing the session)
-
-
-def key_label(key: str) -> str:
-    """A short label for a Textual key name: ``ctrl+right_square_bracket`` -> ``ctrl+]``."""
-    parts = key.split("+")
-    return "+".join(_KEY_LABELS.get(p, p) for p in parts)
 
 
 class TerminalView(Widget, can_focus=True):
@@ -90,45 +75,31 @@ class TerminalView(Widget, can_focus=True):
 
     FRAME_INTERVAL = 1 / 30
     """Minimum time between repaints."""
-    FEED_BUDGET = 0.006
-    """Seconds of emulator work between two yields to the event loop."""
     RESIZE_DEBOUNCE = 0.15
     """Wait this long after the last size change before telling the session."""
     WHEEL_LINES = 3
 
-    class Closed(Message):
+    class _ViewMessage(Message):
+        def __init__(self, view: TerminalView) -> None:
+            super().__init__()
+            self.view = view
+
+        @property
+        def control(self) -> TerminalView:
+            return self.view
+
+    class Closed(_ViewMessage):
         """The session ended (the reason is also written on the screen)."""
 
         def __init__(self, view: TerminalView, reason: str) -> None:
-            super().__init__()
-            self.view = view
+            super().__init__(view)
             self.reason = reason
 
-        @property
-        def control(self) -> TerminalView:
-            return self.view
-
-    class DetachRequested(Message):
+    class DetachRequested(_ViewMessage):
         """The detach key was pressed (nothing was sent to the guest)."""
 
-        def __init__(self, view: TerminalView) -> None:
-            super().__init__()
-            self.view = view
-
-        @property
-        def control(self) -> TerminalView:
-            return self.view
-
-    class ReconnectRequested(Message):
+    class ReconnectRequested(_ViewMessage):
         """``r`` was pressed on a closed console: open a new session and :meth:`attach` it."""
-
-        def __init__(self, view: TerminalView) -> None:
-            super().__init__()
-            self.view = view
-
-        @property
-        def control(self) -> TerminalView:
-            return self.view
 
     def __init__(
         self,
@@ -165,17 +136,13 @@ class TerminalView(Widget, can_focus=True):
         self.close_reason: str | None = None
         self.scroll_offset_lines = 0
         """How many lines the view is scrolled back (0: following the output)."""
-        self._pending: list[bytes] = []
-        self._pending_size = 0
-        self._pump_task: asyncio.Task | None = None
-        self._outbox: asyncio.Queue[bytes] | None = None
-        self._writer_task: asyncio.Task | None = None
+        self._output = OutputPump(self.emulator, self._schedule_paint)
+        self._input: InputWriter | None = None
         self._strips: dict[int, Strip] = {}
         self._refresh_timer: Timer | None = None
         self._resize_timer: Timer | None = None
         self._last_paint = 0.0
         self._scrolled_seen = 0
-        self._feed_rate = 2_000_000.0  # bytes/s, adapted while feeding
         self._selection: Selection | None = None
         self._sel_anchor: tuple[int, int] | None = None
         self._session_size: tuple[int, int] | None = None
@@ -187,8 +154,8 @@ class TerminalView(Widget, can_focus=True):
         self._update_title()
         self._apply_theme()
         self.watch(self.app, "theme", lambda _: self._apply_theme(), init=False)
-        self._outbox = asyncio.Queue()
-        self._writer_task = asyncio.create_task(self._writer())
+        self._input = InputWriter(lambda data: self.session.send_bytes(data),
+                                  lambda: self.is_closed)
         width, height = self._content_size()
         if width and height:
             self.emulator.resize(width, height)
@@ -221,26 +188,14 @@ class TerminalView(Widget, can_focus=True):
             self._send_size(force=True)
 
     def on_unmount(self) -> None:
-        for task in (self._pump_task, self._writer_task):
-            if task is not None:
-                task.cancel()
+        self._output.cancel()
+        if self._input is not None:
+            self._input.cancel()
         if self.recorder is not None:
             self.recorder.close()
         if self.close_on_unmount and not self.is_closed:
             self.is_closed = True
-            self._background(self.session.close())
-
-    @staticmethod
-    def _background(coro) -> None:
-        async def run():
-            try:
-                await coro
-            except Exception as e:  # noqa: BLE001
-                log.debug("console close: %s", e)
-
-        task = asyncio.get_running_loop().create_task(run())
-        _BACKGROUND.add(task)
-        task.add_done_callback(_BACKGROUND.discard)
+            close_in_background(self.session.close())
 
     # -- ConsoleSink -------------------------------------------------------------------------------
 
@@ -251,7 +206,7 @@ class TerminalView(Widget, can_focus=True):
         self._ensure_recorder()
         if self.recorder is not None:
             self.recorder.output(data)
-        self._enqueue(bytes(data))
+        self._output.put(bytes(data))
 
     def closed(self, reason: str) -> None:
         """The session ended: write the reason on the screen and post :class:`Closed`."""
@@ -260,7 +215,7 @@ class TerminalView(Widget, can_focus=True):
         self.is_closed = True
         self.close_reason = reason
         reason_text = " ".join(str(reason).split()) or "closed"
-        self._enqueue(
+        self._output.put(
             f"\r\n\x1b[0;7m[console closed: {reason_text} — press r to reconnect]\x1b[0m\r\n"
             .encode())
         if self.recorder is not None:
@@ -274,7 +229,7 @@ class TerminalView(Widget, can_focus=True):
         previous session still open is closed first (it must not feed this view too)."""
         previous = self.session
         if previous is not session and not self.is_closed:
-            self._background(previous.close())
+            close_in_background(previous.close())
         self.session = session
         self.is_closed = False
         self.close_reason = None
@@ -282,59 +237,6 @@ class TerminalView(Widget, can_focus=True):
         self.set_class(False, "-closed")
         self._update_title()
         self._start_session()
-
-    # -- output pump -------------------------------------------------------------------------------
-
-    def _enqueue(self, data: bytes) -> None:
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._pump_task is None:
-            self._pump_task = asyncio.get_running_loop().create_task(self._pump())
-
-    def _take(self, limit: int) -> bytes:
-        pending = self._pending
-        out: list[bytes] = []
-        size = 0
-        while pending and size < limit:
-            piece = pending[0]
-            room = limit - size
-            if len(piece) > room:
-                out.append(piece[:room])
-                pending[0] = piece[room:]
-                size += room
-                break
-            out.append(pending.pop(0))
-            size += len(piece)
-        self._pending_size -= size
-        return b"".join(out)
-
-    async def _pump(self) -> None:
-        emulator = self.emulator
-        try:
-            while self._pending:
-                deadline = time.perf_counter() + self.FEED_BUDGET
-                while self._pending:
-                    limit = int(min(262_144, max(4096, self._feed_rate * self.FEED_BUDGET)))
-                    chunk = self._take(limit)
-                    t0 = time.perf_counter()
-                    emulator.feed(chunk)
-                    t1 = time.perf_counter()
-                    if len(chunk) >= 4096 and t1 > t0:
-                        self._feed_rate = 0.7 * self._feed_rate + 0.3 * len(chunk) / (t1 - t0)
-                    if t1 >= deadline:
-                        break
-                if not self._pending:
-                    emulator.flush()
-                self._schedule_paint()
-                await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - the emulator never raises; be safe anyway
-            log.exception("terminal output pump failed")
-        finally:
-            self._pump_task = None
-        if self._pending:  # arrived while finishing
-            self._pump_task = asyncio.get_running_loop().create_task(self._pump())
 
     # -- painting ----------------------------------------------------------------------------------
 
@@ -391,21 +293,11 @@ class TerminalView(Widget, can_focus=True):
         return strip
 
     def _select(self, segments: list[Segment], y: int) -> list[Segment]:
-        sel = self._selection
-        assert sel is not None
-        absolute = self.emulator.view_to_absolute(y, self.scroll_offset_lines)
-        if not sel.start_line <= absolute <= sel.end_line:
-            return segments
-        x0 = sel.start_x if absolute == sel.start_line else 0
-        x1 = sel.end_x if absolute == sel.end_line else self.size.width
-        if x1 <= x0:
-            return segments
-        width = max(self.size.width, x1)
-        line = list(Segment.adjust_line_length(segments, width))
-        before, middle, after = Segment.divide(line, [x0, x1, width])
-        highlight = self.get_component_rich_style("terminalview--selection", partial=True)
-        middle = [Segment(t, (s or Style()) + highlight) for t, s, _ in middle]
-        return [*before, *middle, *after]
+        assert self._selection is not None
+        return highlight(segments, self._selection,
+                         self.emulator.view_to_absolute(y, self.scroll_offset_lines),
+                         self.size.width,
+                         self.get_component_rich_style("terminalview--selection", partial=True))
 
     def _apply_theme(self) -> None:
         try:
@@ -466,7 +358,7 @@ class TerminalView(Widget, can_focus=True):
         async def resize() -> None:
             try:
                 await session.resize(*size)
-            except Exception as e:  # noqa: BLE001 - best effort (PROTOCOLS.md §1.4)
+            except Exception as e:  # noqa: BLE001 - best effort: an old daemon may not resize
                 log.debug("console resize failed: %s", e)
 
         self.run_worker(resize(), name="console-resize", group="terminal-resize",
@@ -476,25 +368,9 @@ class TerminalView(Widget, can_focus=True):
 
     def _send(self, data: bytes) -> None:
         """Queue bytes for the guest (keys, pastes and query answers, in order)."""
-        if self.is_closed or not data or self._outbox is None:
+        if self.is_closed or not data or self._input is None:
             return
-        self._outbox.put_nowait(data)
-
-    async def _writer(self) -> None:
-        assert self._outbox is not None
-        outbox = self._outbox
-        while True:
-            data = await outbox.get()
-            while not outbox.empty():
-                data += outbox.get_nowait()
-            if self.is_closed:
-                continue
-            try:
-                await self.session.send_bytes(data)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the session reports closure itself
-                log.debug("console send failed: %s", e)
+        self._input.put(data)
 
     async def on_key(self, event: events.Key) -> None:
         key = event.key

@@ -1,0 +1,143 @@
+"""The house keeps its shape: no import cycles among corral's modules, no oversized modules,
+and the UI learns what a backend can do only from its declared capabilities."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("tui", "backends", "themes")
+MAX_LINES = 520
+LARGE_ON_PURPOSE = {"tui/terminal/emulator.py"}
+"""One cohesive class each; their docstrings say why they stay whole."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """corral modules ``name`` imports (anywhere, lazily too; not under TYPE_CHECKING)."""
+    is_package = path.name == "__init__.py"
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [module] + [f"{module}.{a.name}" for a in node.names]
+        else:
+            targets = []
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            strong(v)
+    return found
+
+
+def test_no_import_cycles():
+    modules = _modules()
+    known = set(modules)
+    # a package's __init__ importing its own submodules (re-exports) is not a cycle
+    graph = {name: {t for t in _imports(name, path, known)
+                    if not (path.name == "__init__.py" and t.startswith(name + "."))}
+             for name, path in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_oversized_modules():
+    big = {str(p.relative_to(ROOT)): n for p in _modules().values()
+           if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert {k: v for k, v in big.items() if k not in LARGE_ON_PURPOSE} == {}
+
+
+def test_the_ui_asks_capabilities_not_attributes():
+    """No ``hasattr`` or signature reading in tui/, and no backend chosen by remote name."""
+    offenders = []
+    for path in (ROOT / "tui").rglob("*.py"):
+        if "terminal" in path.relative_to(ROOT).parts[:2]:
+            continue  # the terminal emulator has no backend in sight
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else (
+                    func.attr if isinstance(func, ast.Attribute) else "")
+                if called in ("hasattr", "signature"):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}()")
+            if isinstance(node, ast.Compare):
+                text = ast.unparse(node)
+                if ".remote " in text + " " and any(
+                        isinstance(c, ast.Constant) and c.value in ("qemu", "lxc", "lxd",
+                                                                      "incus")
+                        for c in ast.walk(node)):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {text}")
+    assert offenders == []

@@ -1,0 +1,20 @@
+"""What the remotes pane shows for one remote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backends.models import ConnectionState, Operation, Remote, ServerInfo
+
+
+@dataclass
+class RemoteStatus:
+    """What the remotes pane shows for one remote."""
+
+    remote: Remote
+    state: ConnectionState = ConnectionState.CONNECTING
+    message: str = ""
+    server: ServerInfo | None = None
+    listed: bool = False
+    """The first listing arrived."""
+    operations: dict[str, Operation] = field(default_factory=dict)
