@@ -1,6 +1,6 @@
 """Read LXD and Incus remotes from the ``lxc`` / ``incus`` CLI configs, read-only.
 
-The files are read exactly as those tools write them (shared USERS.md §3): ``config.yml``
+The files are read exactly as those tools write them (the README's "Configuration" lists every path): ``config.yml``
 beside ``client.crt``/``client.key``, pinned server certificates in ``servercerts/``, Incus
 per-remote client certificates in ``clientcerts/``. Public and simplestreams/OCI remotes
 are image sources, not inventory. A malformed file is reported as a

@@ -14,7 +14,7 @@ Command line (manual tmux testing, benchmarks):
     python tests/lab.py up --root DIR     # start, write DIR/env.sh and DIR/lab.json, leave running
     python tests/lab.py down --root DIR   # stop the daemons recorded in DIR/lab.json
 
-See /work/shared/LAB.md for the facts this relies on. Stdlib + PyYAML only.
+docs/lab.md explains the quirks this works around. Stdlib + PyYAML only.
 """
 
 from __future__ import annotations

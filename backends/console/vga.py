@@ -1,7 +1,7 @@
 """VGA text mode, read from guest memory: decode the 0xB8000 buffer and the BIOS data
 area into a terminal byte stream, and turn terminal input into QEMU key codes.
 
-Facts (shared PROTOCOLS.md §5.1): cells are ``(char, attr)`` pairs, chars in code page
+Facts (docs/protocols.md, "VGA text"): cells are ``(char, attr)`` pairs, chars in code page
 437, ``fg = attr & 15``, ``bg = (attr >> 4) & 7``; VGA colour 1 is blue where ANSI 4 is,
 so the R and B bits swap. The BIOS data area (0x400) holds the video mode (0x449), the
 columns (0x44A), the rows minus one (0x484), the cursor of page 0 (0x450) and the

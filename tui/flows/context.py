@@ -75,8 +75,10 @@ class Context:
 
     def notify(self, message: str, *, title: str = "", severity: str = "information",
                timeout: float | None = None) -> None:
+        """Tell the user ``message``, shown as plain text: names, daemon errors and guest
+        output may hold ``[`` and must never be read as markup."""
         self.app.notify(message, title=title, severity=severity,  # type: ignore[arg-type]
-                        timeout=timeout)
+                        timeout=timeout, markup=False)
 
     def fail(self, error: BackendError, what: str, *, timeout: float = 10) -> None:
         """Report a backend's refusal in words: ``what`` says what was being done."""

@@ -1,7 +1,7 @@
 """A fast terminal emulator on top of pyte, for console panes.
 
 Pure logic: no Textual imports (Rich is used only for the ``Segment``/``Style`` objects a row
-renders to). What it adds to ``pyte.Screen`` (PROTOCOLS.md §7):
+renders to). What it adds to ``pyte.Screen`` (docs/protocols.md, "Terminal emulation"):
 
 - incremental UTF-8 and a feed that never raises (a malformed sequence is dropped, like a real
   terminal does, instead of killing the parser);
