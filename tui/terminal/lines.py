@@ -1,0 +1,125 @@
+"""Lines of a terminal as canonical runs of styled text, the ANSI palettes, selections.
+
+Pure data and functions shared by the pyte screen (``screen.py``) and the emulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import groupby
+from operator import itemgetter
+from typing import NamedTuple
+
+from pyte import graphics as _g
+from pyte.screens import wcwidth
+
+# --------------------------------------------------------------------------------------------
+# Palettes
+
+ANSI_NAMES = (
+    "black", "red", "green", "yellow", "blue", "magenta", "cyan", "white",
+    "brightblack", "brightred", "brightgreen", "brightyellow",
+    "brightblue", "brightmagenta", "brightcyan", "brightwhite",
+)
+
+ANSI_DARK: dict[str, str] = dict(zip(ANSI_NAMES, (
+    "#1C232C", "#E06C75", "#7BC47F", "#E5C07B", "#5FA8D3", "#C678DD", "#56B6C2", "#D8DEE9",
+    "#5C6773", "#FF7A85", "#98D99B", "#F2D28F", "#82C0E6", "#D7A1E7", "#7FD0DA", "#F4F6FA",
+)))
+"""16 ANSI colours for corral-dark (and any dark theme): readable on #151A21."""
+
+ANSI_LIGHT: dict[str, str] = dict(zip(ANSI_NAMES, (
+    "#1E2329", "#B3261E", "#2E7D32", "#8A6100", "#1F6FA3", "#8E3FA8", "#0E7C86", "#C9CED6",
+    "#5F6B7A", "#D93B30", "#3E9B43", "#A87A00", "#2C85C2", "#A855C7", "#1496A1", "#F7F8FA",
+)))
+"""16 ANSI colours for corral-light (and any light theme): readable on #F7F8FA."""
+
+
+def ansi_palette(dark: bool) -> dict[str, str]:
+    """The ANSI palette for a theme: pass ``app.current_theme.dark``."""
+    return ANSI_DARK if dark else ANSI_LIGHT
+
+
+# pyte colour names -> palette names ("brown" is pyte's yellow; 105 is misspelt in pyte 0.8.2).
+NAME_FIX = {"brown": "yellow", "brightbrown": "brightyellow", "bfightmagenta": "brightmagenta"}
+# 256-colour indexes 0-15 arrive as xterm's hex values: give them back to the palette.
+HEX16 = {hex_: ANSI_NAMES[i] for i, hex_ in enumerate(_g.FG_BG_256[:16])}
+
+# --------------------------------------------------------------------------------------------
+# Lines
+
+Key = tuple  # (fg, bg, bold, italics, underscore, strikethrough, reverse, blink)
+Run = tuple  # (text, Key)
+
+DEFAULT_KEY: Key = ("default", "default", False, False, False, False, False, False)
+"""The attribute key of an unwritten cell."""
+
+
+def merge_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
+    """Canonical form of a line: adjacent runs with the same key merged, empty runs dropped,
+    trailing default blanks trimmed. Two lines that look the same compare equal."""
+    out: list[Run] = []
+    last_key = None
+    for run in runs:
+        text, key = run
+        if not text:
+            continue
+        if key is last_key or key == last_key:
+            out[-1] = (out[-1][0] + text, last_key)
+        else:
+            out.append(run)
+            last_key = key
+    while out and out[-1][1] == DEFAULT_KEY:
+        text = out[-1][0].rstrip(" ")
+        if text:
+            out[-1] = (text, DEFAULT_KEY)
+            break
+        out.pop()
+    return tuple(out)
+
+
+_attr_key = itemgetter(1, 2, 3, 4, 5, 6, 7, 8)
+
+
+def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
+    """A pyte buffer row as canonical runs (wide-character stubs skipped, orphans as spaces)."""
+    if not line:
+        return ()
+    last = max(line)
+    if last >= columns:
+        last = columns - 1
+    get = line.get
+    default = line.default
+    cells = [get(x, default) for x in range(last + 1)]
+    datas = "".join([c[0] for c in cells])
+    if len(datas) == len(cells) and datas.isascii():
+        # Common case: one character per cell; group the attributes in C.
+        runs: list[Run] = []
+        pos = 0
+        for key, group in groupby(cells, _attr_key):
+            n = len(list(group))
+            runs.append((datas[pos:pos + n], key))
+            pos += n
+        return merge_runs(runs)
+    runs = []
+    prev_wide = False
+    for c in cells:
+        data = c.data
+        if data == "":
+            if prev_wide:
+                prev_wide = False
+                continue
+            data = " "
+        else:
+            prev_wide = not data.isascii() and wcwidth(data[0]) == 2
+        runs.append((data, c[1:]))
+    return merge_runs(runs)
+
+
+class Selection(NamedTuple):
+    """A selected range in view coordinates: absolute lines (scrollback then screen)."""
+
+    start_line: int
+    start_x: int
+    end_line: int
+    end_x: int
