@@ -45,8 +45,13 @@ class TableScreen(ModalScreen[None]):
         self.query_one(DataTable).add_columns(*self.columns)
         self.reload()
 
-    def reload(self) -> None:  # filled by subclasses
-        pass
+    def reload(self) -> None:
+        """Read the rows again (in a worker; a reload in flight is replaced)."""
+        self.run_worker(self.load(), exclusive=True, group=f"table-{type(self).__name__}",
+                        exit_on_error=False)
+
+    async def load(self) -> None:
+        """Read the rows and :meth:`set_rows` them (subclasses)."""
 
     def set_rows(self, rows: list[tuple[str, tuple]]) -> None:
         table = self.query_one(DataTable)
@@ -65,7 +70,8 @@ class TableScreen(ModalScreen[None]):
         return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
 
     def say(self, text: str) -> None:
-        self.query_one("#dialog-problem", Static).update(text)
+        """Show a problem under the list (plain text: daemon errors are not markup)."""
+        self.query_one("#dialog-problem", Static).update(Text(text))
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -90,10 +96,7 @@ class NicScreen(TableScreen):
         self.ref = ref
         self.nics: dict[str, dict] = {}
 
-    def reload(self) -> None:
-        self.run_worker(self._load(), exclusive=True, group="nics", exit_on_error=False)
-
-    async def _load(self) -> None:
+    async def load(self) -> None:
         try:
             self.nics = await self.backend.list_nics(self.ref)
         except BackendError as e:
@@ -219,10 +222,7 @@ class ImagesScreen(TableScreen):
         self.backend = backend
         self.images: dict[str, Any] = {}
 
-    def reload(self) -> None:
-        self.run_worker(self._load(), exclusive=True, group="images", exit_on_error=False)
-
-    async def _load(self) -> None:
+    async def load(self) -> None:
         try:
             images = await self.backend.list_images()
         except BackendError as e:
@@ -271,14 +271,10 @@ class OperationsScreen(TableScreen):
         self.inventory = inventory
         self.ops: dict[str, tuple[str, Any]] = {}
 
-    def reload(self) -> None:
-        self.run_worker(self._load(), exclusive=True, group="operations",
-                        exit_on_error=False)
-
     def action_reload(self) -> None:
         self.reload()
 
-    async def _load(self) -> None:
+    async def load(self) -> None:
         inv = self.inventory
         rows = []
         self.ops = {}

@@ -376,12 +376,7 @@ class Inventory:
                     return
                 except BackendError:
                     return
-                old = self.instances.get(ref)
-                if old is not None and inst.snapshot_count is None:
-                    inst = replace(inst, snapshot_count=old.snapshot_count)
-                self.instances[ref] = inst
-                if inst.status is not InstanceStatus.RUNNING:
-                    self.states.pop(ref, None)
+                inst = self._store(inst)
                 self._notify(ref.remote, {ref})
                 if ref not in self._refetch:
                     break
@@ -389,6 +384,17 @@ class Inventory:
                 await self.sample(ref.remote, [ref])
         finally:
             self._fetching.discard(ref)
+
+    def _store(self, inst: Instance) -> Instance:
+        """Keep a freshly read instance (with the snapshot count already known when the
+        read did not carry one); a stopped one has no usage figures any more."""
+        old = self.instances.get(inst.ref)
+        if old is not None and inst.snapshot_count is None:
+            inst = replace(inst, snapshot_count=old.snapshot_count)
+        self.instances[inst.ref] = inst
+        if inst.status is not InstanceStatus.RUNNING:
+            self.states.pop(inst.ref, None)
+        return inst
 
     async def _snapshot_count(self, ref: InstanceRef) -> None:
         backend = self.backends.get(ref.remote)
@@ -416,13 +422,8 @@ class Inventory:
         fresh = {i.ref: i for i in listed}
         for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
             self._drop(ref)
-        for ref, inst in fresh.items():
-            old = self.instances.get(ref)
-            if old is not None and inst.snapshot_count is None:
-                inst = replace(inst, snapshot_count=old.snapshot_count)
-            self.instances[ref] = inst
-            if inst.status is not InstanceStatus.RUNNING:
-                self.states.pop(ref, None)
+        for inst in fresh.values():
+            self._store(inst)
         self.statuses[name].listed = True
         self._notify(name, None)
 

@@ -50,6 +50,7 @@ from .lines import (
     ansi_palette,
     merge_runs,
     row_runs,
+    visible_cells,
 )
 from .screen import CSI_FIX, INCOMPLETE, LAT1, NEEDS_FIX, CharCache, Screen, Stream, fix_csi
 
@@ -635,17 +636,7 @@ class TerminalEmulator:
         default = self._screen.default_char
         texts: list[str] = []
         run_key: Key | None = None
-        prev_wide = False
-        for x in range(last + 1):
-            c = line.get(x, default)
-            data = c.data
-            if data == "":
-                if prev_wide:
-                    prev_wide = False
-                    continue
-                data = " "
-            else:
-                prev_wide = not data.isascii() and wcwidth(data[0]) == 2
+        for x, data, c in visible_cells([line.get(x, default) for x in range(last + 1)]):
             key = c[1:]
             if x == cursor_x:
                 if texts:

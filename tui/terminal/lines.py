@@ -101,9 +101,14 @@ def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
             runs.append((datas[pos:pos + n], key))
             pos += n
         return merge_runs(runs)
-    runs = []
+    return merge_runs((data, c[1:]) for _x, data, c in visible_cells(cells))
+
+
+def visible_cells(cells: Iterable) -> Iterable[tuple[int, str, tuple]]:
+    """``(x, text, cell)`` of the cells a row shows: the empty stub after a wide character
+    is skipped, an orphaned stub shows as a space."""
     prev_wide = False
-    for c in cells:
+    for x, c in enumerate(cells):
         data = c.data
         if data == "":
             if prev_wide:
@@ -112,8 +117,7 @@ def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
             data = " "
         else:
             prev_wide = not data.isascii() and wcwidth(data[0]) == 2
-        runs.append((data, c[1:]))
-    return merge_runs(runs)
+        yield x, data, c
 
 
 class Selection(NamedTuple):
