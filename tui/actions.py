@@ -68,6 +68,10 @@ class Action:
     """Palette entry, with ``{ref}`` or ``{remote}`` filled in; empty: not in it."""
     available: Callable[[Context], bool] | None = None
     """A further condition beyond the capabilities (e.g. another remote to copy to)."""
+    one_at_a_time: str = ""
+    """Actions sharing this name run one at a time per target: a new one replaces the one
+    in flight (lifecycle verbs of one instance; one console of a kind per instance).
+    Empty: runs beside anything else."""
 
     @property
     def action(self) -> str:
@@ -84,21 +88,24 @@ Cap = Capability
 ACTIONS: tuple[Action, ...] = (
     # Lifecycle
     Action("start", "Start", "Start the selected instance", I, "S", "instance.start",
-           "start_instance", (Cap.START,), lifecycle.start, palette="Start {ref}"),
+           "start_instance", (Cap.START,), lifecycle.start, palette="Start {ref}",
+           one_at_a_time="lifecycle"),
     Action("stop", "Stop", "Stop the selected instance (force is offered if it hangs)", I, "s",
            "instance.stop", "stop_instance", (Cap.STOP,), lifecycle.stop,
-           palette="Stop {ref}"),
+           palette="Stop {ref}", one_at_a_time="lifecycle"),
     Action("restart", "Restart", "Restart the selected instance", I, "r", "instance.restart",
-           "restart_instance", (Cap.RESTART,), lifecycle.restart, palette="Restart {ref}"),
+           "restart_instance", (Cap.RESTART,), lifecycle.restart, palette="Restart {ref}",
+           one_at_a_time="lifecycle"),
     Action("pause", "Pause/Resume", "Pause (freeze) or resume the selected instance", I, "p",
-           "instance.pause", "pause_instance", (Cap.FREEZE, Cap.UNFREEZE), lifecycle.pause),
+           "instance.pause", "pause_instance", (Cap.FREEZE, Cap.UNFREEZE), lifecycle.pause,
+           one_at_a_time="lifecycle"),
     Action("freeze", "Pause", "Pause (freeze) the instance", I, needs=(Cap.FREEZE,),
-           flow=lifecycle.freeze, show=False, palette="Pause {ref}"),
+           flow=lifecycle.freeze, show=False, palette="Pause {ref}", one_at_a_time="lifecycle"),
     Action("unfreeze", "Resume", "Resume the paused instance", I, needs=(Cap.UNFREEZE,),
-           flow=lifecycle.unfreeze, show=False, palette="Resume {ref}"),
+           flow=lifecycle.unfreeze, show=False, palette="Resume {ref}", one_at_a_time="lifecycle"),
     Action("delete", "Delete", "Delete the selected instance (asks first)", I, "d",
            "instance.delete", "delete_instance", (Cap.DELETE,), lifecycle.delete,
-           palette="Delete {ref}"),
+           palette="Delete {ref}", one_at_a_time="lifecycle"),
     # Views
     Action("details", "Details", "Show or hide the details of the selected instance", V, "enter", "view.details",
            "toggle_details"),
@@ -145,11 +152,14 @@ ACTIONS: tuple[Action, ...] = (
     # Consoles
     Action("console", "Console", "Attach to the console of the selected instance (serial, "
            "/dev/console)",
-           I, "c", "console.open", "open_console", (Cap.CONSOLE,), consoles.console),
+           I, "c", "console.open", "open_console", (Cap.CONSOLE,), consoles.console,
+           one_at_a_time="console-console"),
     Action("shell", "Shell", "Open a shell inside the selected instance", I, "e",
-           "console.shell", "open_shell", (Cap.EXEC,), consoles.shell),
+           "console.shell", "open_shell", (Cap.EXEC,), consoles.shell,
+           one_at_a_time="console-shell"),
     Action("vga", "VGA", "Show the VGA text screen of the selected VM (BIOS, boot loader)", I, "v",
-           "console.vga", "open_vga", (Cap.VGA, Cap.SPICE), consoles.vga, show=False),
+           "console.vga", "open_vga", (Cap.VGA, Cap.SPICE), consoles.vga, show=False,
+           one_at_a_time="console-vga"),
     Action("console-focus", "To console", "Go back into the current console tab", C, "t",
            "console.focus", "focus_console", show=False),
     Action("console-zoom", "Zoom", "Consoles full screen, or beside the table again", C, "z",

@@ -365,13 +365,8 @@ class MainScreen(Screen[None]):
         if ctx is None or action.flow is None:
             return
         target = ctx.ref or ctx.remote
-        if action.name in ("start", "stop", "restart", "pause", "freeze", "unfreeze",
-                           "delete"):
-            group, exclusive = f"op:{target}", True
-        elif action.name in ("console", "shell", "vga"):
-            group, exclusive = f"console:{target}:{action.name}", True
-        else:
-            group, exclusive = f"action:{target}", False
+        exclusive = bool(action.one_at_a_time)
+        group = f"{action.one_at_a_time or 'action'}:{target}"
         self.run_worker(action.flow(ctx), group=group, exclusive=exclusive,
                         exit_on_error=False, description=f"{action.name} {target}")
 
