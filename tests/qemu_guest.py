@@ -209,7 +209,7 @@ async def wait_serial(backend, name: str, needle: str, timeout: float = 60) -> N
     import asyncio
     import time
 
-    log = backend._run_dir(name) / "serial.log"
+    log = backend.vms.run_dir(name) / "serial.log"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if log.exists() and needle in log.read_text(errors="replace"):

@@ -1,4 +1,5 @@
-"""VM definitions of the QEMU backend: one JSON file per VM, written atomically."""
+"""VM definitions of the QEMU backend: one JSON file per VM, written atomically, and the
+QEMU command line that runs one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InvalidInput
 
+QEMU = "qemu-system-x86_64"
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -63,10 +65,13 @@ class VMDefinition:
     VM's disks (qcow2 backing files). That VM must then stay unchanged: it is not started,
     restored, renamed without rebasing or deleted while this clone exists."""
 
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
     def save(self, directory: Path) -> None:
         path = directory / "vm.json"
         tmp = directory / ".vm.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.write_text(self.to_json())
         os.replace(tmp, path)
 
     @classmethod
@@ -77,6 +82,38 @@ class VMDefinition:
 
 
 DISK_RE = re.compile(r"^disk[0-9]{1,3}\.qcow2$")
+
+
+def archived_definition(data: bytes, path: str) -> VMDefinition:
+    """The ``vm.json`` of an archive, checked: only the fields and values a VM here
+    can have (its disks named ``disk<N>.qcow2``, inside the VM's directory)."""
+    try:
+        raw = json.loads(data)
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        known = {f.name: f for f in fields(VMDefinition)}
+        d = VMDefinition(**{k: v for k, v in raw.items() if k in known})
+        for name, f in known.items():
+            value = getattr(d, name)
+            expected = {"int": int, "str": str}.get(str(f.type))
+            if expected and (not isinstance(value, expected) or isinstance(value, bool)):
+                raise ValueError(f"{name} is not a{'n' if expected is int else ''} "
+                                 f"{expected.__name__}")
+        if not isinstance(d.disks, list) or not all(
+                isinstance(x, str) and DISK_RE.match(x) for x in d.disks):
+            raise ValueError("disks must be named disk<N>.qcow2")
+        if len(set(d.disks)) != len(d.disks):
+            raise ValueError("a disk is listed twice")
+        if not isinstance(d.io_limits, dict):
+            raise ValueError("io_limits is not an object")
+        if d.firmware not in ("bios", "uefi") or d.accel not in ("auto", "kvm", "tcg"):
+            raise ValueError("unknown firmware or accelerator")
+        if d.network not in ("user", "none") or d.cpus < 1 or d.memory_mib < 32:
+            raise ValueError("unknown network, or too few CPUs or too little memory")
+    except (ValueError, TypeError) as e:
+        raise InvalidInput(f"{path} is not a corral QEMU export: its vm.json is not "
+                           f"usable ({e}).") from e
+    return d
 
 
 def qcow2_backing(path: Path) -> str | None:
@@ -97,3 +134,49 @@ def qcow2_backing(path: Path) -> str | None:
     if name.startswith("json:"):
         return name
     return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), name))
+
+
+def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> list[str]:
+    """The argv that runs ``d`` detached (``-daemonize``): disks from ``directory``,
+    sockets, serial log and pid file in ``run``. Two QMP monitors (one client each, see
+    ``docs/protocols.md``, section "QMP"): ``qmp.sock`` for the backend,
+    ``console-qmp.sock`` for the VGA console server."""
+    argv = [
+        QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
+        "-cpu", "host" if accel == "kvm" else "max",
+        "-smp", f"{d.cpus},maxcpus={max(d.cpus, d.max_cpus)}", "-m", f"{d.memory_mib}M",
+        "-nodefaults", "-display", "none", "-vga", "std",
+        "-chardev", f"socket,id=ser0,path={run}/serial.sock,server=on,wait=off,"
+                    f"logfile={run}/serial.log,logappend=on",
+        "-serial", "chardev:ser0",
+        "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
+        # a second monitor, for the VGA console server (QMP takes one client each)
+        "-qmp", f"unix:{run}/console-qmp.sock,server=on,wait=off",
+        "-device", "virtio-balloon-pci,id=balloon0",
+        "-pidfile", str(run / "qemu.pid"), "-daemonize",
+    ]
+    if d.firmware == "uefi":
+        argv += ["-drive", "if=pflash,format=raw,readonly=on,"
+                           "file=/usr/share/OVMF/OVMF_CODE_4M.fd",
+                 "-drive", f"if=pflash,format=raw,file={directory}/OVMF_VARS.fd"]
+    for i, disk in enumerate(d.disks):
+        argv += ["-drive", f"if=none,id=drive{i},node-name=disk{i},format=qcow2,"
+                           f"file={directory / disk}",
+                 "-device", f"virtio-blk-pci,drive=drive{i},id=vblk{i}"
+                 + (",bootindex=1" if i == 0 and d.boot == "disk" else "")]
+    if d.iso:
+        argv += ["-drive", f"if=none,id=cd0,media=cdrom,readonly=on,file={d.iso}",
+                 "-device", "ide-cd,drive=cd0" + (",bootindex=0" if d.boot == "cdrom"
+                                                  else "")]
+    if d.network == "user":
+        argv += ["-netdev", "user,id=net0",
+                 "-device", "virtio-net-pci,netdev=net0"
+                 + (f",mac={d.mac}" if MAC_RE.match(d.mac) else "")
+                 + (",bootindex=0" if d.boot == "network" else "")]
+    if d.kernel:
+        argv += ["-kernel", d.kernel]
+        if d.initrd:
+            argv += ["-initrd", d.initrd]
+        if d.cmdline:
+            argv += ["-append", d.cmdline]
+    return argv

@@ -1,186 +1,367 @@
-"""Moving big files off the event loop: copies and tar archives run in a worker thread that
-reports progress to the loop and stops promptly when the awaiting task is cancelled."""
+"""Backups, copies and names of QEMU VMs: export to and import from a tar archive, full
+and linked clones, renaming (rebasing the VMs whose disks are overlays of its disks), and
+the description. Big files move in worker threads (:func:`backends.work.in_thread`),
+``qemu-img`` runs as a subprocess; all of it stops when cancelled and leaves nothing
+behind."""
 
 from __future__ import annotations
 
 import asyncio
-import gzip
-import io
-import lzma
+import contextlib
+import dataclasses
 import os
-import tarfile
-import threading
-import time
-import zlib
+import shutil
+import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-CHUNK = 4 << 20
+from ..base import Backend
+from ..errors import Conflict, InvalidInput, OperationFailed
+from ..models import Instance, InstanceRef, InstanceStatus
+from ..work import in_thread
+from .archive import DamagedArchive, copy_file, read_archive, write_archive
+from .definition import (
+    DISK_RE,
+    VMDefinition,
+    archived_definition,
+    check_name,
+    new_mac,
+    qcow2_backing,
+)
+from .images import convert, image_info, info, qemu_img
+from .machines import Machines
 
 
-class Cancelled(Exception):
-    """Raised inside a worker thread when its task was cancelled."""
+class Transfer(Backend):
+    """``export_instance``, ``import_instance``, ``clone_instance``, ``rename_instance``,
+    ``set_description``."""
 
+    vms: Machines
 
-class Worker:
-    """What a worker thread gets: a cancel flag and a thread-safe ``report``."""
+    async def export_instance(self, ref: InstanceRef, path: str, *, with_snapshots: bool = True,
+                              progress: Callable[[str], None] | None = None) -> int:
+        """Write a stopped VM to a new tar archive at ``path`` (gzip-compressed when it
+        ends with ``.gz`` or ``.tgz``): ``vm.json``, ``disk<N>.qcow2`` and, for UEFI VMs,
+        ``OVMF_VARS.fd``. Returns the archive's size in bytes.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, say: Callable[[str], None]) -> None:
-        self.cancel = threading.Event()
-        self._loop = loop
-        self._say = say
-        self._last = ""
+        Disks are stored as they are (qcow2 internal snapshots included) when
+        ``with_snapshots``; otherwise each is rewritten by ``qemu-img convert`` (current
+        state only). A disk that is a qcow2 overlay (a linked clone, or a VM made as an
+        overlay of an image) is always flattened, since its backing file is not in the
+        archive; if it also has snapshots, ``with_snapshots`` is refused. Kernel, initrd
+        and ISO paths are kept as references: those files are not in the archive.
 
-    def check(self) -> None:
-        if self.cancel.is_set():
-            raise Cancelled()
+        The archive is written to ``path + ".part"`` and renamed when complete; on failure
+        or cancellation nothing is left.
 
-    def report(self, text: str) -> None:
-        if text == self._last:
-            return
-        self._last = text
+        Raises:
+            Conflict: the VM is running (or busy).
+            InvalidInput: ``path`` exists, its directory does not, or see above.
+            OperationFailed: writing failed (disk full, ...).
+        """
+        say = progress or (lambda _text: None)
+        path = os.path.abspath(os.path.expanduser(path))
+        d = self.vms.require_stopped(ref, "export")
+        if os.path.lexists(path):
+            raise InvalidInput(f"{path} exists already: choose a new file name.")
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            raise InvalidInput(f"The directory {parent} does not exist.")
+        part = path + ".part"
+        if os.path.lexists(part):
+            raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
+                               f"running. Remove it first.")
+        directory = self.vms.dir(ref.name)
+        self.vms.busy[ref.name] = "being exported"
+        tmp = ""
         try:
-            self._loop.call_soon_threadsafe(self._say, text)
-        except RuntimeError:  # the loop is closing
-            pass
-
-    def percent(self, label: str, done: int, total: int) -> None:
-        self.report(f"{label} {min(100, done * 100 // total) if total else 100}%")
-
-
-async def in_thread(fn: Callable[..., object], *args: object,
-                    progress: Callable[[str], None] | None = None) -> object:
-    """Run ``fn(worker, *args)`` in a thread. When the awaiting task is cancelled, the
-    worker's flag is set and the thread is waited for (so whatever cleans up afterwards
-    does not race it), then the cancellation goes on."""
-    worker = Worker(asyncio.get_running_loop(), progress or (lambda _text: None))
-    future = asyncio.ensure_future(asyncio.to_thread(fn, worker, *args))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        worker.cancel.set()
-        while not future.done():
+            plan: list[tuple[str, str, bool]] = []
+            for i, disk in enumerate(d.disks):
+                src = str(directory / disk)
+                found = await image_info(src)
+                backing = found.get("backing-filename")
+                if with_snapshots and backing and found.get("snapshots"):
+                    raise InvalidInput(
+                        f"{disk} of {ref} is a qcow2 overlay of {backing} and has internal "
+                        f"snapshots: an archive cannot keep both. Export it without "
+                        f"snapshots (its current state, flattened).")
+                flatten = (not with_snapshots or bool(backing)
+                           or found.get("format") != "qcow2")
+                plan.append((f"disk{i}.qcow2", src, flatten))
+            tmp = tempfile.mkdtemp(prefix=".corral-export-", dir=parent)
+            members: list[tuple[str, str | bytes]] = []
+            for arcname, src, flatten in plan:
+                if flatten:
+                    out = os.path.join(tmp, arcname)
+                    await convert(src, out, f"converting {arcname}", say)
+                    src = out
+                members.append((arcname, src))
+            exported = dataclasses.replace(d, disks=[m[0] for m in members], linked_to="")
+            members.insert(0, ("vm.json", exported.to_json().encode()))
+            if d.firmware == "uefi" and (directory / "OVMF_VARS.fd").is_file():
+                members.append(("OVMF_VARS.fd", str(directory / "OVMF_VARS.fd")))
+            compress = path.endswith((".gz", ".tgz"))
             try:
-                await asyncio.wait({future})
-            except asyncio.CancelledError:
-                continue
-        if not future.cancelled():
-            future.exception()  # retrieved: it is Cancelled, or what failed meanwhile
-        raise
-
-
-def copy_file(worker: Worker, src: str, dst: str, label: str) -> None:
-    """Copy ``src`` to a new file ``dst`` (holes stay holes), reporting ``label N%``."""
-    total = os.path.getsize(src)
-    done = 0
-    with open(src, "rb") as fin, open(dst, "xb") as fout:
-        while True:
-            worker.check()
-            chunk = fin.read(CHUNK)
-            if not chunk:
-                break
-            if chunk.count(0) == len(chunk):
-                fout.seek(len(chunk), os.SEEK_CUR)
+                await in_thread(write_archive, part, members, compress, progress=say)
+            except OSError as e:
+                raise OperationFailed(f"Writing {part} failed: {e.strerror or e}") from e
+            try:
+                os.link(part, path)  # never replaces a file that appeared meanwhile
+            except FileExistsError:
+                raise InvalidInput(f"{path} appeared during the export; the export was "
+                                   f"not kept.") from None
+            except OSError:
+                os.rename(part, path)  # a file system without hard links
             else:
-                fout.write(chunk)
-            done += len(chunk)
-            worker.percent(label, done, total)
-        fout.truncate(done)
-    os.chmod(dst, os.stat(src).st_mode & 0o7777)
+                os.unlink(part)
+            say("exported")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise
+        finally:
+            self.vms.busy.pop(ref.name, None)
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return os.path.getsize(path)
 
+    async def import_instance(self, path: str, name: str, *, storage_pool: str = "",
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create the VM ``name`` from an archive written by :meth:`export_instance`.
 
-class _Reader(io.RawIOBase):
-    """A file read by tarfile, counting for progress and stopping on cancel."""
+        Every member is checked before use: only ``vm.json``, ``disk<N>.qcow2`` and
+        ``OVMF_VARS.fd`` plain files (no paths, links or directories), the disks exactly
+        those ``vm.json`` names, each a qcow2 without a backing file that passes
+        ``qemu-img check``. The VM keeps the archive's settings and MAC; its name becomes
+        ``name``. Nothing is left on failure or cancellation.
 
-    def __init__(self, f, worker: Worker, label: str, total: int) -> None:
-        self.f, self.worker, self.label, self.total, self.done = f, worker, label, total, 0
+        Raises:
+            InvalidInput: bad name, ``storage_pool`` given, missing file, or the archive
+                is damaged or not a corral QEMU export.
+            Conflict: the name is taken.
+        """
+        say = progress or (lambda _text: None)
+        if storage_pool:
+            raise InvalidInput("QEMU VMs have no storage pools: disks live in the VM's "
+                               "directory.")
+        check_name(name)
+        path = os.path.abspath(os.path.expanduser(path))
+        if not os.path.isfile(path):
+            raise InvalidInput(f"{path} does not exist or is not a file.")
+        self.vms.root.mkdir(parents=True, exist_ok=True)
+        directory = self.vms.dir(name)
+        try:
+            directory.mkdir()  # claims the name; listed once vm.json is written, last
+        except FileExistsError:
+            raise Conflict(f"A VM named '{name}' already exists.") from None
+        self.vms.busy[name] = "being imported"
+        try:
+            def allowed(member: str) -> bool:
+                return member in ("vm.json", "OVMF_VARS.fd") or bool(DISK_RE.match(member))
 
-    def readable(self) -> bool:
-        return True
+            try:
+                kept = await in_thread(read_archive, path, directory, allowed, {"vm.json"},
+                                       progress=say)
+            except DamagedArchive as e:
+                raise InvalidInput(f"{path} is not a corral QEMU export: {e}.") from None
+            except OSError as e:
+                raise OperationFailed(f"Importing {path} failed: {e.strerror or e}") from e
+            assert isinstance(kept, dict)
+            if "vm.json" not in kept:
+                raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
+            d = archived_definition(kept["vm.json"], path)
+            present = sorted(p.name for p in directory.iterdir() if DISK_RE.match(p.name))
+            if sorted(d.disks) != present:
+                raise InvalidInput(f"{path} is incomplete or inconsistent: its vm.json names "
+                                   f"the disks {', '.join(d.disks) or 'none'}, the archive "
+                                   f"holds {', '.join(present) or 'none'}.")
+            has_vars = (directory / "OVMF_VARS.fd").exists()
+            if (d.firmware == "uefi") != has_vars:
+                raise InvalidInput(f"{path} is inconsistent: a {d.firmware} VM "
+                                   f"{'without' if not has_vars else 'with'} UEFI variables.")
+            for disk in d.disks:
+                say(f"checking {disk}…")
+                target = str(directory / disk)
+                try:
+                    found = await info(target, shared=False)
+                except (OperationFailed, ValueError) as e:
+                    raise InvalidInput(f"{path} holds a damaged {disk}: {e}") from e
+                data_file = ((found.get("format-specific") or {}).get("data") or {}).get(
+                    "data-file")
+                if found.get("format") != "qcow2" or found.get("backing-filename") or data_file:
+                    raise InvalidInput(f"{path} holds a {disk} that is not a self-contained "
+                                       f"qcow2 (it refers to other files); refused.")
+                try:
+                    await qemu_img("check", "-q", target)
+                except OperationFailed as e:
+                    raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e
+            d.name, d.linked_to = name, ""
+            d.save(directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        finally:
+            self.vms.busy.pop(name, None)
+        self.vms.status[name] = InstanceStatus.STOPPED
+        self.vms.why.pop(name, None)
+        self.vms.emit("instance-created", self.vms.ref(name))
+        return self.vms.instance(name)
 
-    def read(self, n: int = -1) -> bytes:
-        self.worker.check()
-        data = self.f.read(n)
-        self.done += len(data)
-        self.worker.percent(self.label, self.done, self.total)
-        return data
+    async def clone_instance(self, ref: InstanceRef, new_name: str, *, linked: bool = False,
+                             with_snapshots: bool = True,
+                             progress: Callable[[str], None] | None = None) -> Instance:
+        """Copy a stopped VM to ``new_name``, with a new MAC address and its own copy of the
+        UEFI variables.
 
+        Full clone (``linked=False``): each disk is copied byte for byte, internal snapshots
+        included, when ``with_snapshots``; otherwise ``qemu-img convert`` writes the current
+        state only (and flattens a backing file: the copy is then independent). A copy of a
+        linked clone made with snapshots stays backed by the same base.
 
-def write_archive(worker: Worker, target: str, members: list[tuple[str, str | bytes]],
-                  compress: bool) -> None:
-    """Write a new tar (gzip when ``compress``) at ``target``: each member is a file path
-    or bytes. Owners are 0/root; modes come from the files."""
-    with open(target, "xb") as raw:
-        mode = "w:gz" if compress else "w"
-        with tarfile.open(fileobj=raw, mode=mode, format=tarfile.PAX_FORMAT) as tar:
-            for arcname, source in members:
-                worker.check()
-                if isinstance(source, bytes):
-                    info = tarfile.TarInfo(arcname)
-                    info.size, info.mode = len(source), 0o644
-                    info.mtime = int(time.time())
-                    tar.addfile(info, io.BytesIO(source))
-                    continue
-                info = tar.gettarinfo(source, arcname)
-                info.uid = info.gid = 0
-                info.uname = info.gname = "root"
-                with open(source, "rb") as f:
-                    tar.addfile(info, _Reader(f, worker, f"writing {arcname}", info.size))
-        raw.flush()
-        os.fsync(raw.fileno())
+        Linked clone (``linked=True``): each disk is a new qcow2 overlay whose backing file
+        is the source's disk; ``with_snapshots`` does not apply (the snapshots stay with
+        the source; the clone starts from its current state). The clone's definition
+        records the source (``linked_to``), and from then on the source is protected, since
+        any change to its disks would damage the clone: it cannot be started, have a
+        snapshot restored or be deleted (:class:`Conflict` naming the clones, even with
+        ``force``) while a linked clone exists. Renaming it rebases its clones.
 
+        Raises:
+            Conflict: the VM is running or busy, or ``new_name`` is taken.
+            InvalidInput: bad name.
+            OperationFailed: qemu-img failed (nothing is left).
+        """
+        say = progress or (lambda _text: None)
+        d = self.vms.require_stopped(ref, "clone")
+        check_name(new_name)
+        source_dir, directory = self.vms.dir(ref.name), self.vms.dir(new_name)
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            raise Conflict(f"A VM named '{new_name}' already exists.") from None
+        self.vms.busy[ref.name] = "being cloned"
+        self.vms.busy[new_name] = "being created"
+        try:
+            new = dataclasses.replace(d, name=new_name, mac=new_mac(), linked_to="",
+                                      io_limits=dict(d.io_limits), disks=list(d.disks),
+                                      created_at=datetime.now(timezone.utc).isoformat())
+            for disk in d.disks:
+                src, dst = str(source_dir / disk), str(directory / disk)
+                if linked:
+                    say(f"creating overlay {disk}…")
+                    await qemu_img("create", "-f", "qcow2", "-F", "qcow2", "-b", src, dst)
+                    new.linked_to = ref.name
+                elif with_snapshots:
+                    await in_thread(copy_file, src, dst, f"copying {disk}", progress=say)
+                    backing = qcow2_backing(Path(src))
+                    if backing and not backing.startswith("json:"):
+                        # a relative backing path would now point elsewhere: make it absolute
+                        fmt = (await image_info(src)).get("backing-filename-format")
+                        await qemu_img("rebase", "-u", *(["-F", fmt] if fmt else []),
+                                       "-b", backing, dst)
+                        new.linked_to = d.linked_to
+                else:
+                    await convert(src, dst, f"copying {disk}", say)
+            if d.firmware == "uefi" and (source_dir / "OVMF_VARS.fd").is_file():
+                await asyncio.to_thread(shutil.copyfile, source_dir / "OVMF_VARS.fd",
+                                        directory / "OVMF_VARS.fd")
+            new.save(directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        finally:
+            self.vms.busy.pop(ref.name, None)
+            self.vms.busy.pop(new_name, None)
+        self.vms.status[new_name] = InstanceStatus.STOPPED
+        self.vms.why.pop(new_name, None)
+        say("cloned")
+        self.vms.emit("instance-created", self.vms.ref(new_name))
+        return self.vms.instance(new_name)
 
-class DamagedArchive(Exception):
-    """The archive cannot be read as a tar (truncated, bad gzip, not a tar at all)."""
+    async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
+        """Rename a stopped VM: its directory moves and its definition takes the new name.
+        VMs whose disks are overlays of its disks (linked clones, or VMs created as an
+        overlay of one of its disks) are rebased (``qemu-img rebase -u``) onto the new
+        paths; they must be stopped. On failure everything is put back.
 
+        Raises:
+            Conflict: the VM or one of its overlays is running, or ``new_name`` is taken.
+            InvalidInput: bad name.
+        """
+        d = self.vms.require_stopped(ref, "rename")
+        check_name(new_name)
+        if new_name == ref.name:
+            return self.vms.instance(ref.name)
+        old_dir, new_dir = self.vms.dir(ref.name), self.vms.dir(new_name)
+        if new_dir.exists():
+            raise Conflict(f"A VM named '{new_name}' already exists.")
+        prefix = str(old_dir) + os.sep
+        dependants: list[tuple[str, Path, str]] = []  # (vm, disk path, old backing)
+        for other in self.vms.names():
+            if other == ref.name:
+                continue
+            try:
+                od = VMDefinition.load(self.vms.dir(other))
+            except (OSError, ValueError, TypeError):
+                continue
+            for disk in od.disks:
+                backing = qcow2_backing(self.vms.dir(other) / disk)
+                if backing and backing.startswith(prefix):
+                    if self.vms.pid(other) is not None or other in self.vms.busy:
+                        raise Conflict(f"{other} is an overlay of {ref}'s disks and is "
+                                       f"running or busy: stop it first (its backing file "
+                                       f"moves).")
+                    dependants.append((other, self.vms.dir(other) / disk, backing))
+        self.vms.busy[ref.name] = "being renamed"
+        done: list[tuple[Path, str]] = []
+        relinked: list[str] = []
+        try:
+            os.rename(old_dir, new_dir)
+            try:
+                for _, disk, backing in dependants:
+                    await qemu_img("rebase", "-u", "-F", "qcow2", "-b",
+                                   str(new_dir) + os.sep + backing[len(prefix):], str(disk))
+                    done.append((disk, backing))
+                for other in {o for o, _, _ in dependants}:
+                    od = VMDefinition.load(self.vms.dir(other))
+                    if od.linked_to == ref.name:
+                        od.linked_to = new_name
+                        od.save(self.vms.dir(other))
+                        relinked.append(other)
+                d.name = new_name
+                d.save(new_dir)
+            except BaseException:
+                for disk, backing in reversed(done):
+                    with contextlib.suppress(BaseException):
+                        await qemu_img("rebase", "-u", "-F", "qcow2", "-b", backing,
+                                       str(disk))
+                for other in relinked:
+                    with contextlib.suppress(Exception):
+                        od = VMDefinition.load(self.vms.dir(other))
+                        od.linked_to = ref.name
+                        od.save(self.vms.dir(other))
+                os.rename(new_dir, old_dir)
+                raise
+        finally:
+            self.vms.busy.pop(ref.name, None)
+        old_run, new_run = self.vms.run_dir(ref.name), self.vms.run_dir(new_name)
+        if old_run.exists():  # serial log history goes along
+            if new_run.exists():
+                shutil.rmtree(new_run, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rename(old_run, new_run)
+        for table in (self.vms.status, self.vms.why):
+            if ref.name in table:
+                table[new_name] = table.pop(ref.name)
+        self.vms.status.setdefault(new_name, InstanceStatus.STOPPED)
+        new_ref = self.vms.ref(new_name)
+        self.vms.emit("instance-renamed", new_ref, f"renamed from {ref.name}")
+        return self.vms.instance(new_name)
 
-def read_archive(worker: Worker, path: str, into: Path, allowed: Callable[[str], bool],
-                 keep_in_memory: set[str]) -> dict[str, bytes]:
-    """Extract the regular files of the tar ``path`` into ``into``, refusing any member
-    that ``allowed`` refuses, any link, device or directory, and duplicates. Members named
-    in ``keep_in_memory`` are returned instead of written.
-
-    Raises:
-        DamagedArchive: unreadable, or a member not allowed (message in words).
-    """
-    seen: set[str] = set()
-    kept: dict[str, bytes] = {}
-    try:
-        with tarfile.open(path, "r|*") as tar:
-            for member in tar:
-                worker.check()
-                name = member.name
-                while name.startswith("./"):
-                    name = name[2:]
-                if name in ("", "."):
-                    continue  # the archive's own top directory
-                if not allowed(name) or name in seen:
-                    raise DamagedArchive(f"it holds an unexpected member '{member.name}'")
-                if not member.isreg():
-                    raise DamagedArchive(f"its member '{member.name}' is not a plain file")
-                seen.add(name)
-                source = tar.extractfile(member)
-                assert source is not None
-                if name in keep_in_memory:
-                    if member.size > 1 << 20:
-                        raise DamagedArchive(f"its {name} is implausibly large")
-                    kept[name] = source.read()
-                    if len(kept[name]) != member.size:
-                        raise DamagedArchive(f"its {name} is truncated")
-                    continue
-                done = 0
-                with open(into / name, "xb") as out:
-                    while True:
-                        worker.check()
-                        chunk = source.read(CHUNK)
-                        if not chunk:
-                            break
-                        out.write(chunk)
-                        done += len(chunk)
-                        worker.percent(f"reading {name}", done, member.size)
-                if done != member.size:
-                    raise DamagedArchive(f"its {name} is truncated")
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as e:
-        raise DamagedArchive(f"it is damaged or not a tar archive ({e or type(e).__name__})") \
-            from e
-    return kept
+    async def set_description(self, ref: InstanceRef, text: str) -> None:
+        """Save the VM's description in its definition (running or not)."""
+        d = self.vms.definition(ref.name)
+        d.description = text
+        d.save(self.vms.dir(ref.name))
+        self.vms.emit("instance-updated", ref)

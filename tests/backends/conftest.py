@@ -30,8 +30,8 @@ async def qemu(tmp_path, monkeypatch):
     info = await backend.connect()
     assert info.server == "qemu" and info.version
     yield backend
-    for name in list(backend._names()):
-        pid = backend._pid(name)
+    for name in list(backend.vms.names()):
+        pid = backend.vms.pid(name)
         if pid:
             os.kill(pid, signal.SIGKILL)
     await backend.close()

@@ -64,7 +64,7 @@ async def test_kernel_vm_lifecycle_and_events(qemu, guest):
         ev = await next_event(stream, ref, {"instance-stopped"})
         assert ev.message == ""  # we stopped it: no complaint
         assert (await qemu.get_instance(ref)).status is InstanceStatus.STOPPED
-        assert qemu._pid("vm1") is None
+        assert qemu.vms.pid("vm1") is None
     finally:
         await stream.aclose()
 
@@ -75,9 +75,9 @@ async def test_vm_outlives_corral_and_an_outside_kill_is_reported(qemu, guest, t
                       cmdline="console=ttyS0", accel="tcg")
     ref = InstanceRef("qemu", "vm2")
     await qemu.start(ref)
-    pid = qemu._pid("vm2")
+    pid = qemu.vms.pid("vm2")
     await qemu.close()  # corral quits; QEMU keeps running
-    assert qemu._pid("vm2") == pid
+    assert qemu.vms.pid("vm2") == pid
 
     again = QEMUBackend(qemu.remote, timeout=10)
     await again.connect()  # a new corral adopts the running VM
@@ -163,7 +163,7 @@ async def test_serial_console_attach_detach_reattach_with_history(qemu, guest):
     await session.send_bytes(b"echo first-$((20+1))\n")
     await sink.wait_for(b"first-21")
     await session.close()  # detach: the VM keeps running
-    assert qemu._pid("con") is not None
+    assert qemu.vms.pid("con") is not None
     await session.wait()
 
     again = await qemu.open_console(ref)
@@ -192,16 +192,16 @@ async def test_live_resources_through_qmp(qemu, guest):
     result = await qemu.set_limits(ref, {"cpus": "2", "memory": "384", "disk": "2GiB",
                                          "read_iops": "500"})
     assert result == {"cpus": "live", "memory": "live", "disk": "live", "read_iops": "live"}
-    assert len(await qemu._execute(ref, "query-cpus-fast")) == 2
-    block = next(b for b in await qemu._execute(ref, "query-block") if b["device"] == "drive0"
+    assert len(await qemu.vms.execute(ref, "query-cpus-fast")) == 2
+    block = next(b for b in await qemu.vms.execute(ref, "query-block") if b["device"] == "drive0"
                  or b.get("qdev", "").startswith("/machine/peripheral/vblk0"))
     assert block["inserted"]["iops_rd"] == 500
     assert block["inserted"]["bps_wr"] == 1048576  # the saved limit was applied at start
     assert await qemu._virtual_size(ref) == 2 * 1024**3
     # the guest's virtio_balloon driver (loaded by its /init) gives the memory back
     deadline = time.monotonic() + 20  # TCG is slow
-    while (await qemu._execute(ref, "query-balloon"))["actual"] != 384 << 20:
-        assert time.monotonic() < deadline, await qemu._execute(ref, "query-balloon")
+    while (await qemu.vms.execute(ref, "query-balloon"))["actual"] != 384 << 20:
+        assert time.monotonic() < deadline, await qemu.vms.execute(ref, "query-balloon")
         await asyncio.sleep(0.2)
     state = (await qemu.get_states([ref]))[ref]
     assert (state.memory_usage, state.memory_limit) == (384 << 20, 512 << 20)
@@ -214,7 +214,7 @@ async def test_live_resources_through_qmp(qemu, guest):
         await qemu.set_limits(ref, {"memory": "1024"})
     assert await qemu.set_limits(ref, {"cpus": "1"}) == {"cpus": "restart"}
     await qemu.stop(ref, force=True)
-    d = qemu._definition("res")
+    d = qemu.vms.definition("res")
     assert (d.cpus, d.memory_target_mib, d.io_limits["read_iops"]) == (1, 384, 500)
 
 
@@ -255,7 +255,7 @@ async def test_uefi_vm_gets_a_private_variables_file_and_runs(qemu, tmp_path):
     await qemu.start(ref)
     try:
         assert (await qemu.get_instance(ref)).status is InstanceStatus.RUNNING
-        assert "OVMF_VARS.fd" in Path(f"/proc/{qemu._pid('efi')}/cmdline").read_text()
+        assert "OVMF_VARS.fd" in Path(f"/proc/{qemu.vms.pid('efi')}/cmdline").read_text()
     finally:
         await qemu.stop(ref, force=True)
 
@@ -355,7 +355,7 @@ async def test_vga_text_console_shows_seabios_and_survives_detach(qemu):
     await second.close()
     assert await asyncio.wait_for(second.wait(), 5) == "detached"
 
-    sock = str(qemu._run_dir("bios") / "vga.ws")
+    sock = str(qemu.vms.run_dir("bios") / "vga.ws")
     pid = server_pid(sock)
     assert pid and server_alive(sock)
     os.kill(pid, signal.SIGKILL)

@@ -73,10 +73,10 @@ async def test_kernel_vm_is_created_started_and_boots(qemu, guest):
     print(f"created + booted in {time.monotonic() - started:.1f}s")
     disk = Path(qemu.remote.address) / "kvm1" / "disk0.qcow2"
     assert image_info(disk)["virtual-size"] == GiB + 512 * MiB
-    d = qemu._definition("kvm1")
+    d = qemu.vms.definition("kvm1")
     assert (d.kernel, d.initrd, d.cmdline, d.accel, d.network) == (
         str(kernel), str(initrd), "console=ttyS0", "tcg", "user")
-    cmdline = Path(f"/proc/{qemu._pid('kvm1')}/cmdline").read_bytes().split(b"\0")
+    cmdline = Path(f"/proc/{qemu.vms.pid('kvm1')}/cmdline").read_bytes().split(b"\0")
     assert b"256M" in cmdline and b"user,id=net0" in cmdline
 
     # restart-only changes while running show as pending; live ones do not
@@ -88,9 +88,9 @@ async def test_kernel_vm_is_created_started_and_boots(qemu, guest):
     assert (fields["cpus"].value, fields["cpus"].pending) == ("2", "1")
     assert fields["write_bps"].pending == "" and fields["disk"].pending == ""
     # a definition saved meanwhile (here: edited outside) differs from what QEMU applies
-    d = qemu._definition("kvm1")
+    d = qemu.vms.definition("kvm1")
     d.io_limits["write_bps"] = 4096
-    d.save(qemu._dir("kvm1"))
+    d.save(qemu.vms.dir("kvm1"))
     fields = {f.key: f for f in await qemu.get_limits(ref)}
     assert (fields["write_bps"].value, fields["write_bps"].pending) == ("", "4096")
     assert await qemu.set_limits(ref, {"write_bps": "4096"}) == {"write_bps": "live"}
@@ -146,24 +146,24 @@ async def test_disk_image_overlay_copy_and_grow(qemu, tmp_path):
     said = []
     await qemu.create_instance(CreateRequest("ovl", source, disk=128 * MiB),
                                progress=said.append)
-    info = image_info(qemu._dir("ovl") / "disk0.qcow2")
+    info = image_info(qemu.vms.dir("ovl") / "disk0.qcow2")
     assert info["virtual-size"] == 128 * MiB and info["backing-filename"] == str(base)
     assert "creating overlay disk…" in said and "resizing disk…" in said
     await qemu.create_instance(CreateRequest("cpy", source, options={"overlay": "no"}))
-    info = image_info(qemu._dir("cpy") / "disk0.qcow2")
+    info = image_info(qemu.vms.dir("cpy") / "disk0.qcow2")
     assert info["virtual-size"] == 64 * MiB and "backing-filename" not in info
     with pytest.raises(InvalidInput, match="at least as large as the image"):
         await qemu.create_instance(CreateRequest("small", source, disk=32 * MiB))
-    assert not qemu._dir("small").exists()
+    assert not qemu.vms.dir("small").exists()
     # ISO/PXE sources get the default 10GiB disk when none is asked for
     iso = tmp_path / "inst.iso"
     iso.write_bytes(b"\0" * 2048)
     await qemu.create_instance(CreateRequest("inst", CreateSource("iso", "ISO", value=str(iso)),
                                              network="none"))
-    d = qemu._definition("inst")
+    d = qemu.vms.definition("inst")
     assert (d.boot, d.iso, d.network) == ("cdrom", str(iso), "none")
-    assert image_info(qemu._dir("inst") / d.disks[0])["virtual-size"] == 10 * GiB
-    assert "-netdev" not in qemu._argv(d)
+    assert image_info(qemu.vms.dir("inst") / d.disks[0])["virtual-size"] == 10 * GiB
+    assert "-netdev" not in qemu.vms.argv(d)
 
 
 async def test_a_vm_that_does_not_start_stays_defined(qemu, guest, tmp_path):

@@ -43,7 +43,7 @@ async def make_vm(qemu, guest, name, *, data_mib=0):
                       disk_gib=1, cmdline="console=ttyS0 panic=-1", accel="tcg")
     if data_mib:  # real data, so copies take a moment and holes do not hide anything
         subprocess.run(["qemu-io", "-c", f"write -P 0xab 0 {data_mib}M",
-                        str(qemu._dir(name) / "disk0.qcow2")], check=True,
+                        str(qemu.vms.dir(name) / "disk0.qcow2")], check=True,
                        capture_output=True)
 
 
@@ -51,9 +51,9 @@ async def boots(qemu, name):
     await qemu.start(ref(name))
     try:
         await wait_serial(qemu, name, "corral-guest ready", timeout=90)
-        blocks = await qemu._execute(ref(name), "query-block")
+        blocks = await qemu.vms.execute(ref(name), "query-block")
         files = [b["inserted"]["file"] for b in blocks if b.get("inserted")]
-        assert str(qemu._dir(name) / "disk0.qcow2") in files
+        assert str(qemu.vms.dir(name) / "disk0.qcow2") in files
         return files
     finally:
         await qemu.stop(ref(name), force=True)
@@ -90,10 +90,10 @@ async def test_export_import_round_trip_keeps_snapshots_and_boots(qemu, guest, t
 
     inst = await qemu.import_instance(str(archive), "copy")
     assert inst.status is InstanceStatus.STOPPED and inst.description == "the original"
-    disk = qemu._dir("copy") / "disk0.qcow2"
+    disk = qemu.vms.dir("copy") / "disk0.qcow2"
     assert snapshot_names(disk) == ["before"]
     assert [s.name for s in await qemu.list_snapshots(ref("copy"))] == ["before"]
-    assert qemu._definition("copy").name == "copy"
+    assert qemu.vms.definition("copy").name == "copy"
     await boots(qemu, "copy")
 
     with pytest.raises(Conflict, match="already exists"):
@@ -110,8 +110,8 @@ async def test_export_import_round_trip_keeps_snapshots_and_boots(qemu, guest, t
                                progress=said.append)
     assert any(s.startswith("converting disk0.qcow2") for s in said)
     await qemu.import_instance(str(plain), "flat")
-    assert snapshot_names(qemu._dir("flat") / "disk0.qcow2") == []
-    assert snapshot_names(qemu._dir("src") / "disk0.qcow2") == ["before"]  # source intact
+    assert snapshot_names(qemu.vms.dir("flat") / "disk0.qcow2") == []
+    assert snapshot_names(qemu.vms.dir("src") / "disk0.qcow2") == ["before"]  # source intact
 
 
 def tar_with(path: Path, members: dict[str, bytes], *, kinds: dict[str, bytes] = {}):
@@ -134,7 +134,7 @@ async def test_damaged_or_foreign_archives_are_refused_and_leave_nothing(qemu, g
     root = Path(qemu.remote.address)
     before = leftovers(root)
     vm_json = json.dumps({"name": "x", "disks": ["disk0.qcow2"]}).encode()
-    disk = (qemu._dir("src") / "disk0.qcow2").read_bytes()
+    disk = (qemu.vms.dir("src") / "disk0.qcow2").read_bytes()
 
     truncated = tmp_path / "truncated.tar.gz"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
@@ -208,7 +208,7 @@ async def test_export_and_clone_cancelled_leave_nothing(qemu, guest, tmp_path):
     await cancel_at(lambda p: qemu.clone_instance(ref("big"), "c2", with_snapshots=False,
                                                   progress=p), "copying")
     assert leftovers(root) == before
-    assert qemu._busy == {}
+    assert qemu.vms.busy == {}
     # not busy any more: it still starts
     await qemu.start(ref("big"))
     await qemu.stop(ref("big"), force=True)
@@ -217,7 +217,7 @@ async def test_export_and_clone_cancelled_leave_nothing(qemu, guest, tmp_path):
 async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest, tmp_path):
     await make_vm(qemu, guest, "src", data_mib=4)
     await qemu.create_snapshot(ref("src"), "s1")
-    src_disk = qemu._dir("src") / "disk0.qcow2"
+    src_disk = qemu.vms.dir("src") / "disk0.qcow2"
 
     await qemu.start(ref("src"))
     with pytest.raises(Conflict, match="stop it first"):
@@ -227,15 +227,15 @@ async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest,
     said: list[str] = []
     full = await qemu.clone_instance(ref("src"), "full", progress=said.append)
     assert full.status is InstanceStatus.STOPPED and "copying disk0.qcow2 100%" in said
-    assert snapshot_names(qemu._dir("full") / "disk0.qcow2") == ["s1"]
+    assert snapshot_names(qemu.vms.dir("full") / "disk0.qcow2") == ["s1"]
     flat = await qemu.clone_instance(ref("src"), "flat", with_snapshots=False)
-    info = image_info(qemu._dir("flat") / "disk0.qcow2")
+    info = image_info(qemu.vms.dir("flat") / "disk0.qcow2")
     assert "backing-filename" not in info and not info.get("snapshots")
     linked = await qemu.clone_instance(ref("src"), "lnk", linked=True)
-    info = image_info(qemu._dir("lnk") / "disk0.qcow2")
+    info = image_info(qemu.vms.dir("lnk") / "disk0.qcow2")
     assert info["backing-filename"] == str(src_disk) and not info.get("snapshots")
-    assert qemu._definition("lnk").linked_to == "src"
-    macs = {qemu._definition(n).mac for n in ("src", "full", "flat", "lnk")}
+    assert qemu.vms.definition("lnk").linked_to == "src"
+    macs = {qemu.vms.definition(n).mac for n in ("src", "full", "flat", "lnk")}
     assert len(macs) == 4  # src has none (""), each clone its own
     assert linked.name == "lnk" and linked.extra["linked_to"] == "src"
     with pytest.raises(Conflict, match="already exists"):
@@ -243,13 +243,13 @@ async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest,
 
     await boots(qemu, "full")
     files = await boots(qemu, "lnk")
-    assert str(qemu._dir("lnk") / "disk0.qcow2") in files
+    assert str(qemu.vms.dir("lnk") / "disk0.qcow2") in files
 
     # an export of the linked clone is flattened (its base is not in the archive) ...
     archive = tmp_path / "lnk.tar"
     await qemu.export_instance(ref("lnk"), str(archive))
     solo = await qemu.import_instance(str(archive), "solo")
-    assert "backing-filename" not in image_info(qemu._dir("solo") / "disk0.qcow2")
+    assert "backing-filename" not in image_info(qemu.vms.dir("solo") / "disk0.qcow2")
     assert solo.extra["linked_to"] == ""
     await boots(qemu, "solo")
     # ... which cannot keep snapshots of the overlay
@@ -284,11 +284,11 @@ async def test_rename_keeps_linked_clones_and_uefi_working(qemu, guest):
         await qemu.rename_instance(ref("src"), "lnk")
 
     base = await qemu.rename_instance(ref("src"), "base")
-    assert base.name == "base" and not qemu._dir("src").exists()
-    assert qemu._definition("base").name == "base"
-    assert image_info(qemu._dir("lnk") / "disk0.qcow2")["backing-filename"] == str(
-        qemu._dir("base") / "disk0.qcow2")
-    assert qemu._definition("lnk").linked_to == "base"
+    assert base.name == "base" and not qemu.vms.dir("src").exists()
+    assert qemu.vms.definition("base").name == "base"
+    assert image_info(qemu.vms.dir("lnk") / "disk0.qcow2")["backing-filename"] == str(
+        qemu.vms.dir("base") / "disk0.qcow2")
+    assert qemu.vms.definition("lnk").linked_to == "base"
     await boots(qemu, "lnk")
 
     await qemu.rename_instance(ref("lnk"), "lnk2")
@@ -303,9 +303,9 @@ async def test_rename_keeps_linked_clones_and_uefi_working(qemu, guest):
     await qemu.create("efi", disk_gib=1, firmware="uefi", network_boot=True, accel="tcg")
     await qemu.clone_instance(ref("efi"), "efi2")
     await qemu.rename_instance(ref("efi2"), "efi3")
-    assert (qemu._dir("efi3") / "OVMF_VARS.fd").stat().st_size == (
-        qemu._dir("efi") / "OVMF_VARS.fd").stat().st_size
-    d: VMDefinition = qemu._definition("efi3")
+    assert (qemu.vms.dir("efi3") / "OVMF_VARS.fd").stat().st_size == (
+        qemu.vms.dir("efi") / "OVMF_VARS.fd").stat().st_size
+    d: VMDefinition = qemu.vms.definition("efi3")
     assert d.firmware == "uefi" and d.name == "efi3"
     await qemu.start(ref("efi3"))
     await qemu.stop(ref("efi3"), force=True)

@@ -1,0 +1,46 @@
+"""Consoles of QEMU VMs: the first serial port and the VGA text screen, both served by
+corral's detached console server, so they survive corral and can be re-attached."""
+
+from __future__ import annotations
+
+from ..base import Backend
+from ..console import WebSocketSession, attach_local
+from ..console.vga import SPECIAL_CHORDS
+from ..errors import Conflict, InvalidInput, Unsupported
+from ..models import InstanceRef
+from .machines import Machines
+
+
+class Consoles(Backend):
+    """``open_console`` (``console``: serial, ``vga``: VGA text)."""
+
+    vms: Machines
+
+    async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
+                           kind: str = "console") -> WebSocketSession:
+        """The VM's first serial port (``kind="console"``, ttyS0 in the guest) or its VGA
+        text screen (``kind="vga"``: firmware, boot loader, text installers; read as
+        ``docs/protocols.md``, section "VGA text", says), served by corral's console server
+        (:mod:`backends.console.server`). Detach and re-attach freely: QEMU and the server
+        keep running; what the guest printed meanwhile is shown on attach (serial: the
+        chardev's log; VGA: the current screen)."""
+        d = self.vms.definition(ref.name)
+        if self.vms.pid(ref.name) is None:
+            raise Conflict(f"{ref} is not running: start it to use its console.")
+        run = self.vms.run_dir(ref.name)
+        if kind == "console":
+            return await attach_local(
+                f"{ref} serial", str(run / "serial.ws"),
+                ["--unix", str(run / "serial.sock"), "--log", str(run / "serial.log")],
+                width=width, height=height, resizable=False)
+        if kind != "vga":
+            raise InvalidInput(f"Unknown console type '{kind}'.")
+        if d.firmware == "uefi":
+            raise Unsupported(f"{ref} boots UEFI, which draws graphics, not VGA text: "
+                              f"use its serial console.")
+        if not (run / "console-qmp.sock").exists():
+            raise Unsupported(f"{ref} was started by an older corral without a console "
+                              f"monitor: restart it to see its VGA text screen.")
+        return await attach_local(
+            f"{ref} VGA", str(run / "vga.ws"), ["--vga-qmp", str(run / "console-qmp.sock")],
+            special_keys=tuple(SPECIAL_CHORDS), resizable=False)

@@ -1,0 +1,256 @@
+"""Creating QEMU VMs: :meth:`Create.create` defines a VM and makes its disks (an overlay
+or copy of an image, an empty disk for an installer or network boot, or none for a direct
+kernel boot); the launch wizard's verbs wrap it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from ..base import Backend
+from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
+from ..models import (
+    CreateOptions,
+    CreateRequest,
+    CreateSource,
+    Instance,
+    InstanceStatus,
+    InstanceType,
+)
+from .definition import VMDefinition, check_name
+from .images import image_format, image_size, qemu_img
+from .machines import Machines
+
+
+class Create(Backend):
+    """``create`` (all its settings as arguments), and ``create_sources``,
+    ``create_options``, ``check_name``, ``create_instance`` for the wizard."""
+
+    vms: Machines
+
+    async def create(self, name: str, *, cpus: int = 1, memory_mib: int = 512,
+                     disk_gib: float = 0, image: str = "", overlay: bool = True,
+                     iso: str = "", kernel: str = "", initrd: str = "", cmdline: str = "",
+                     network_boot: bool = False, accel: str = "auto",
+                     firmware: str = "bios", description: str = "", network: str = "user",
+                     progress: Callable[[str], None] | None = None) -> Instance:
+        """Define a VM (and make its disks). Nothing is left behind on failure (also when
+        cancelled: a running ``qemu-img`` is killed and the VM's directory removed).
+
+        ``disk_gib`` may be fractional; the disk gets exactly that many bytes (rounded up to
+        a 512-byte sector by qemu-img). ``network`` is ``user`` (QEMU's NAT) or ``none``.
+
+        Raises:
+            InvalidInput: bad name or sizes, name taken, missing files, unknown accel.
+        """
+        say = progress or (lambda _text: None)
+        check_name(name)
+        if (self.vms.dir(name)).exists():
+            raise InvalidInput(f"A VM named '{name}' already exists.")
+        if not 1 <= cpus <= (os.cpu_count() or 1) * 4:
+            raise InvalidInput(f"CPUs must be from 1 to {(os.cpu_count() or 1) * 4}.")
+        if memory_mib < 32:
+            raise InvalidInput("Memory must be at least 32 MiB.")
+        if accel not in ("auto", "kvm", "tcg"):
+            raise InvalidInput("Accelerator must be kvm, tcg or auto.")
+        if firmware not in ("bios", "uefi"):
+            raise InvalidInput("Firmware must be bios or uefi.")
+        for label, path in (("image", image), ("ISO", iso), ("kernel", kernel),
+                            ("initrd", initrd)):
+            if path and not os.path.isfile(path):
+                raise InvalidInput(f"The {label} {path} does not exist.")
+        if initrd and not kernel:
+            raise InvalidInput("An initrd needs a kernel.")
+        if network not in ("user", "none"):
+            raise InvalidInput(f"Network '{network}' is not possible: QEMU VMs here use user "
+                               f"networking ('user') or no NIC ('none').")
+        if network_boot and network == "none":
+            raise InvalidInput("Network boot needs a NIC: choose user networking.")
+        if disk_gib < 0:
+            raise InvalidInput("The disk size cannot be negative.")
+        disk_bytes = int(round(disk_gib * 1024**3))
+        if image and disk_bytes:
+            say("reading image…")
+            size = await image_size(image)
+            if disk_bytes < size:
+                raise InvalidInput(f"The disk must be at least as large as the image "
+                                   f"({size} bytes); disks only grow.")
+        directory = self.vms.dir(name)
+        directory.mkdir(parents=True)
+        try:
+            disks = []
+            if image:
+                target = directory / "disk0.qcow2"
+                say("creating overlay disk…" if overlay else "copying disk image…")
+                if overlay:
+                    await qemu_img("create", "-f", "qcow2", "-F", await image_format(image),
+                                   "-b", os.path.abspath(image), str(target))
+                else:
+                    await qemu_img("convert", "-O", "qcow2", image, str(target))
+                if disk_bytes:
+                    say("resizing disk…")
+                    await qemu_img("resize", str(target), str(disk_bytes))
+                disks.append(target.name)
+            elif disk_bytes:
+                target = directory / "disk0.qcow2"
+                say("creating disk…")
+                await qemu_img("create", "-f", "qcow2", str(target), str(disk_bytes))
+                disks.append(target.name)
+            boot = ("kernel" if kernel else "cdrom" if iso else
+                    "network" if network_boot else "disk")
+            if boot == "disk" and not disks:
+                raise InvalidInput("Nothing to boot: give an image, a disk size with an ISO, "
+                                   "a kernel, or choose network boot.")
+            definition = VMDefinition(
+                name=name, cpus=cpus, max_cpus=max(cpus, min(8, (os.cpu_count() or 1) * 2)),
+                memory_mib=memory_mib, accel=accel, firmware=firmware, disks=disks,
+                iso=os.path.abspath(iso) if iso else "",
+                kernel=os.path.abspath(kernel) if kernel else "",
+                initrd=os.path.abspath(initrd) if initrd else "", cmdline=cmdline, boot=boot,
+                network=network, description=description,
+                created_at=datetime.now(timezone.utc).isoformat())
+            if firmware == "uefi":
+                vars_src = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+                if not vars_src.exists():
+                    raise InvalidInput("UEFI needs OVMF (package ovmf).")
+                shutil.copyfile(vars_src, directory / "OVMF_VARS.fd")
+            say("saving definition…")
+            definition.save(directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        self.vms.status[name] = InstanceStatus.STOPPED
+        return self.vms.instance(name)
+
+    # The launch wizard (CREATE) --------------------------------------------------------
+
+    _CREATE_OPTIONS = ("initrd", "cmdline", "firmware", "accel", "overlay", "description")
+
+    async def create_sources(self) -> list[CreateSource]:
+        vm = InstanceType.VM
+        return [
+            CreateSource("disk-image", "Disk image (qcow2/raw) — overlay or copy", type=vm,
+                         needs_path=True,
+                         detail="a qcow2 overlay backed by the image (option overlay=yes), "
+                                "or a qcow2 copy (overlay=no); a disk size grows it"),
+            CreateSource("iso", "Installer ISO + empty disk", type=vm, needs_path=True,
+                         detail="boots the ISO from a CD drive; the disk is new and empty"),
+            CreateSource("kernel", "Kernel + initrd + command line", type=vm, needs_path=True,
+                         detail="direct kernel boot (options initrd, cmdline); disk only if "
+                                "a size is given"),
+            CreateSource("pxe", "Empty VM, network boot (PXE)", type=vm,
+                         detail="boots from the network through its NIC; the disk is new "
+                                "and empty"),
+        ]
+
+    async def create_options(self) -> CreateOptions:
+        """Networks: QEMU user networking or no NIC. Host bridges are not offered: the
+        definition has no bridged NIC (that would need a tap device or qemu-bridge-helper).
+        """
+        return CreateOptions(
+            networks=("user", "none"), max_cpus=os.cpu_count() or 1, user_data=False,
+            can_cancel=False,
+            defaults={"cpus": "1", "memory": "512MiB", "disk": "10GiB"})
+
+    def check_name(self, name: str) -> str | None:
+        try:
+            check_name(name)
+        except InvalidInput as e:
+            return e.message
+        if self.vms.dir(name).exists():
+            return f"A VM named '{name}' already exists."
+        return None
+
+    async def create_instance(self, request: CreateRequest,
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create a VM from a :class:`CreateRequest` through :meth:`create`, then start it
+        when ``request.start``.
+
+        Sources: ``disk-image`` (path in ``value``; option ``overlay`` yes/no, default yes),
+        ``iso`` and ``pxe`` (a new empty disk: ``request.disk``, else 10GiB; 0 = none),
+        ``kernel`` (options ``initrd``, ``cmdline``; a disk only when ``request.disk``).
+        Memory must be a whole number of MiB. Options ``firmware`` (bios/uefi), ``accel``
+        (auto/kvm/tcg) and ``description`` apply to all.
+
+        If the VM was defined but does not start, it stays defined and
+        :class:`OperationFailed` says "created, but could not start: …".
+
+        Raises:
+            InvalidInput: a value refused (nothing created).
+            Conflict: the name is taken.
+            OperationFailed: qemu-img failed (nothing left), or the start failed (see above).
+        """
+        say = progress or (lambda _text: None)
+        name = request.name
+        check_name(name)
+        if self.vms.dir(name).exists():
+            raise Conflict(f"A VM named '{name}' already exists.")
+        source = request.source
+        options = dict(request.options)
+        unknown = sorted(set(options) - set(self._CREATE_OPTIONS))
+        if unknown:
+            raise InvalidInput(f"Unknown option(s) for a QEMU VM: {', '.join(unknown)} (known: "
+                               f"{', '.join(self._CREATE_OPTIONS)}).")
+        if request.profiles:
+            raise InvalidInput("QEMU VMs have no profiles.")
+        if request.storage_pool:
+            raise InvalidInput("QEMU VMs have no storage pools: disks live in the VM's "
+                               "directory.")
+        if request.user_data:
+            raise InvalidInput("QEMU VMs here take no cloud-init user-data.")
+        cpus = 1 if request.cpus is None else request.cpus
+        memory_mib = 512
+        if request.memory is not None:
+            if request.memory % (1 << 20):
+                raise InvalidInput("Memory must be a whole number of MiB.")
+            memory_mib = request.memory >> 20
+        disk = request.disk
+        if disk is None and source.kind in ("iso", "pxe"):
+            disk = 10 * 1024**3
+        if disk is not None and disk % 512:
+            raise InvalidInput("The disk size must be a multiple of 512 bytes.")
+        overlay = options.get("overlay", "yes").strip().lower()
+        if overlay not in ("yes", "no"):
+            raise InvalidInput("overlay is 'yes' (a qcow2 overlay) or 'no' (a copy).")
+        kwargs: dict[str, object] = {}
+        path = os.path.expanduser(source.value.strip()) if source.value else ""
+        if source.kind == "disk-image":
+            if not path:
+                raise InvalidInput("Give the path of a disk image.")
+            kwargs.update(image=path, overlay=overlay == "yes")
+        elif source.kind == "iso":
+            if not path:
+                raise InvalidInput("Give the path of an ISO.")
+            kwargs.update(iso=path)
+        elif source.kind == "kernel":
+            if not path:
+                raise InvalidInput("Give the path of a kernel.")
+            initrd = options.get("initrd", "").strip()
+            kwargs.update(kernel=path, initrd=os.path.expanduser(initrd) if initrd else "",
+                          cmdline=options.get("cmdline", ""))
+        elif source.kind == "pxe":
+            kwargs.update(network_boot=True)
+        else:
+            raise InvalidInput(f"A QEMU VM cannot be made from a '{source.kind}' source.")
+        if source.kind != "kernel" and (options.get("initrd") or options.get("cmdline")):
+            raise InvalidInput("initrd and cmdline go with a kernel source only.")
+        say("checking…")
+        inst = await self.create(
+            name, cpus=cpus, memory_mib=memory_mib, disk_gib=(disk or 0) / 1024**3,
+            accel=options.get("accel", "auto").strip() or "auto",
+            firmware=options.get("firmware", "bios").strip() or "bios",
+            description=options.get("description", ""),
+            network=request.network or "user", progress=say, **kwargs)  # type: ignore[arg-type]
+        self.vms.emit("instance-created", inst.ref)
+        if request.start:
+            say("starting…")
+            try:
+                await self.start(inst.ref)
+            except BackendError as e:
+                raise OperationFailed(f"{inst.ref} was created, but could not start: "
+                                      f"{e.message}") from e
+            inst = self.vms.instance(name)
+        return inst

@@ -1,0 +1,98 @@
+"""``qemu-img`` as asyncio subprocesses: every call is killed when the awaiting task is
+cancelled, so none is left writing a disk."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from typing import AsyncIterator, Callable
+
+from ..errors import InvalidInput, OperationFailed
+
+
+@contextlib.asynccontextmanager
+async def _killed_when_cancelled(proc: asyncio.subprocess.Process) -> AsyncIterator[None]:
+    try:
+        yield
+    except asyncio.CancelledError:
+        if proc.returncode is None:  # cancelled: do not leave it writing a disk
+            proc.kill()
+            await asyncio.shield(proc.wait())
+        raise
+
+
+async def qemu_img(*args: str) -> str:
+    """Run ``qemu-img args…``; its standard output.
+
+    Raises:
+        OperationFailed: it failed (its error output in the message).
+    """
+    proc = await asyncio.create_subprocess_exec(
+        "qemu-img", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async with _killed_when_cancelled(proc):
+        out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise OperationFailed(f"qemu-img {args[0]} failed: {err.decode().strip()}")
+    return out.decode()
+
+
+async def info(path: str, *, shared: bool = True) -> dict:
+    """``qemu-img info`` of ``path`` as JSON; ``shared`` (``-U``) also reads a disk a
+    running QEMU holds locked.
+
+    Raises:
+        OperationFailed: qemu-img failed.  ValueError: its output is not JSON.
+    """
+    return json.loads(await qemu_img("info", *(["-U"] if shared else []), "--output=json",
+                                     path))
+
+
+async def image_info(path: str) -> dict:
+    """:func:`info` of a file the user named.
+
+    Raises:
+        InvalidInput: it is not a disk image QEMU can read.
+    """
+    try:
+        return await info(path)
+    except OperationFailed as e:
+        raise InvalidInput(f"{path} is not a disk image QEMU can read: {e.message}") from e
+
+
+async def image_format(path: str) -> str:
+    return (await image_info(path)).get("format", "raw")
+
+
+async def image_size(path: str) -> int:
+    return int((await image_info(path)).get("virtual-size") or 0)
+
+
+async def convert(src: str, dst: str, label: str, say: Callable[[str], None]) -> None:
+    """``qemu-img convert`` to a new qcow2 (flattens backing files, drops internal
+    snapshots), reporting ``label N%``."""
+    proc = await asyncio.create_subprocess_exec(
+        "qemu-img", "convert", "-p", "-O", "qcow2", src, dst,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        buf = b""
+        last = -1
+        while chunk := await proc.stdout.read(512):
+            *lines, buf = re.split(rb"[\r\n]", buf + chunk)
+            for line in lines:
+                m = re.search(rb"\(([\d.]+)/100%\)", line)
+                if m and int(float(m[1])) != last:
+                    last = int(float(m[1]))
+                    say(f"{label} {last}%")
+
+    async with _killed_when_cancelled(proc):
+        assert proc.stderr is not None
+        _, err = await asyncio.gather(pump(), proc.stderr.read())
+        await proc.wait()
+    if proc.returncode != 0:
+        raise OperationFailed(f"qemu-img convert of {src} failed: "
+                              f"{err.decode(errors='replace').strip()}")

@@ -1,0 +1,176 @@
+"""The core verbs of the QEMU backend: connecting (adopting VMs that outlived an earlier
+corral), listing, usage figures, and start, stop, restart, pause and delete."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from qemu.qmp.error import QMPError
+
+from ..base import Backend
+from ..errors import Conflict, NotFound, OperationFailed, StopTimedOut, Unreachable
+from ..models import (
+    Instance,
+    InstanceRef,
+    InstanceState,
+    InstanceStatus,
+    InstanceType,
+    ServerInfo,
+)
+from .definition import QEMU
+from .machines import Machines
+
+
+class Lifecycle(Backend):
+    """Connect, list, get, states, start, stop, restart, freeze, unfreeze, delete."""
+
+    vms: Machines
+
+    async def connect(self) -> ServerInfo:
+        if shutil.which(QEMU) is None:
+            raise Unreachable(f"{QEMU} is not installed (package qemu-system-x86).")
+        proc = await asyncio.create_subprocess_exec(QEMU, "--version",
+                                                    stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        self.vms.root.mkdir(parents=True, exist_ok=True)
+        for name in self.vms.names():  # VMs that outlived an earlier corral
+            await self.vms.adopt(name)
+        version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
+        return ServerInfo(server="qemu", version=version, auth="local")
+
+    async def close(self) -> None:
+        await self.vms.close()
+
+    # Listing ---------------------------------------------------------------------------
+
+    async def list_instances(self) -> list[Instance]:
+        vms = self.vms
+        out = []
+        for name in vms.names():
+            try:
+                if name not in vms.status:
+                    await vms.adopt(name)
+                out.append(vms.instance(name))
+            except OperationFailed as e:
+                # a damaged definition is shown, with the problem, and hides nothing else
+                out.append(Instance(ref=vms.ref(name), type=InstanceType.VM,
+                                    status=InstanceStatus.ERROR, description=e.message,
+                                    extra={"reason": e.message}))
+        return out
+
+    async def get_instance(self, ref: InstanceRef) -> Instance:
+        if not self.vms.exists(ref.name):
+            raise NotFound(f"No QEMU VM named '{ref.name}'.")
+        if ref.name not in self.vms.status:
+            await self.vms.adopt(ref.name)
+        return self.vms.instance(ref.name)
+
+    async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
+        vms = self.vms
+        out = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for ref in refs:
+            pid = vms.pid(ref.name)
+            qmp = vms.qmp.get(ref.name)
+            if pid is None or qmp is None:
+                continue
+            try:
+                fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf(
+                    "SC_PAGE_SIZE")
+            except OSError:
+                continue
+            cpu_s = (int(fields_[11]) + int(fields_[12])) / tick
+            now = time.monotonic()
+            prev = vms.cpu.get(ref.name)
+            vms.cpu[ref.name] = (cpu_s, now)
+            percent = (cpu_s - prev[0]) / (now - prev[1]) * 100 if prev and now > prev[1] else None
+            memory = rss
+            try:
+                balloon = await qmp.execute("query-balloon")
+                memory = int(balloon.get("actual", rss))
+            except QMPError:
+                pass
+            d = vms.definition(ref.name)
+            disk = sum((vms.dir(ref.name) / disk).stat().st_blocks * 512
+                       for disk in d.disks if (vms.dir(ref.name) / disk).exists())
+            out[ref] = InstanceState(cpu_usage_ns=int(cpu_s * 1e9), cpu_percent=percent,
+                                     memory_usage=memory, memory_limit=d.memory_mib << 20,
+                                     disk_usage=disk or None, pid=pid, sampled_at=now)
+        return out
+
+    # Lifecycle -------------------------------------------------------------------------
+
+    async def start(self, ref: InstanceRef) -> None:
+        """Start the VM detached, then apply its saved balloon target and IO limits."""
+        vms = self.vms
+        d = vms.definition(ref.name)
+        if vms.pid(ref.name) is not None:
+            raise Conflict(f"{ref} is already running.")
+        vms.refuse_if_busy(ref)
+        vms.refuse_if_base(ref, "started")
+        await vms.launch(ref, d)
+        if d.memory_target_mib and d.memory_target_mib < d.memory_mib:
+            await vms.execute(ref, "balloon", value=d.memory_target_mib << 20)
+        if d.disks and any(d.io_limits.values()):
+            await vms.apply_io_limits(ref, d)
+        vms.emit("instance-started", ref)
+
+    async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+        """``force``: QMP ``quit`` (SIGKILL when that fails or QEMU lingers); otherwise the
+        ACPI power button, which the guest may ignore (see ``docs/protocols.md``, "QMP")."""
+        vms = self.vms
+        if force:
+            vms.expect_exit.add(ref.name)
+            try:
+                await vms.execute(ref, "quit")
+            except (OperationFailed, Conflict):
+                pid = vms.pid(ref.name)
+                if pid is None:
+                    raise
+                os.kill(pid, signal.SIGKILL)
+            if not await vms.wait_stopped(ref, 15):
+                pid = vms.pid(ref.name)
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+                await vms.wait_stopped(ref, 5)
+            return
+        await vms.execute(ref, "system_powerdown")
+        vms.expect_exit.add(ref.name)
+        if not await vms.wait_stopped(ref, timeout):
+            vms.expect_exit.discard(ref.name)
+            raise StopTimedOut(f"{ref} did not power off within {timeout} s (the guest ignored "
+                               f"the ACPI power button). It can be force-stopped.")
+
+    async def restart(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
+        await self.vms.execute(ref, "system_reset")
+
+    async def freeze(self, ref: InstanceRef) -> None:
+        await self.vms.execute(ref, "stop")
+        self.vms.status[ref.name] = InstanceStatus.FROZEN
+
+    async def unfreeze(self, ref: InstanceRef) -> None:
+        await self.vms.execute(ref, "cont")
+        self.vms.status[ref.name] = InstanceStatus.RUNNING
+
+    async def delete(self, ref: InstanceRef, *, force: bool = False) -> None:
+        """Delete a VM (``force``: stop it first if it runs). A VM whose disks back linked
+        clones is refused even with ``force``, naming the clones."""
+        vms = self.vms
+        vms.definition(ref.name)
+        vms.refuse_if_busy(ref)
+        vms.refuse_if_base(ref, "deleted")
+        if vms.pid(ref.name) is not None:
+            if not force:
+                raise Conflict(f"{ref} is running. Stop it first, or delete it with force.")
+            await self.stop(ref, force=True)
+        shutil.rmtree(vms.dir(ref.name))
+        shutil.rmtree(vms.run_dir(ref.name), ignore_errors=True)
+        for d in (vms.status, vms.why):
+            d.pop(ref.name, None)
+        vms.emit("instance-deleted", ref)

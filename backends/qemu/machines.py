@@ -1,0 +1,350 @@
+"""What every QEMU concern shares: where a VM's files are, whether its QEMU runs, starting
+that QEMU, and the one QMP connection per running VM with its event pump.
+
+Layout: definitions and disks in ``<remote.address>/<name>/`` (``vm.json`` + qcow2 files);
+runtime files (QMP socket, serial socket and log, pid file) in
+``$XDG_RUNTIME_DIR/corral/qemu/<name>/``. A VM outlives corral; a new corral finds it
+through its pid file and QMP socket. State follows QMP events (STOP, RESUME, SHUTDOWN,
+RESET, POWERDOWN); a QEMU that dies shows as stopped, with the reason. What QMP does and
+does not do: ``docs/protocols.md``, section "QMP".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from qemu.qmp import QMPClient, Runstate
+from qemu.qmp.error import QMPError
+
+from ..errors import Conflict, NotFound, OperationFailed
+from ..models import (
+    BackendEvent,
+    EventKind,
+    Instance,
+    InstanceRef,
+    InstanceStatus,
+    InstanceType,
+    Remote,
+)
+from ..paths import runtime_dir
+from .definition import VMDefinition, command_line
+
+EVENT_ACTIONS = {
+    "STOP": "instance-paused",
+    "RESUME": "instance-resumed",
+    "SHUTDOWN": "instance-shutdown",
+    "RESET": "instance-restarted",
+    "POWERDOWN": "instance-updated",
+}
+"""QMP events and the lifecycle actions they are reported as."""
+RUNTIME_FILES = ("qemu.pid", "qmp.sock", "serial.sock", "console-qmp.sock")
+"""What a QEMU leaves in its runtime directory that is stale once it is gone (the serial
+log stays: it is the console's history)."""
+IO_KEYS = {"read_bps": "bps_rd", "write_bps": "bps_wr", "read_iops": "iops_rd",
+           "write_iops": "iops_wr"}
+"""IO limits of the definition and their ``block_set_io_throttle`` fields."""
+
+
+def runtime_root() -> Path:
+    """Private runtime directory of the VMs (see :func:`backends.paths.runtime_dir`)."""
+    return runtime_dir("qemu")
+
+
+def kvm_usable() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+class Machines:
+    """The VMs defined under one directory: their files, processes, QMP connections and
+    what corral knows of their state."""
+
+    def __init__(self, remote: Remote, default_accel: str = "auto") -> None:
+        self.remote = remote.name
+        self.root = Path(remote.address)
+        self.default_accel = default_accel
+        self.qmp: dict[str, QMPClient] = {}
+        self.status: dict[str, InstanceStatus] = {}
+        self.why: dict[str, str] = {}
+        """Why a VM is stopped or unknown when corral did not expect it."""
+        self.events: asyncio.Queue[BackendEvent] = asyncio.Queue()
+        self.listeners: dict[str, asyncio.Task[None]] = {}
+        self.cpu: dict[str, tuple[float, float]] = {}
+        """Last CPU seconds and when they were read, for a percentage."""
+        self.expect_exit: set[str] = set()
+        self.busy: dict[str, str] = {}
+        """VMs being exported, imported, cloned or renamed: what is happening to them."""
+
+    # Files -------------------------------------------------------------------------------
+
+    def dir(self, name: str) -> Path:
+        return self.root / name
+
+    def run_dir(self, name: str) -> Path:
+        return runtime_root() / name
+
+    def clear_runtime(self, name: str) -> None:
+        run = self.run_dir(name)
+        for f in RUNTIME_FILES:
+            (run / f).unlink(missing_ok=True)
+
+    def pid(self, name: str) -> int | None:
+        """The pid of the VM's QEMU, when it runs (the pid file names a live QEMU of it)."""
+        try:
+            pid = int((self.run_dir(name) / "qemu.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if b"qemu-system" in cmdline and name.encode() in cmdline else None
+
+    def ref(self, name: str) -> InstanceRef:
+        return InstanceRef(self.remote, name)
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "vm.json").is_file())
+
+    def exists(self, name: str) -> bool:
+        return (self.dir(name) / "vm.json").is_file()
+
+    def definition(self, name: str) -> VMDefinition:
+        try:
+            return VMDefinition.load(self.dir(name))
+        except FileNotFoundError:
+            raise NotFound(f"No QEMU VM named '{name}'.") from None
+        except (ValueError, TypeError, KeyError) as e:
+            raise OperationFailed(
+                f"The definition of '{name}' ({self.dir(name) / 'vm.json'}) is damaged: {e}"
+            ) from e
+
+    def instance(self, name: str) -> Instance:
+        d = self.definition(name)
+        status = self.status.get(name, InstanceStatus.STOPPED)
+        created = None
+        if d.created_at:
+            try:
+                created = datetime.fromisoformat(d.created_at)
+            except ValueError:
+                created = None
+        if d.kernel:
+            image = f"kernel {Path(d.kernel).name}"
+        elif d.iso:
+            image = f"installer {Path(d.iso).name}"
+        elif d.boot == "network":
+            image = "network boot (PXE)"
+        else:
+            image = "disk"
+        return Instance(
+            ref=self.ref(name), type=InstanceType.VM, status=status, image=image,
+            description=d.description or self.why.get(name, ""), created_at=created,
+            cpu_limit=str(d.cpus), memory_limit=d.memory_mib * 1024 * 1024,
+            extra={"accel": d.accel, "firmware": d.firmware, "reason": self.why.get(name, ""),
+                   "linked_to": d.linked_to},
+        )
+
+    def emit(self, action: str, ref: InstanceRef, message: str = "") -> None:
+        """Report a lifecycle event to :meth:`Backend.watch`."""
+        self.events.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote, action=action,
+                                            ref=ref, message=message))
+
+    # Guards ------------------------------------------------------------------------------
+
+    def clones_of(self, name: str) -> list[str]:
+        """The linked clones made from ``name`` (their definitions' ``linked_to``)."""
+        out = []
+        for other in self.names():
+            if other == name:
+                continue
+            try:
+                if VMDefinition.load(self.dir(other)).linked_to == name:
+                    out.append(other)
+            except (OSError, ValueError, TypeError):
+                continue
+        return out
+
+    def refuse_if_base(self, ref: InstanceRef, what: str) -> None:
+        clones = self.clones_of(ref.name)
+        if clones:
+            raise Conflict(
+                f"{ref} cannot be {what}: its disks are the base of the linked clone(s) "
+                f"{', '.join(clones)}, which would be damaged. Delete those clones first "
+                f"(a full clone of a linked clone, without snapshots, is independent).")
+
+    def refuse_if_busy(self, ref: InstanceRef) -> None:
+        if ref.name in self.busy:
+            raise Conflict(f"{ref} is {self.busy[ref.name]}: wait until that is done.")
+
+    def require_stopped(self, ref: InstanceRef, what: str) -> VMDefinition:
+        d = self.definition(ref.name)
+        self.refuse_if_busy(ref)
+        if self.pid(ref.name) is not None:
+            raise Conflict(f"{ref} is running: stop it first to {what} it.")
+        return d
+
+    # The QEMU process ----------------------------------------------------------------------
+
+    def accel(self, d: VMDefinition) -> str:
+        accel = d.accel if d.accel != "auto" else self.default_accel
+        if accel == "auto":
+            accel = "kvm" if kvm_usable() else "tcg"
+        return accel
+
+    def argv(self, d: VMDefinition) -> list[str]:
+        return command_line(d, self.dir(d.name), self.run_dir(d.name), self.accel(d))
+
+    async def launch(self, ref: InstanceRef, d: VMDefinition) -> None:
+        """Start the VM's QEMU detached and attach to it (:meth:`adopt`).
+
+        Raises:
+            OperationFailed: QEMU refused (its last error line) or did not detach in 60 s.
+        """
+        run = self.run_dir(ref.name)
+        run.mkdir(parents=True, exist_ok=True)
+        os.chmod(run, 0o700)
+        self.clear_runtime(ref.name)
+        proc = await asyncio.create_subprocess_exec(
+            *self.argv(d), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+        except asyncio.TimeoutError:
+            proc.kill()
+            raise OperationFailed(f"QEMU did not start {ref} within 60 s.") from None
+        if proc.returncode != 0:
+            message = err.decode(errors="replace").strip().splitlines()
+            raise OperationFailed(f"QEMU refused to start {ref}: "
+                                  f"{message[-1] if message else 'exit ' + str(proc.returncode)}")
+        self.why.pop(ref.name, None)
+        self.status.pop(ref.name, None)
+        await self.adopt(ref.name)
+
+    # QMP ---------------------------------------------------------------------------------
+
+    async def adopt(self, name: str) -> None:
+        """Attach to a running VM (pid alive + QMP), or clean its stale runtime files."""
+        if name in self.qmp:
+            return
+        if self.pid(name) is None:
+            if self.run_dir(name).exists():
+                self.clear_runtime(name)
+            self.status[name] = InstanceStatus.STOPPED
+            return
+        qmp = QMPClient(name)
+        try:
+            await asyncio.wait_for(qmp.connect(str(self.run_dir(name) / "qmp.sock")), 5)
+            status = await qmp.execute("query-status")
+        except (QMPError, OSError, asyncio.TimeoutError) as e:
+            self.status[name] = InstanceStatus.UNKNOWN
+            self.why[name] = f"QEMU runs but its QMP socket does not answer ({e or 'timeout'})"
+            return
+        self.qmp[name] = qmp
+        self.status[name] = (InstanceStatus.RUNNING if status.get("running")
+                             else InstanceStatus.FROZEN)
+        self.listeners[name] = asyncio.ensure_future(self._listen(name, qmp))
+
+    async def _listen(self, name: str, qmp: QMPClient) -> None:
+        """Follow one VM: its QMP events, and the connection itself (it drops when QEMU
+        exits or is killed; qemu.qmp's event stream does not end on its own then)."""
+        events = asyncio.ensure_future(self._pump_events(name, qmp))
+        try:
+            while qmp.runstate is Runstate.RUNNING:
+                await qmp.runstate_changed()
+        except asyncio.CancelledError:
+            events.cancel()
+            raise
+        events.cancel()
+        if self.qmp.get(name) is qmp:
+            await self.gone(name)
+
+    async def _pump_events(self, name: str, qmp: QMPClient) -> None:
+        ref = self.ref(name)
+        async for event in qmp.events:
+            kind = event["event"]
+            if kind == "STOP":
+                self.status[name] = InstanceStatus.FROZEN
+            elif kind == "RESUME":
+                self.status[name] = InstanceStatus.RUNNING
+            elif kind == "SHUTDOWN":
+                self.status[name] = InstanceStatus.STOPPING
+            action = EVENT_ACTIONS.get(kind)
+            if action:
+                self.emit(action, ref, kind)
+
+    async def gone(self, name: str) -> None:
+        """The QMP connection ended: QEMU exited (or was killed)."""
+        qmp = self.qmp.pop(name, None)
+        if qmp is not None:
+            try:
+                await qmp.disconnect()
+            except Exception:  # noqa: BLE001 - after quit it raises an empty error
+                pass
+        expected = name in self.expect_exit
+        self.expect_exit.discard(name)
+        for _ in range(20):  # give the process a moment to exit
+            if self.pid(name) is None:
+                break
+            await asyncio.sleep(0.05)
+        self.status[name] = InstanceStatus.STOPPED
+        self.why[name] = "" if expected else "QEMU exited (it was stopped or killed outside corral)"
+        self.cpu.pop(name, None)
+        self.clear_runtime(name)
+        self.emit("instance-stopped", self.ref(name), self.why[name])
+
+    async def close(self) -> None:
+        for task in self.listeners.values():
+            task.cancel()
+        self.listeners.clear()
+        for qmp in list(self.qmp.values()):
+            try:
+                await qmp.disconnect()
+            except Exception:  # noqa: BLE001
+                pass
+        self.qmp.clear()
+
+    async def connection(self, ref: InstanceRef) -> QMPClient:
+        if ref.name not in self.qmp:
+            await self.adopt(ref.name)
+        qmp = self.qmp.get(ref.name)
+        if qmp is None:
+            if not self.exists(ref.name):
+                raise NotFound(f"No QEMU VM named '{ref.name}'.")
+            raise Conflict(f"{ref} is not running.")
+        return qmp
+
+    async def execute(self, ref: InstanceRef, command: str, **arguments) -> object:
+        """Run a QMP command on the running VM; its ``return`` value.
+
+        Raises:
+            NotFound: no such VM.  Conflict: it is not running.
+            OperationFailed: QEMU refused the command.
+        """
+        qmp = await self.connection(ref)
+        try:
+            return await qmp.execute(command, arguments or None)
+        except QMPError as e:
+            raise OperationFailed(f"QEMU refused {command} for {ref}: {e}") from e
+
+    async def wait_stopped(self, ref: InstanceRef, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid(ref.name) is None:
+                if ref.name in self.qmp:
+                    await self.gone(ref.name)
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def apply_io_limits(self, ref: InstanceRef, d: VMDefinition) -> None:
+        """Throttle the first disk as the definition says (all six fields are needed)."""
+        args = {"id": "/machine/peripheral/vblk0/virtio-backend", "bps": 0, "iops": 0}
+        for key, qmp_key in IO_KEYS.items():
+            args[qmp_key] = int(d.io_limits.get(key, 0))
+        await self.execute(ref, "block_set_io_throttle", **args)
