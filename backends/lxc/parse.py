@@ -1,7 +1,9 @@
-"""Parsers for the ``lxc-*`` tools' text output (pure functions, tested on captured output)."""
+"""Parsers for the ``lxc-*`` tools' text output and for container configs (pure functions,
+tested on captured output)."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Iterator
@@ -117,3 +119,30 @@ def template_of(config_text: str) -> str:
     """The template named in the comment lxc-create writes at the top of the config."""
     m = re.search(r"Template used to create this container: \S*lxc-(\S+)", config_text)
     return m.group(1) if m else ""
+
+
+DESCRIPTION = "# corral.description:"
+"""The comment line a container's description is kept in (LXC has no field for one)."""
+
+
+def description_of(config_text: str) -> str:
+    """The description corral keeps as a comment line in the config (LXC has no field for
+    one; lxc-copy, renames and snapshots copy the config text, comments included)."""
+    for line in reversed(config_text.splitlines()):
+        if line.startswith(DESCRIPTION):
+            try:
+                value = json.loads(line[len(DESCRIPTION):].strip())
+            except ValueError:
+                return ""
+            return value if isinstance(value, str) else ""
+    return ""
+
+
+def rootfs(config_text: str) -> tuple[str, str]:
+    """(backing store, path) of ``lxc.rootfs.path``: ``dir`` for ``dir:/x`` and ``/x``;
+    ``overlay`` (path: ``lower:upper``), ``btrfs``, ``lvm``, ... otherwise."""
+    value = (config_value(config_text, "lxc.rootfs.path") or "").strip()
+    if value.startswith("/"):
+        return "dir", value
+    kind, _, path = value.partition(":")
+    return (kind, path) if path else ("", value)

@@ -115,7 +115,7 @@ async def test_snapshot_create_restore_brings_back_a_file(backend, lxc_path):
     ref = InstanceRef("lxc", "s1")
     marker = lxc_path / "s1" / "rootfs" / "marker"
     marker.write_text("before")
-    snap = await backend.create_snapshot(ref, comment="first one")
+    snap = await backend.create_snapshot(ref, "first one")
     assert snap.name == "snap0" and snap.created_at is not None
     listed = await backend.list_snapshots(ref)
     assert [(s.name, s.comment) for s in listed] == [("snap0", "first one")]
@@ -126,7 +126,7 @@ async def test_snapshot_create_restore_brings_back_a_file(backend, lxc_path):
 
     await backend.start(ref)
     with pytest.raises(Conflict, match="only snapshot a stopped container"):
-        await backend.create_snapshot(ref)
+        await backend.create_snapshot(ref, "")
     await backend.stop(ref, force=True)
     await backend.delete_snapshot(snap)
     assert await backend.list_snapshots(ref) == []

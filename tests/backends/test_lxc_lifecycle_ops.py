@@ -69,7 +69,7 @@ async def starts(backend, path, name):
 async def test_full_and_linked_clones(backend, lxc_path):
     await backend.create("c1")
     await backend.set_description(ref("c1"), 'first "one"\nline two')
-    await backend.create_snapshot(ref("c1"), comment="before")
+    await backend.create_snapshot(ref("c1"), "before")
     (lxc_path / "c1" / "rootfs" / "marker").write_text("c1\n")
 
     await backend.start(ref("c1"))
@@ -123,7 +123,7 @@ async def test_full_and_linked_clones(backend, lxc_path):
 async def test_rename_with_snapshots(backend, lxc_path):
     await backend.create("r1")
     await backend.set_description(ref("r1"), "kept")
-    await backend.create_snapshot(ref("r1"), comment="s")
+    await backend.create_snapshot(ref("r1"), "s")
     await backend.create("taken")
     await backend.start(ref("r1"))
     with pytest.raises(Conflict, match="stop it first"):
@@ -160,7 +160,7 @@ async def test_export_import_round_trip(backend, lxc_path, tmp_path):
     owned.write_text("data\n")
     os.chown(owned, 1234, 5678)
     os.chmod(owned, 0o4750)
-    await backend.create_snapshot(ref("e1"), comment="snap")
+    await backend.create_snapshot(ref("e1"), "snap")
 
     await backend.start(ref("e1"))
     with pytest.raises(Conflict, match="stop it first"):

@@ -1,0 +1,67 @@
+"""The console (``lxc-console``) and attach shell (``lxc-attach``) of LXC containers, each on
+a pty held by corral's console server, so it outlives corral and keeps what was printed."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from ..base import Backend
+from ..console import WebSocketSession, attach_local
+from ..console.client import console_dir
+from ..errors import Conflict, Unsupported
+from ..models import InstanceRef, InstanceStatus
+from .tools import LXCTools
+
+
+class Consoles(Backend):
+    """``open_console``/``open_shell`` of :class:`~backends.lxc.backend.LXCBackend`."""
+
+    lxc: LXCTools
+
+    async def _require_running(self, ref: InstanceRef) -> None:
+        current = await self.get_instance(ref)
+        if current.status is not InstanceStatus.RUNNING:
+            raise Conflict(f"{ref} is {current.status.value}: start it to use its console.")
+
+    def _console_dir(self, ref: InstanceRef) -> Path:
+        tag = hashlib.sha256(self.lxc.path.encode()).hexdigest()[:12]
+        name = ref.name
+        if len(name) > 24:  # keep socket paths under AF_UNIX's 107 bytes
+            name = name[:12] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
+        return console_dir("lxc", tag, name)
+
+    async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
+                           kind: str = "console") -> WebSocketSession:
+        """The container's /dev/console (tty 0) through ``lxc-console`` on a pty, held by
+        corral's console server so it outlives corral and keeps what was printed.
+
+        lxc-console's escape (Ctrl+a) is doubled on input, so it reaches the container like
+        any other key; corral's console detaches with its own key.
+        """
+        if kind != "console":
+            raise Unsupported("Containers have no VGA screen; use the console.")
+        await self._require_running(ref)
+        return await attach_local(
+            f"{ref} console", str(self._console_dir(ref) / "console.ws"),
+            ["--escape", "01", "--pty", "--",
+             "lxc-console", "-P", self.lxc.path, "-n", ref.name, "-t", "0"],
+            width=width, height=height)
+
+    async def open_shell(self, ref: InstanceRef, command: list[str] | None = None, *,
+                         width: int = 80, height: int = 24) -> WebSocketSession:
+        """A shell (or ``command``) inside the container through ``lxc-attach`` on a pty:
+        bash when the container has it, else sh. The shell is held by a console server:
+        detaching leaves it running, and the next attach (from this corral or a new one)
+        finds it again; it ends when the shell exits."""
+        await self._require_running(ref)
+        argv = command or ["/bin/sh", "-c",
+                           "if command -v bash >/dev/null 2>&1; then exec bash -l; "
+                           "else exec sh -l; fi"]
+        tag = "shell" if command is None else "shell-" + hashlib.sha256(
+            "\0".join(command).encode()).hexdigest()[:10]
+        return await attach_local(
+            f"{ref} shell", str(self._console_dir(ref) / f"{tag}.ws"),
+            ["--pty", "--", "lxc-attach", "-P", self.lxc.path, "-n", ref.name,
+             "--set-var", "TERM=xterm-256color", "--", *argv],
+            width=width, height=height)

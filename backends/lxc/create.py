@@ -1,0 +1,270 @@
+"""Creating LXC containers: from an offline template or an LXD-style image tarball (through
+the ``local`` template), and the launch wizard's sources, options and name check."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from ..base import Backend
+from ..errors import BackendError, InvalidInput, OperationFailed
+from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceStatus
+from .limits import cgroup_pairs, cgroup_version, host_supports
+from .tools import LXCTools, words
+
+
+class Create(Backend):
+    """Creating containers in :class:`~backends.lxc.backend.LXCBackend`."""
+
+    lxc: LXCTools
+
+    async def create(self, name: str, *, template: str = "busybox", bridge: str | None = None,
+                     template_args: list[str] | None = None) -> Instance:
+        """Create a container from an offline template.
+
+        Args:
+            name: letters, digits, ``-``, ``_``, ``.``; starts with a letter or digit.
+            template: ``busybox``, or ``local`` with ``template_args`` such as
+                ``["-m", "meta.tar.xz", "-f", "rootfs.tar.xz"]``.
+            bridge: an existing bridge for a veth NIC; ``None`` for no network.
+
+        Raises:
+            InvalidInput: bad name, name taken, unknown template or missing bridge.
+            OperationFailed: the template failed (nothing is left behind).
+        """
+        problem = self.lxc.name_problem(name)
+        if problem:
+            raise InvalidInput(problem)
+        if bridge is not None and not os.path.isdir(f"/sys/class/net/{bridge}/bridge"):
+            raise InvalidInput(f"There is no bridge named '{bridge}' on this host.")
+        if not os.path.exists(f"/usr/share/lxc/templates/lxc-{template}"):
+            known = sorted(p.name[4:] for p in Path("/usr/share/lxc/templates").glob("lxc-*"))
+            raise InvalidInput(f"No LXC template '{template}' (available: {', '.join(known)}).")
+        directory = self.lxc.dir(name)
+        os.makedirs(self.lxc.path, exist_ok=True)
+        try:
+            rc, _, err = await self.lxc.run("lxc-create", "-n", name, "-t", template,
+                                            *(["--", *template_args] if template_args else []),
+                                            timeout=600)
+            if rc != 0:
+                raise OperationFailed(f"Creating {name} failed: {words(err)}")
+            self._set_network(name, bridge)
+        except BaseException:
+            if directory.exists():
+                await asyncio.shield(self.lxc.run("lxc-destroy", "-n", name, timeout=120))
+            if directory.exists():
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
+        return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+    async def create_from_image(self, name: str, image: str, *,
+                                bridge: str | None = None) -> Instance:
+        """Create a container from an LXD-style unified image tarball (``metadata.yaml`` and
+        ``rootfs/``, gzip or xz), through the ``local`` template, offline.
+
+        Raises:
+            InvalidInput: the file is missing or is not such an image (nothing is created).
+        """
+        if not os.path.isfile(image):
+            raise InvalidInput(f"The image {image} does not exist.")
+        with tempfile.TemporaryDirectory(prefix="corral-lxc-") as tmp:
+            try:
+                meta, fstree = await asyncio.to_thread(_split_unified_image, image, Path(tmp))
+            except (OSError, tarfile.TarError, ValueError) as e:
+                raise InvalidInput(f"{image} is not an LXD-style image tarball: {e}") from e
+            return await self.create(name, template="local", bridge=bridge,
+                                     template_args=["-m", str(meta), "-f", str(fstree)])
+
+    # The launch wizard (CREATE) --------------------------------------------------------
+
+    _TEMPLATES = Path("/usr/share/lxc/templates")
+    _TEMPLATE_DETAIL = {
+        "busybox": "a minimal busybox system, offline",
+        "download": "needs the network and template_args such as "
+                    "'-d debian -r bookworm -a amd64'",
+        "oci": "needs skopeo/umoci and template_args such as '--url docker://alpine'",
+    }
+
+    @staticmethod
+    def _bridges() -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir("/sys/class/net")
+                          if os.path.isdir(f"/sys/class/net/{e.name}/bridge"))
+        except OSError:
+            return []
+
+    async def create_sources(self) -> list[CreateSource]:
+        """Each installed template (busybox first; ``local`` is offered as ``tarball``),
+        and an LXD-style image tarball."""
+        try:
+            names = sorted(p.name[4:] for p in self._TEMPLATES.glob("lxc-*") if p.is_file())
+        except OSError:
+            names = []
+        names = sorted((n for n in names if n != "local"), key=lambda n: (n != "busybox", n))
+        sources = [CreateSource("template", n, value=n,
+                                detail=self._TEMPLATE_DETAIL.get(n, f"the lxc-{n} template"))
+                   for n in names]
+        if "local" in {p.name[4:] for p in self._TEMPLATES.glob("lxc-*")}:
+            sources.append(CreateSource(
+                "tarball", "LXD-style image tarball", needs_path=True,
+                detail="metadata.yaml + rootfs/ (gzip or xz), through the local template"))
+        return sources
+
+    async def create_options(self) -> CreateOptions:
+        """Networks: the host's bridges (a veth NIC on one) and ``none``; "" in a request
+        means lxcbr0 when that bridge exists, else no NIC. No disk size (a directory)."""
+        return CreateOptions(networks=(*self._bridges(), "none"),
+                             max_cpus=os.cpu_count() or 1, user_data=False, can_cancel=False,
+                             defaults={"cpus": "1", "memory": "512MiB"})
+
+    def check_name(self, name: str) -> str | None:
+        return self.lxc.name_problem(name)
+
+    @staticmethod
+    def _create_limits(request: CreateRequest) -> dict[str, str]:
+        """The wizard's CPUs and memory as limits of :mod:`.limits`, validated (raises
+        InvalidInput before anything is made)."""
+        version = cgroup_version()
+        wanted: dict[str, str] = {}
+        if request.memory is not None:
+            wanted["memory"] = str(request.memory)
+        if request.cpus is not None:
+            ncpu = os.cpu_count() or 1
+            if not 1 <= request.cpus <= ncpu:
+                raise InvalidInput(f"CPUs must be from 1 to {ncpu} (this host's count).")
+            if host_supports("cpu_quota", version):
+                wanted["cpu_quota"] = str(request.cpus * 100)
+            else:
+                wanted["cpuset"] = f"0-{request.cpus - 1}" if request.cpus > 1 else "0"
+        for key, value in wanted.items():
+            cgroup_pairs(key, value, version)
+        return wanted
+
+    async def create_instance(self, request: CreateRequest,
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create a container from a template (``kind="template"``, name in ``value``,
+        option ``template_args``: a shell-quoted string) or an LXD-style image tarball
+        (``kind="tarball"``, path in ``value``), then apply limits and start it when
+        ``request.start``.
+
+        Limits go into the container's config through :meth:`set_limits`: memory → the
+        ``memory`` limit (``memory.limit_in_bytes`` / ``memory.max``); CPUs → the CPU quota
+        (``cpu_quota`` = CPUs x 100 %, i.e. ``cpu.cfs_quota_us`` / ``cpu.max``: that much CPU
+        time on any of the host's CPUs), or, on a host without the cpu controller, a
+        cpuset of the first N CPUs.
+
+        Everything made is destroyed when creating or limiting fails. A container that was
+        made but does not start stays (so its log can be read), and
+        :class:`OperationFailed` says "created, but could not start: …".
+
+        Raises:
+            InvalidInput: a value refused (nothing created).
+            Conflict: the name is taken.
+            OperationFailed: the template failed (nothing left), or the start failed.
+        """
+        say = progress or (lambda _text: None)
+        name = request.name
+        self.lxc.check_new_name(name)
+        source = request.source
+        options = dict(request.options)
+        unknown = sorted(set(options) - {"template_args"})
+        if unknown:
+            raise InvalidInput(f"Unknown option(s) for an LXC container: {', '.join(unknown)}.")
+        if request.disk is not None:
+            raise InvalidInput("LXC containers here live in a directory: there is no disk "
+                               "size to set.")
+        if request.profiles:
+            raise InvalidInput("LXC containers have no profiles.")
+        if request.storage_pool:
+            raise InvalidInput("LXC containers have no storage pools here.")
+        if request.user_data:
+            raise InvalidInput("LXC containers here take no cloud-init user-data.")
+        network = request.network
+        if network == "":
+            bridge = "lxcbr0" if os.path.isdir("/sys/class/net/lxcbr0/bridge") else None
+        elif network == "none":
+            bridge = None
+        else:
+            bridge = network
+            if not os.path.isdir(f"/sys/class/net/{bridge}/bridge"):
+                raise InvalidInput(f"There is no bridge named '{bridge}' on this host.")
+        limits = self._create_limits(request)
+        try:
+            template_args = shlex.split(options.get("template_args", ""))
+        except ValueError as e:
+            raise InvalidInput(f"template_args: {e}") from e
+        if source.kind == "template":
+            say(f"running the {source.value} template…")
+            await self.create(name, template=source.value or "busybox", bridge=bridge,
+                              template_args=template_args or None)
+        elif source.kind == "tarball":
+            if template_args:
+                raise InvalidInput("template_args go with a template source only.")
+            path = os.path.expanduser(source.value.strip())
+            if not path:
+                raise InvalidInput("Give the path of an image tarball.")
+            say("unpacking image…")
+            await self.create_from_image(name, path, bridge=bridge)
+        else:
+            raise InvalidInput(f"An LXC container cannot be made from a '{source.kind}' "
+                               f"source.")
+        ref = self.lxc.ref(name)
+        try:
+            if limits:
+                say("setting limits…")
+                await self.set_limits(ref, limits)
+        except BaseException:
+            await self.lxc.run("lxc-destroy", "-n", name, "-s", timeout=120)
+            shutil.rmtree(self.lxc.dir(name), ignore_errors=True)
+            raise
+        if request.start:
+            say("starting…")
+            try:
+                await self.start(ref)
+            except BackendError as e:
+                raise OperationFailed(f"{ref} was created, but could not start: "
+                                      f"{e.message}") from e
+            return await self.get_instance(ref)
+        return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+    def _set_network(self, name: str, bridge: str | None) -> None:
+        """Replace the template's network with no NIC or a veth on ``bridge``."""
+        lines = [line for line in self.lxc.config(name).splitlines()
+                 if not line.strip().startswith("lxc.net.")]
+        if bridge is None:
+            lines.append("lxc.net.0.type = empty")
+        else:
+            lines += ["lxc.net.0.type = veth", f"lxc.net.0.link = {bridge}",
+                      "lxc.net.0.flags = up"]
+        self.lxc.write_config(name, lines)
+
+
+def _split_unified_image(image: str, workdir: Path) -> tuple[Path, Path]:
+    """LXD unified tarball -> the ``local`` template's metadata and rootfs tarballs."""
+    meta = workdir / "meta.tar.xz"
+    fstree = workdir / "rootfs.tar.xz"
+    found = False
+    with tarfile.open(image) as src, tarfile.open(fstree, "w:xz") as dst:
+        for member in src:
+            path = member.name.lstrip("./")
+            if path == "rootfs" or not path.startswith("rootfs/"):
+                continue
+            found = True
+            member.name = "./" + path[len("rootfs/"):]
+            if member.islnk() and member.linkname.lstrip("./").startswith("rootfs/"):
+                member.linkname = "./" + member.linkname.lstrip("./")[len("rootfs/"):]
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+    if not found:
+        raise ValueError("it has no rootfs/ directory")
+    config = workdir / "config"
+    config.write_text("lxc.include = /usr/share/lxc/config/common.conf\n"
+                      f"lxc.arch = {os.uname().machine}\n")
+    with tarfile.open(meta, "w:xz") as dst:
+        dst.add(config, arcname="config")
+    return meta, fstree

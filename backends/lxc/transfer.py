@@ -1,0 +1,327 @@
+"""Copies, names and backups of stopped LXC containers: clone and rename (``lxc-copy``), the
+description (a config comment), export to a tar archive and import from one. Long tools run
+in their own process group; on failure or cancellation nothing half-made is left."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from ..base import Backend
+from ..errors import BackendError, Conflict, InvalidInput, Unsupported
+from ..models import Instance, InstanceRef, InstanceStatus
+from ..work import in_thread
+from . import parse
+from .archive import check_container_archive
+from .tools import LXCTools
+
+
+class Transfer(Backend):
+    """Clone, rename, description, export and import of
+    :class:`~backends.lxc.backend.LXCBackend`."""
+
+    lxc: LXCTools
+
+    async def _require_stopped(self, ref: InstanceRef, what: str) -> str:
+        """The config text of a stopped container (else Conflict)."""
+        current = await self.get_instance(ref)
+        if current.status is not InstanceStatus.STOPPED:
+            raise Conflict(f"{ref} is {current.status.value}: stop it first to {what} it.")
+        return self.lxc.config(ref.name)
+
+    def _move_snapshot_configs(self, name: str, old_dir: str) -> None:
+        """After a container's snapshots were copied or moved to ``name``'s directory: point
+        their configs at their new rootfs and name."""
+        new_dir = str(self.lxc.dir(name))
+        for snap in self.lxc.snapshot_dirs(name):
+            cfg = snap / "config"
+            cfg.write_text(_rewrite_config(cfg.read_text(), old_dir, new_dir, name,
+                                           str(snap / "rootfs")))
+
+    async def _destroy_partial(self, name: str) -> None:
+        """Remove a half-made container (lxc-destroy first: it also drops the name from a
+        source's list of clones), shielded from cancellation."""
+        directory = self.lxc.dir(name)
+
+        async def destroy() -> None:
+            if (directory / "config").is_file():
+                with contextlib.suppress(BackendError):
+                    await self.lxc.run("lxc-destroy", "-n", name, "-s", timeout=300)
+            if directory.exists():
+                await asyncio.to_thread(shutil.rmtree, directory, True)
+        await asyncio.shield(destroy())
+
+    async def clone_instance(self, ref: InstanceRef, new_name: str, *, linked: bool = False,
+                             with_snapshots: bool = True,
+                             progress: Callable[[str], None] | None = None) -> Instance:
+        """Copy a stopped container with ``lxc-copy`` (a new MAC for each NIC with a fixed
+        one, the new name as host name; the description comment goes along).
+
+        ``linked=True``: ``lxc-copy -s``, a snapshot clone. On a ``dir`` backing store LXC
+        makes it an ``overlay`` clone (the source's rootfs as lower layer, the clone's own
+        delta above); the host kernel must offer overlayfs. LXC then refuses to destroy or
+        rename the source while the clone exists ("has clones"); :meth:`delete` and
+        :meth:`rename_instance` say so, naming the clones. ``with_snapshots`` does not apply
+        (the snapshots stay with the source).
+
+        Full clone: ``lxc-copy`` (rsync; ``-B dir`` flattens an overlay clone into a plain
+        directory). lxc-copy does not copy snapshots: with ``with_snapshots``, corral copies
+        ``snaps/`` itself (``cp -a``) and points their configs at the clone.
+
+        No percentage is available from lxc-copy: progress says what is being done. On
+        failure or cancellation the clone is destroyed.
+
+        Raises:
+            Conflict: the container is not stopped, or ``new_name`` is taken.
+            InvalidInput: bad name.
+            OperationFailed: lxc-copy failed (its message).
+        """
+        say = progress or (lambda _text: None)
+        config = await self._require_stopped(ref, "clone")
+        self.lxc.check_new_name(new_name)
+        kind, _ = parse.rootfs(config)
+        argv = ["lxc-copy", "-P", self.lxc.path, "-n", ref.name, "-N", new_name]
+        if linked:
+            argv.append("-s")
+        elif kind == "overlay":
+            argv += ["-B", "dir"]
+        snapshots = self.lxc.snapshot_dirs(ref.name) if with_snapshots and not linked else []
+        try:
+            say("creating an overlay clone…" if linked else "copying the root file system…")
+            await self.lxc.run_long(*argv, what=f"lxc-copy of {ref} to {new_name}")
+            if snapshots:
+                say(f"copying {len(snapshots)} snapshot(s)…")
+                await self.lxc.run_long("cp", "-a", "--reflink=auto", "--",
+                                        str(self.lxc.dir(ref.name) / "snaps"),
+                                        str(self.lxc.dir(new_name) / "snaps"),
+                                        what=f"copying the snapshots of {ref}")
+                self._move_snapshot_configs(new_name, str(self.lxc.dir(ref.name)))
+        except BaseException:
+            await self._destroy_partial(new_name)
+            raise
+        say("cloned")
+        return self.lxc.instance(new_name, InstanceStatus.STOPPED)
+
+    async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
+        """Rename a stopped container with ``lxc-copy -R`` (directory, rootfs path and host
+        name follow). lxc-copy refuses containers with snapshots; corral moves ``snaps/``
+        aside for the rename and back after it, pointing their configs at the new name.
+
+        Not possible, said in words: a container that has linked (overlay) clones (LXC
+        tracks them by name: :class:`Conflict` naming them), and an overlay clone itself
+        (:class:`Unsupported`: LXC's overlay driver only makes snapshots).
+
+        Raises:
+            Conflict: not stopped, name taken, or it has linked clones.
+            InvalidInput: bad name.
+            Unsupported: an overlay clone.
+            OperationFailed: lxc-copy failed (everything is put back).
+        """
+        config = await self._require_stopped(ref, "rename")
+        self.lxc.check_new_name(new_name)
+        clones = self.lxc.clones_of(ref.name)
+        if clones:
+            raise Conflict(f"{ref} has linked clone(s) ({', '.join(clones)}) that LXC tracks "
+                           f"by its name: it cannot be renamed while they exist.")
+        if parse.rootfs(config)[0] == "overlay":
+            raise Unsupported(f"{ref} is a linked (overlay) clone: lxc-copy cannot rename "
+                              f"one (its overlay driver only makes snapshots). A full clone "
+                              f"under the new name, then deleting this one, does it.")
+        old_dir, new_dir = self.lxc.dir(ref.name), self.lxc.dir(new_name)
+        snaps, aside = old_dir / "snaps", Path(self.lxc.path) / f".corral-snaps-{ref.name}"
+        moved = False
+        if snaps.is_dir() and any(snaps.iterdir()):
+            if aside.exists():
+                raise Conflict(f"{aside} exists: an earlier rename of {ref} was interrupted. "
+                               f"Move it back to {snaps} first.")
+            os.rename(snaps, aside)
+            moved = True
+        try:
+            # lxc-copy -R copies, then destroys the original
+            await self.lxc.run_long("lxc-copy", "-P", self.lxc.path, "-n", ref.name, "-R",
+                                    "-N", new_name, what=f"lxc-copy renaming {ref}")
+        except BaseException:
+            if (old_dir / "config").is_file():  # the original is intact: drop a half copy
+                if new_dir.exists():
+                    await self._destroy_partial(new_name)
+                if moved and not snaps.exists():
+                    os.rename(aside, snaps)
+            raise
+        if moved:
+            os.rename(aside, new_dir / "snaps")
+            self._move_snapshot_configs(new_name, str(old_dir))
+        self.lxc.previous.pop(ref, None)
+        return await self.get_instance(self.lxc.ref(new_name))
+
+    async def set_description(self, ref: InstanceRef, text: str) -> None:
+        """Keep ``text`` as a ``# corral.description: "<json>"`` comment line in the
+        container's config: LXC has no description, ignores comments, and lxc-copy (clone,
+        rename) and lxc-snapshot copy the config text with them. Restoring a snapshot brings
+        back the description the snapshot had."""
+        self.lxc.require(ref)
+        lines = [line for line in self.lxc.config(ref.name).splitlines()
+                 if not line.startswith(parse.DESCRIPTION)]
+        if text:
+            lines.append(f"{parse.DESCRIPTION} {json.dumps(text)}")
+        self.lxc.write_config(ref.name, lines)
+
+    async def export_instance(self, ref: InstanceRef, path: str, *, with_snapshots: bool = True,
+                              progress: Callable[[str], None] | None = None) -> int:
+        """Write a stopped, ``dir``-backed container to a new tar archive at ``path``
+        (gzip when it ends with ``.gz``/``.tgz``): ``config``, ``rootfs/`` and, with
+        ``with_snapshots``, ``snaps/``; ``tar --numeric-owner --xattrs`` keeps owners
+        (also shifted ones of unprivileged containers), modes, devices and file
+        capabilities. Written to ``path + ".part"``, renamed when complete; nothing is
+        left on failure or cancellation. Returns the archive's size in bytes.
+
+        Raises:
+            Conflict: not stopped.
+            Unsupported: not on a ``dir`` backing store (an overlay clone shares its
+                source's files: make a full clone first).
+            InvalidInput: ``path`` exists, or its directory does not.
+            OperationFailed: tar failed.
+        """
+        say = progress or (lambda _text: None)
+        config = await self._require_stopped(ref, "export")
+        kind, _ = parse.rootfs(config)
+        if kind != "dir":
+            raise Unsupported(
+                f"{ref} is on a '{kind or 'unknown'}' backing store; only directory-backed "
+                f"containers are exported" + (" (a linked clone shares its source's files: "
+                                              "make a full clone and export that)"
+                                              if kind == "overlay" else "") + ".")
+        path = os.path.abspath(os.path.expanduser(path))
+        if os.path.lexists(path):
+            raise InvalidInput(f"{path} exists already: choose a new file name.")
+        if not os.path.isdir(os.path.dirname(path)):
+            raise InvalidInput(f"The directory {os.path.dirname(path)} does not exist.")
+        part = path + ".part"
+        if os.path.lexists(part):
+            raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
+                               f"running. Remove it first.")
+        members = ["./config", "./rootfs"]
+        if with_snapshots and self.lxc.snapshot_dirs(ref.name):
+            members.append("./snaps")
+        argv = ["tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-C",
+                str(self.lxc.dir(ref.name)), "-cpf", part]
+        if path.endswith((".gz", ".tgz")):
+            argv.append("-z")
+
+        async def report() -> None:
+            while True:
+                await asyncio.sleep(0.5)
+                with contextlib.suppress(OSError):
+                    say(f"writing {os.path.basename(path)}: "
+                        f"{os.path.getsize(part) >> 20} MiB")
+
+        reporter = asyncio.ensure_future(report())
+        try:
+            say("writing…")
+            await self.lxc.run_long(*argv, "--", *members, what=f"tar of {ref}")
+            try:
+                os.link(part, path)
+            except FileExistsError:
+                raise InvalidInput(f"{path} appeared during the export; the export was "
+                                   f"not kept.") from None
+            except OSError:
+                os.rename(part, path)
+            else:
+                os.unlink(part)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise
+        finally:
+            reporter.cancel()
+        say("exported")
+        return os.path.getsize(path)
+
+    async def import_instance(self, path: str, name: str, *, storage_pool: str = "",
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create the container ``name`` from an archive written by :meth:`export_instance`.
+
+        The archive is read once to check it (only ``config``, ``rootfs/``, ``snaps/``; no
+        absolute paths, ``..``, or members beyond a symbolic link), then unpacked with
+        ``tar --numeric-owner --xattrs`` into the lxcpath; the config is written last with
+        its paths rewritten (``lxc.rootfs.path``, ``lxc.uts.name``, other values naming the
+        old directory), as are the snapshots' configs. NIC MAC addresses are kept. Nothing
+        is left on failure or cancellation.
+
+        Raises:
+            InvalidInput: bad name, ``storage_pool`` given, missing file, damaged or foreign
+                archive.
+            Conflict: the name is taken.
+            OperationFailed: tar failed.
+        """
+        say = progress or (lambda _text: None)
+        if storage_pool:
+            raise InvalidInput("LXC containers have no storage pools here.")
+        self.lxc.check_new_name(name)
+        path = os.path.abspath(os.path.expanduser(path))
+        if not os.path.isfile(path):
+            raise InvalidInput(f"{path} does not exist or is not a file.")
+        try:
+            configs = await in_thread(check_container_archive, path, progress=say)
+        except ValueError as e:
+            raise InvalidInput(f"{path} is not an exported LXC container: {e}.") from None
+        config = configs["config"].decode(errors="replace")
+        kind, old_rootfs = parse.rootfs(config)
+        if kind != "dir" or not old_rootfs.endswith("/rootfs"):
+            raise InvalidInput(f"{path} is not an exported LXC container: its config has no "
+                               f"directory rootfs (lxc.rootfs.path = {old_rootfs or 'none'}).")
+        old_dir = old_rootfs[: -len("/rootfs")]
+        directory = self.lxc.dir(name)
+        os.makedirs(self.lxc.path, exist_ok=True)
+        try:
+            directory.mkdir(mode=0o770)  # claims the name; listed once config is written
+        except FileExistsError:
+            raise Conflict(f"A container named '{name}' already exists in "
+                           f"{self.lxc.path}.") from None
+        try:
+            say("unpacking…")
+            await self.lxc.run_long(
+                "tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--anchored",
+                "--exclude=./config", "--exclude=config", "-C", str(directory), "-xpf", path,
+                what=f"unpacking {path}")
+            if not (directory / "rootfs").is_dir():
+                raise InvalidInput(f"{path} is not an exported LXC container: no rootfs/.")
+            self._move_snapshot_configs(name, old_dir)
+            tmp = directory / ".config.corral-tmp"
+            tmp.write_text(_rewrite_config(config, old_dir, str(directory), name,
+                                           str(directory / "rootfs")))
+            os.replace(tmp, directory / "config")
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
+            raise
+        say("imported")
+        return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+
+def _rewrite_config(text: str, old_dir: str, new_dir: str, new_name: str,
+                    rootfs: str) -> str:
+    """A container's (or one of its snapshots') config moved from ``old_dir`` to
+    ``new_dir``: ``lxc.rootfs.path`` becomes ``dir:<rootfs>``, ``lxc.uts.name`` the new
+    name, and other values naming the old directory (fstab, log file) name the new one."""
+    old = re.compile(re.escape(old_dir.rstrip("/")) + r"(?=/|\s|$)")
+    out = []
+    seen_uts = False
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        key = key.strip()
+        if eq and not key.startswith("#"):
+            if key == "lxc.rootfs.path":
+                line = f"lxc.rootfs.path = dir:{rootfs}"
+            elif key == "lxc.uts.name":
+                line, seen_uts = f"lxc.uts.name = {new_name}", True
+            elif old_dir and old.search(value):
+                line = f"{key} = {old.sub(new_dir, value.strip())}"
+        out.append(line)
+    if not seen_uts:
+        out.append(f"lxc.uts.name = {new_name}")
+    return "\n".join(out) + "\n"
