@@ -303,7 +303,7 @@ class Backend(abc.ABC):
     # Images (PUBLISH, IMAGES) ----------------------------------------------------------
 
     async def publish_image(self, ref: InstanceRef, *, snapshot: str = "", alias: str = "",
-                            public: bool = False,
+                            public: bool = False, description: str = "",
                             progress: Callable[[str], None] | None = None) -> str:
         """Make an image of a stopped instance (or of one snapshot); returns its
         fingerprint."""
@@ -334,8 +334,9 @@ class Backend(abc.ABC):
     async def remove_nic(self, ref: InstanceRef, name: str) -> None:
         raise self._unsupported("change network interfaces")
 
-    async def set_nic_addresses(self, ref: InstanceRef, name: str, ipv4: str,
-                                ipv6: str) -> None:
+    async def set_nic_addresses(self, ref: InstanceRef, name: str, ipv4: str = "",
+                                ipv6: str = "") -> None:
+        """Set (or with "" clear) the static addresses of NIC ``name``."""
         raise self._unsupported("change network interfaces")
 
     # Operations (OPERATIONS) -----------------------------------------------------------

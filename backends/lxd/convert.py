@@ -1,9 +1,10 @@
-"""LXD/Incus JSON -> corral models. Pure functions, tested against captured responses."""
+"""LXD/Incus JSON -> corral models, texts and names. Pure functions, tested against captured
+responses."""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -11,6 +12,7 @@ from .. import units
 from ..models import (
     BackendEvent,
     EventKind,
+    ImageInfo,
     Instance,
     InstanceRef,
     InstanceState,
@@ -32,6 +34,8 @@ _STATUS = {
     "error": InstanceStatus.ERROR,
     "ready": InstanceStatus.RUNNING,
 }
+
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9-]+$")
 
 parse_size = units.size_or_none
 """LXD size strings in bytes, read by the one parser of every backend."""
@@ -212,3 +216,135 @@ def to_event(data: Mapping[str, Any], remote: str) -> BackendEvent | None:
         return BackendEvent(EventKind.OPERATION, remote, action=op.status, operation=op,
                             timestamp=ts)
     return None
+
+
+def to_image(data: Mapping[str, Any]) -> ImageInfo:
+    """One entry of ``GET /1.0/images?recursion=1``."""
+    props = data.get("properties") or {}
+    size = data.get("size")
+    return ImageInfo(
+        fingerprint=str(data.get("fingerprint") or ""),
+        aliases=tuple(a.get("name") for a in data.get("aliases") or () if a.get("name")),
+        description=str(props.get("description") or ""),
+        size=size if isinstance(size, int) and size >= 0 else None,
+        public=bool(data.get("public")),
+        type=str(data.get("type") or "container"),
+        architecture=str(data.get("architecture") or ""),
+        created_at=parse_time(data.get("created_at")),
+        uploaded_at=parse_time(data.get("uploaded_at")),
+    )
+
+
+def url_name(url: str) -> str:
+    """The last part of a resource URL: ``/1.0/instances/c1?project=p`` -> ``c1``."""
+    return url.rstrip("/").split("/")[-1].split("?")[0]
+
+
+def operation_id(body: Mapping[str, Any]) -> str:
+    """The operation a response to an asynchronous request started."""
+    meta = body.get("metadata") or {}
+    return str(meta.get("id") or url_name(str(body.get("operation", ""))))
+
+
+_STAGES = {
+    "create_instance_from_image_unpack": "unpacking image",
+    "create_instance_from_image_download": "downloading image",
+    "metadata_download": "downloading image metadata",
+    "rootfs_download": "downloading image",
+    "create_instance_from_image": "unpacking image",
+}
+
+
+def progress_text(meta: Mapping[str, Any] | None) -> str:
+    """A short progress text from an operation's ``metadata`` ("unpacking image 45%")."""
+    if not isinstance(meta, Mapping):
+        return ""
+    prog = meta.get("progress")
+    if isinstance(prog, Mapping) and prog.get("stage"):
+        stage = str(prog["stage"])
+        label = _STAGES.get(stage) or stage.replace("_progress", "").replace("_", " ")
+        pct = prog.get("percent")
+        return f"{label} {pct}%" if pct not in (None, "") else label
+    for key, value in meta.items():
+        if key.endswith("_progress") and isinstance(value, str):
+            stage = key[: -len("_progress")]
+            label = _STAGES.get(stage)
+            m = re.search(r"(\d+)%", value)
+            if label and m:
+                return f"{label} {m.group(1)}%"
+            return value
+    return ""
+
+
+def copied_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The instance fields a copy takes along (volatile keys stay behind, except the base
+    image, which lets the target start from its own copy of that image)."""
+    config = {k: v for k, v in (data.get("config") or {}).items()
+              if not k.startswith("volatile.") or k == "volatile.base_image"}
+    return {"type": data.get("type") or "container",
+            "architecture": data.get("architecture"),
+            "config": config,
+            "devices": data.get("devices") or {},
+            "profiles": list(data.get("profiles") or []),
+            "ephemeral": bool(data.get("ephemeral")),
+            "description": data.get("description") or ""}
+
+
+# Names -------------------------------------------------------------------------------------
+
+
+def name_problem(name: str) -> str | None:
+    """LXD's instance name rules (``ValidName`` in LXD's source, ``shared/instance.go``, and
+    the hostname rules), in words; None when the name is fine."""
+    if not name:
+        return "A name is needed."
+    if len(name) > 63:
+        return f"At most 63 characters ({len(name)} given)."
+    if not _NAME_CHARS.match(name):
+        bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c == "-"))})
+        shown = " ".join(repr(c) for c in bad[:5])
+        return f"Only letters, digits and hyphens are allowed (not {shown})."
+    if name[0].isdigit():
+        return "The name must not start with a digit."
+    if name[0] == "-":
+        return "The name must not start with a hyphen."
+    if name[-1] == "-":
+        return "The name must not end with a hyphen."
+    return None
+
+
+def snapshot_name_problem(name: str) -> str | None:
+    if not name or not name.strip():
+        return "A snapshot name is needed."
+    if "/" in name or name != name.strip() or " " in name:
+        return f"Snapshot name '{name}': no slashes or spaces."
+    if len(name) > 255:
+        return "Snapshot name: at most 255 characters."
+    return None
+
+
+# Texts -------------------------------------------------------------------------------------
+
+MiB = 1024 * 1024
+
+
+def mib(n: int) -> str:
+    """Transfer progress: ``12.5 MiB``."""
+    return f"{n / MiB:.1f} MiB"
+
+
+def format_size_short(size: int) -> str:
+    """Image sizes for the wizard: ``1.0 MiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def rfc3339(when: datetime) -> str:
+    """A time as LXD takes it (UTC, whole seconds); a naive datetime is local time."""
+    if when.tzinfo is None:
+        when = when.astimezone()  # naive: local time
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,61 +1,38 @@
-"""Pure helpers for creating LXD/Incus instances and for snapshot settings: name rules,
-cloud-init checks, the ``POST /1.0/instances`` body, progress texts from operations."""
+"""Creating LXD/Incus instances: what can be created (images, an empty VM), the launch
+wizard's options, the name check, and the cancellable creation itself (progress from the
+operation; whatever was made is removed on failure or cancellation). The pure parts (the
+cloud-init check, the ``POST /1.0/instances`` body) are tested without a daemon.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import re
-from typing import Any, Mapping
+from typing import Any, Callable
 
-import yaml
+from pylxd import exceptions as pylxd_exc
 
-from ..errors import InvalidInput
-from ..models import CreateRequest, InstanceType
+from ..base import Backend
+from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
+from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from ..units import format_size
+from ..cloudinit import user_data_problem
+from . import convert
+from .convert import name_problem
+from .rest import Rest
 
-_NAME_CHARS = re.compile(r"^[A-Za-z0-9-]+$")
+__all__ = ["Create", "check_user_data", "create_body", "image_source", "name_problem"]
+
 _FINGERPRINT = re.compile(r"^[0-9a-f]{12,64}$")
 
 
-def name_problem(name: str) -> str | None:
-    """LXD's instance name rules (``shared/instance.go: ValidName`` / hostname rules), in
-    words; None when the name is fine."""
-    if not name:
-        return "A name is needed."
-    if len(name) > 63:
-        return f"At most 63 characters ({len(name)} given)."
-    if not _NAME_CHARS.match(name):
-        bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c == "-"))})
-        shown = " ".join(repr(c) for c in bad[:5])
-        return f"Only letters, digits and hyphens are allowed (not {shown})."
-    if name[0].isdigit():
-        return "The name must not start with a digit."
-    if name[0] == "-":
-        return "The name must not start with a hyphen."
-    if name[-1] == "-":
-        return "The name must not end with a hyphen."
-    return None
-
-
 def check_user_data(text: str) -> str:
-    """cloud-init user-data as corral accepts it: ``#cloud-config`` on the first line, then a
-    YAML mapping. Returns the text; raises InvalidInput in words."""
-    if not text.strip():
-        return ""
-    first = text.lstrip("\ufeff").splitlines()[0].strip()
-    if first != "#cloud-config":
-        raise InvalidInput("User data must start with a '#cloud-config' line "
-                           f"(the first line is '{first[:40]}').")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InvalidInput(f"User data is not valid YAML{where}: {problem}.") from None
-    if data is not None and not isinstance(data, dict):
-        raise InvalidInput("User data must be a YAML mapping (keys like 'packages:', "
-                           "'runcmd:').")
-    return text
+    """cloud-init user-data as cloud-init accepts it (``backends.cloudinit``). Returns the
+    text; raises InvalidInput in words."""
+    problem = user_data_problem(text)
+    if problem:
+        raise InvalidInput(problem)
+    return text if text.strip() else ""
 
 
 def image_source(value: str) -> dict[str, str]:
@@ -127,81 +104,185 @@ def create_body(request: CreateRequest, *, root: tuple[str, dict[str, Any]] | No
     return body
 
 
-_STAGES = {
-    "create_instance_from_image_unpack": "unpacking image",
-    "create_instance_from_image_download": "downloading image",
-    "metadata_download": "downloading image metadata",
-    "rootfs_download": "downloading image",
-    "create_instance_from_image": "unpacking image",
-}
+class Create(Backend):
+    """The creation verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
+    rest: Rest
 
-def progress_text(meta: Mapping[str, Any] | None) -> str:
-    """A short progress text from an operation's ``metadata`` ("unpacking image 45%")."""
-    if not isinstance(meta, Mapping):
-        return ""
-    prog = meta.get("progress")
-    if isinstance(prog, Mapping) and prog.get("stage"):
-        stage = str(prog["stage"])
-        label = _STAGES.get(stage) or stage.replace("_progress", "").replace("_", " ")
-        pct = prog.get("percent")
-        return f"{label} {pct}%" if pct not in (None, "") else label
-    for key, value in meta.items():
-        if key.endswith("_progress") and isinstance(value, str):
-            stage = key[: -len("_progress")]
-            label = _STAGES.get(stage)
-            m = re.search(r"(\d+)%", value)
-            if label and m:
-                return f"{label} {m.group(1)}%"
-            return value
-    return ""
+    async def create_sources(self) -> list[CreateSource]:
+        """The remote's own images (one entry per image, its aliases as the label) and an
+        empty VM (no disk content: network boot or an ISO attached later)."""
+        client = self.rest.client
+        items = await self.rest.call(
+            lambda: client.api.images.get(params={"recursion": 1}).json()["metadata"] or [])
+        sources: list[CreateSource] = []
+        for data in items:
+            img = convert.to_image(data)
+            fp = img.fingerprint
+            props = data.get("properties") or {}
+            label = ", ".join(img.aliases) or img.description or fp[:12]
+            detail = " · ".join(p for p in (
+                img.description if img.description != label else "",
+                img.architecture or str(props.get("architecture") or ""),
+                convert.format_size_short(img.size) if img.size else "",
+                fp[:12]) if p)
+            itype = InstanceType.VM if img.type == "virtual-machine" else InstanceType.CONTAINER
+            sources.append(CreateSource(kind="image", label=label, value=fp, type=itype,
+                                        detail=detail))
+        sources.sort(key=lambda s: (s.type is InstanceType.VM, s.label.lower()))
+        sources.append(CreateSource(kind="empty-vm", label="Empty VM (network boot / ISO)",
+                                    type=InstanceType.VM,
+                                    detail="a virtual machine with an empty root disk"))
+        return sources
 
+    async def create_options(self) -> CreateOptions:
+        client = self.rest.client
 
-# Snapshot settings -------------------------------------------------------------------------
+        def _names(node: Any) -> list[str]:
+            return sorted(convert.url_name(u) for u in node.get().json()["metadata"] or [])
 
-SNAPSHOT_KEYS = ("snapshots.schedule", "snapshots.expiry", "snapshots.pattern")
-_SCHEDULE_ALIASES = {"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@annually",
-                     "@yearly", "@startup", "@never"}
-_CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-]+$")
-_EXPIRY = re.compile(r"^\d+[MHdwmy]$")
+        def _do() -> tuple[list[str], list[str], list[str], int]:
+            profiles = _names(client.api.profiles)
+            pools = _names(client.api.storage_pools)
+            nets = client.api.networks.get(params={"recursion": 1}).json()["metadata"] or []
+            networks = sorted(n["name"] for n in nets if n.get("managed")
+                              and n.get("type") in ("bridge", "macvlan", "sriov", "ovn",
+                                                    "physical"))
+            cpus = 0
+            try:
+                res = client.api.resources.get().json()["metadata"] or {}
+                cpus = int((res.get("cpu") or {}).get("total") or 0)
+            except (pylxd_exc.LXDAPIException, ValueError, TypeError):
+                pass  # restricted (or no resources API): unknown
+            return profiles, pools, networks, cpus
 
+        profiles, pools, networks, cpus = await self.rest.call(_do)
+        return CreateOptions(
+            profiles=tuple(profiles),
+            default_profiles=("default",) if "default" in profiles else (),
+            storage_pools=tuple(pools),
+            networks=tuple(networks),
+            max_cpus=cpus,
+            user_data=True,
+            can_cancel=True,
+            defaults={"cpus": "1", "memory": "512MiB", "disk": ""},
+        )
 
-def check_schedule(text: str) -> str:
-    """``snapshots.schedule``: empty, a 5-field cron expression, an alias (@daily, ...), or
-    a comma-separated list of aliases/cron expressions (as LXD accepts)."""
-    text = text.strip()
-    if not text:
-        return ""
-    parts = [p.strip() for p in text.split(",")] if text.startswith("@") else [text]
-    for part in parts:
-        if part.startswith("@"):
-            if part not in _SCHEDULE_ALIASES:
-                raise InvalidInput(f"Snapshot schedule: unknown alias '{part}' (use @hourly, "
-                                   f"@daily, @weekly, @monthly, @startup or @never).")
-            continue
-        fields = part.split()
-        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
-            raise InvalidInput(f"Snapshot schedule: '{part}' is not a cron expression with 5 "
-                               f"fields (minute hour day month weekday, e.g. '0 6 * * *').")
-    return text
+    def check_name(self, name: str) -> str | None:
+        """Why ``name`` cannot be used (LXD's rules, or taken in the last listing)."""
+        problem = name_problem(name)
+        if problem:
+            return problem
+        if name in self.rest.names:
+            return f"'{name}' is already taken on '{self.remote.name}'."
+        return None
 
+    async def _profiles_devices(self, profiles: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """The devices the chosen profiles give (later profiles override earlier)."""
+        client = self.rest.client
+        names = profiles or ("default",)
 
-def check_expiry(text: str) -> str:
-    """``snapshots.expiry``: empty, or space-separated amounts of M (minutes), H (hours),
-    d, w, m (months), y: ``2d``, ``1w 3d``, ``6H``."""
-    text = " ".join(text.split())
-    if not text:
-        return ""
-    for part in text.split(" "):
-        if not _EXPIRY.match(part):
-            raise InvalidInput(f"Snapshot expiry: '{part}' is not an amount with a unit "
-                               f"(M minutes, H hours, d days, w weeks, m months, y years; "
-                               f"e.g. '2d' or '1w 3d').")
-    return text
+        def _do() -> dict[str, dict[str, Any]]:
+            devices: dict[str, dict[str, Any]] = {}
+            for p in names:
+                try:
+                    data = client.api.profiles[p].get().json()["metadata"]
+                except pylxd_exc.NotFound:
+                    raise InvalidInput(f"There is no profile '{p}' on '{self.remote.name}'.")
+                devices.update(data.get("devices") or {})
+            return devices
 
+        return await self.rest.call(_do)
 
-def check_pattern(text: str) -> str:
-    text = text.strip()
-    if any(c in text for c in "/ "):
-        raise InvalidInput("Snapshot name pattern: no slashes or spaces (e.g. 'snap%d').")
-    return text
+    async def create_instance(self, request: CreateRequest,
+                              progress: Callable[[str], None] | None = None) -> Instance:
+        """Create (and with ``request.start`` start) an instance.
+
+        Cancelling the coroutine cancels the daemon's operation where it may be cancelled,
+        waits for it otherwise, and deletes whatever was made before re-raising.
+
+        Raises:
+            InvalidInput: a bad name, user-data or value (nothing sent).
+            Conflict: the name is taken.
+            OperationFailed: the daemon refused or failed (nothing left behind); or the
+                instance was created but did not start ("created, but could not start").
+        """
+        rest = self.rest
+        report = progress or (lambda text: None)
+        name = request.name
+        problem = name_problem(name)
+        if problem:
+            raise InvalidInput(f"Instance name '{name}': {problem}")
+        if request.user_data:
+            check_user_data(request.user_data)
+        devices = await self._profiles_devices(tuple(request.profiles))
+        root = next(((n, d) for n, d in sorted(devices.items())
+                     if d.get("type") == "disk" and d.get("path") == "/"), None)
+        nics = sorted(n for n, d in devices.items() if d.get("type") == "nic")
+        body = create_body(request, root=root, nic_names=nics)
+        client = rest.client
+        if name in await rest.names_now():
+            raise Conflict(f"'{name}' is already taken on '{self.remote.name}'.")
+
+        what = "VM" if body["type"] == "virtual-machine" else "container"
+        loop = asyncio.get_running_loop()
+        report(f"creating {what} {name}")
+
+        def _post() -> str:
+            return convert.operation_id(client.api.instances.post(json=body).json())
+
+        post = loop.run_in_executor(rest.pool, _post)
+        later: list[asyncio.Future] = []
+        try:
+            try:
+                op_id = await asyncio.wait_for(asyncio.shield(post), self.timeout * 2)
+            except asyncio.CancelledError:
+                raise
+            except BackendError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                err = rest.map_error(e)
+                if isinstance(err, Conflict):
+                    raise err from e
+                raise OperationFailed(f"Creating {what} '{name}' was refused: {err}") from e
+            try:
+                meta = await rest.follow(op_id, report, timeout=1800)
+            except BackendError:
+                await rest.undo_create(name, post, later)
+                raise
+            if meta.get("status") != "Success":
+                error = meta.get("err") or meta.get("status") or "failed"
+                await rest.remove_if_made(name)
+                raise OperationFailed(f"Creating {what} '{name}' failed: {error}")
+            rest.names.add(name)
+            if request.start:
+                report(f"starting {name}")
+
+                def _start() -> None:
+                    r = client.api.instances[name].state.put(
+                        json={"action": "start", "timeout": 30, "force": False})
+                    rest.wait(r, 60)
+
+                started = loop.run_in_executor(rest.pool, _start)
+                later.append(started)
+                try:
+                    try:
+                        await asyncio.wait_for(asyncio.shield(started), 60 + self.timeout * 2)
+                    except (BackendError, asyncio.CancelledError):
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        raise rest.map_error(e) from e
+                except BackendError as e:
+                    raise OperationFailed(
+                        f"{what.capitalize()} '{name}' was created, but could not start: "
+                        f"{e.message.rstrip('.')}. It is there, stopped.",
+                        title="Created, not started") from e
+            report("done")
+            return await self.get_instance(rest.ref_of(name))
+        except asyncio.CancelledError:
+            cleanup = asyncio.ensure_future(rest.undo_create(name, post, later))
+            try:
+                await asyncio.shield(cleanup)
+            except Exception:  # noqa: BLE001 - cancellation wins; cleanup logged nothing
+                pass
+            raise

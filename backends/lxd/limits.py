@@ -3,7 +3,7 @@ instance (config key, root disk device, NIC device), how values are checked befo
 is sent, and whether a change applies live.
 
 Pure functions over the instance JSON (``GET /1.0/instances/<n>``) so they can be tested
-without a daemon; the backend does the I/O.
+without a daemon; :class:`Limits` (``get_limits``/``set_limits``) does the I/O.
 
 Live or restart, and where that comes from:
 
@@ -26,8 +26,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import InvalidInput
+from pylxd import exceptions as pylxd_exc
+
+from ..base import Backend
+from ..errors import BackendError, InvalidInput, OperationFailed, Unsupported
+from ..models import InstanceRef, InstanceStatus, LimitField
 from ..units import format_size, parse_size
+from . import convert
+from .rest import Rest
 
 
 @dataclass(frozen=True)
@@ -205,3 +211,206 @@ def size_bytes(text: str) -> int | None:
         return parse_size(text) if text else None
     except ValueError:
         return None
+
+
+class Limits(Backend):
+    """The resource limit verbs of :class:`~backends.lxd.backend.LXDBackend`."""
+
+    rest: Rest
+
+    async def _config_metadata(self) -> dict[str, bool] | None:
+        """``liveupdate`` per instance key from ``GET /1.0/metadata/configuration`` (Incus;
+        LXD 5.0.2 has no such endpoint: None, and :data:`CONTAINER_LIVE` is used)."""
+        rest = self.rest
+        if rest.config_live is not False:
+            return rest.config_live  # type: ignore[return-value]
+        if rest.info is not None and "metadata_configuration" not in rest.extensions:
+            rest.config_live = None
+            return None
+        client = rest.client
+
+        def _do() -> dict[str, bool] | None:
+            try:
+                meta = client.api.metadata.configuration.get().json()["metadata"]
+            except (pylxd_exc.LXDAPIException, ValueError, KeyError):
+                return None
+            out: dict[str, bool] = {}
+            sections = ((meta.get("configs") or {}).get("instance") or {})
+            for section in sections.values():
+                for entry in section.get("keys") or ():
+                    for key, info in entry.items():
+                        out[key] = str(info.get("liveupdate") or "").lower() == "yes"
+            return out or None
+
+        rest.config_live = await rest.call(_do)
+        return rest.config_live
+
+    async def _pool_driver(self, pool: str) -> str:
+        rest = self.rest
+        if pool not in rest.pool_drivers:
+            client = rest.client
+            try:
+                data = await rest.call(
+                    lambda: client.api.storage_pools[pool].get().json()["metadata"])
+                rest.pool_drivers[pool] = str(data.get("driver") or "")
+            except BackendError:
+                return ""
+        return rest.pool_drivers[pool]
+
+    async def _limit_context(self, ref: InstanceRef) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The instance's JSON, and what deciding support needs: run state, type, metadata,
+        root pool driver and whether the root disk reports usage (a dir pool with project
+        quotas)."""
+        rest = self.rest
+        data = await rest.instance(ref.name)
+        status = convert.status_of(data.get("status"))
+        rest.saw_status(ref, status)
+        vm = data.get("type") == "virtual-machine"
+        live = await self._config_metadata()
+        root = root_device(data)
+        driver = await self._pool_driver(root[1].get("pool", "")) if root else ""
+        quota = True
+        if root and driver == "dir" and not vm:
+            client = rest.client
+            try:
+                state = await rest.call(
+                    lambda: client.api.instances[ref.name].state.get().json()["metadata"])
+                quota = bool((state.get("disk") or {}).get(root[0]))
+            except BackendError:
+                quota = False
+        return data, {"running": status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN),
+                      "vm": vm, "live": live, "root": root, "driver": driver, "quota": quota,
+                      "nic": nic_device(data)}
+
+    def _limit_problem(self, spec: Spec, ctx: dict[str, Any]) -> str:
+        """Why this instance cannot have ``spec`` (empty: it can)."""
+        rest = self.rest
+        if spec.containers_only and ctx["vm"]:
+            return "containers only"
+        if spec.key in rest.host_unsupported:
+            return rest.host_unsupported[spec.key]
+        if spec.where == "root" and ctx["root"] is None:
+            return "no root disk device"
+        if spec.where == "nic" and ctx["nic"] is None:
+            return "no network interface"
+        if spec.where == "nic" and ctx["nic"][1].get("nictype", "") in ("physical", "sriov",
+                                                                      "ipvlan") \
+                and not ctx["nic"][1].get("network"):
+            return f"not for a {ctx['nic'][1]['nictype']} NIC"
+        if spec.key == "disk" and ctx["driver"] == "dir" and not ctx["vm"] \
+                and not ctx["quota"]:
+            return ("the 'dir' storage pool here cannot limit a container's disk: its "
+                    "filesystem has no project quotas, and LXD accepts a size but skips it "
+                    "(its log: \"The backing filesystem doesn't support quotas, skipping set "
+                    "quota\")")
+        live = ctx["live"]
+        if spec.where == "config" and live is not None and spec.name not in live:
+            return f"{rest.product} has no '{spec.name}' setting"
+        return ""
+
+    async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
+        data, ctx = await self._limit_context(ref)
+        pending = self.rest.pending.get(ref, {})
+        fields = []
+        for spec in SPECS:
+            value = current_value(spec, data)
+            why = self._limit_problem(spec, ctx)
+            if why:
+                fields.append(LimitField(spec.key, spec.label, value, "unsupported", why))
+                continue
+            how = applies(spec, vm=ctx["vm"], running=ctx["running"], value=value,
+                          extensions=self.rest.extensions, live_keys=ctx["live"])
+            hint = spec.hint if ctx["running"] else f"{spec.hint}; applies at next start"
+            waiting = ""
+            if spec.key in pending:
+                before, saved = pending[spec.key]
+                if saved == value:
+                    value, waiting = before, saved
+            fields.append(LimitField(spec.key, spec.label, value, how, hint, waiting))
+        return fields
+
+    async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
+        """Check every change, then write them in one ETag-guarded PUT.
+
+        Raises:
+            InvalidInput: an unknown key or a malformed value (nothing changed).
+            Unsupported: a key this instance cannot limit (nothing changed).
+            OperationFailed: the daemon refused (it keeps the old values).
+        """
+        unknown = [k for k in changes if k not in BY_KEY]
+        if unknown:
+            raise InvalidInput(f"Unknown limit '{unknown[0]}' (known: "
+                               f"{', '.join(BY_KEY)}).")
+        clean = {k: normalise(BY_KEY[k], v) for k, v in changes.items()}
+        rest = self.rest
+        exts = rest.extensions
+        outcome: dict[str, str] = {}
+        effective: dict[str, str] = {}
+
+        def change(data: dict[str, Any]) -> None:
+            # runs in the pool thread with fresh data (again after a 412)
+            outcome.clear()
+            effective.clear()
+            for key, value in clean.items():
+                spec = BY_KEY[key]
+                why = self._limit_problem(spec, ctx)
+                if why:
+                    raise Unsupported(f"{spec.label} of {ref}: {why}.")
+                old = current_value(spec, data)
+                effective[key] = old
+                if spec.key == "disk" and value and old:
+                    before, after = size_bytes(old), size_bytes(value)
+                    if before and after is not None and after < before:
+                        raise InvalidInput(f"{spec.label}: it can only grow (now {old}).")
+                if spec.where == "config":
+                    if value:
+                        data["config"][spec.name] = value
+                    else:
+                        data["config"].pop(spec.name, None)
+                else:
+                    found = ctx["root"] if spec.where == "root" else ctx["nic"]
+                    dev_name = found[0]
+                    # a device from a profile is copied into the instance (an override)
+                    dev = data["devices"].get(dev_name) or dict(
+                        (data.get("expanded_devices") or {}).get(dev_name) or found[1])
+                    if value:
+                        dev[spec.name] = value
+                    else:
+                        dev.pop(spec.name, None)
+                    data["devices"][dev_name] = dev
+                outcome[key] = applies(
+                    spec, vm=ctx["vm"], running=ctx["running"], value=value or old,
+                    extensions=exts, live_keys=ctx["live"])
+
+        _, ctx = await self._limit_context(ref)
+        try:
+            await rest.update_instance(ref, change)
+        except OperationFailed as e:
+            self._learn_unsupported(clean, e.message)
+            raise OperationFailed(f"{rest.product} refused the new limits of {ref}: "
+                                  f"{e.message}") from e
+        if ctx["running"]:
+            waiting = rest.pending.setdefault(ref, {})
+            for key, how in outcome.items():
+                if how != "restart":
+                    continue
+                before = waiting[key][0] if key in waiting else effective.get(key, "")
+                if clean[key] == before:
+                    waiting.pop(key, None)  # back to what is in effect
+                else:
+                    waiting[key] = (before, clean[key])
+            if not waiting:
+                rest.pending.pop(ref, None)
+        return outcome
+
+    def _learn_unsupported(self, changes: dict[str, str], message: str) -> None:
+        """Remember limits this host cannot apply at all (seen on the lab machines: no
+        ``blkio.weight`` cgroup file, no ``act_police`` tc module)."""
+        rest = self.rest
+        if "limits.disk.priority" in message and "cgroup controller is missing" in message:
+            rest.host_unsupported["disk_priority"] = (
+                f"this host cannot: {message.split(': ', 1)[-1]}")
+        if "ingress tc filter" in message and "net_egress" in changes:
+            rest.host_unsupported["net_egress"] = (
+                "this host cannot police outgoing traffic (the kernel's tc police action "
+                "is missing)")

@@ -1,6 +1,7 @@
 """TLS for LXD/Incus remotes: the requests session pylxd uses and the ssl context for
 websockets. Both pin the server certificate the CLI stored and both ignore
-``REQUESTS_CA_BUNDLE``/proxy variables (shared LAB.md: they silently defeat pinning)."""
+``REQUESTS_CA_BUNDLE`` and the proxy variables, which would silently defeat pinning (see
+``docs/protocols.md``, section "TLS and pinning")."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ import pytest
 from backends import get_backend
 from backends.errors import Conflict, InvalidInput, OperationFailed, Unsupported
 from backends.lxd import limits as limitsmod
-from backends.lxd.create import check_expiry, check_schedule, name_problem
+from backends.lxd.create import name_problem
+from backends.lxd.snapshots import check_expiry, check_schedule
 from backends.models import (
     Capability,
     CreateRequest,
@@ -241,7 +242,7 @@ async def test_bad_input_is_refused_and_nothing_is_made(remote_backend, unique):
         with pytest.raises(InvalidInput, match="#cloud-config"):
             await backend.create_instance(CreateRequest(
                 name=fresh, source=src, user_data="packages: [htop]\n"))
-        with pytest.raises(InvalidInput, match="not valid YAML"):
+        with pytest.raises(InvalidInput, match="(?i)not valid YAML"):
             await backend.create_instance(CreateRequest(
                 name=fresh, source=src, user_data="#cloud-config\npackages: [htop\n"))
         with pytest.raises(InvalidInput, match="profile"):
@@ -526,7 +527,7 @@ async def test_concurrent_edit_is_not_lost(remote_backend, unique, monkeypatch):
     c = unique()
     daemon.cli("init", "busybox", c)
     ref = InstanceRef(name, c)
-    original = backend._update_instance
+    original = backend.rest.update_instance
     meddled = []
 
     async def meddling(ref_, change):
@@ -537,7 +538,7 @@ async def test_concurrent_edit_is_not_lost(remote_backend, unique, monkeypatch):
             return change(data)
         return await original(ref_, meddle)
 
-    monkeypatch.setattr(backend, "_update_instance", meddling)
+    monkeypatch.setattr(backend.rest, "update_instance", meddling)
     try:
         await backend.set_limits(ref, {"memory": "200MiB"})
         assert cfg(daemon, c, "limits.memory") == "200MiB"

@@ -26,8 +26,8 @@ from backends.errors import (
     Unreachable,
     Unsupported,
 )
-from backends.lxd.lifecycle import ImageInfo, check_addresses
-from backends.models import InstanceRef, InstanceStatus
+from backends.lxd.guest import check_addresses
+from backends.models import ImageInfo, InstanceRef, InstanceStatus
 from backends.remotes import discover
 
 PASSWORD = "Corral-Pw-7f3e9a"  # searched for in the captured logs
@@ -406,7 +406,7 @@ async def test_copy_to_a_target_that_went_away(lxd, lab, unique):
     try:
         server.close()
         await server.wait_closed()
-        target.client.api.session.close()  # no kept-alive connection through the forwarder
+        target.rest.client.api.session.close()  # no kept-alive connection through the forwarder
         with pytest.raises(Unreachable, match="Nothing was changed") as refused:
             await backends["local"].copy_to(ref("local", c), target, unique("n"), move=True)
         print(f"\ntarget gone: {refused.value}")

@@ -301,6 +301,6 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
         subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", "box1"], capture_output=True)
         cleanup = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
         await cleanup.connect()
-        if cleanup._pid("guest1"):
+        if cleanup.vms.pid("guest1"):
             await cleanup.stop(InstanceRef("qemu", "guest1"), force=True)
         await cleanup.close()

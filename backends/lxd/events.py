@@ -1,0 +1,73 @@
+"""Changes on an LXD/Incus remote: the ``/1.0/events`` websocket (lifecycle and operation
+events), reconnected with a backoff, the drops said in words. See ``docs/protocols.md``,
+section "Events"."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import AsyncIterator
+from urllib.parse import urlencode
+
+from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
+
+from ..base import Backend
+from ..errors import AuthError
+from ..models import BackendEvent, EventKind, InstanceStatus
+from ..retry import Backoff
+from . import convert
+from .rest import Rest
+
+
+class Events(Backend):
+    """``watch`` of :class:`~backends.lxd.backend.LXDBackend`."""
+
+    rest: Rest
+
+    async def watch(self) -> AsyncIterator[BackendEvent]:
+        rest = self.rest
+        backoff = Backoff()
+        name = self.remote.name
+        while True:
+            try:
+                async with rest.websocket(self._events_path(), ping_interval=20) as ws:
+                    backoff.reset()
+                    yield BackendEvent(EventKind.CONNECTION, name, action="connected")
+                    async for frame in ws:
+                        try:
+                            data = json.loads(frame)
+                        except ValueError:
+                            continue
+                        event = convert.to_event(data, name)
+                        if event is not None:
+                            if event.ref is not None and event.action in (
+                                    "instance-started", "instance-restarted"):
+                                rest.pending.pop(event.ref, None)
+                                rest.status[event.ref] = InstanceStatus.RUNNING
+                            yield event
+                message = f"event stream of '{name}' closed"
+            except (OSError, WebSocketException, InvalidHandshake, asyncio.TimeoutError,
+                    TimeoutError, AuthError) as e:
+                message = str(e) if isinstance(e, AuthError) else self._event_error(e)
+            yield BackendEvent(EventKind.CONNECTION, name, action="disconnected", message=message)
+            await asyncio.sleep(backoff.next())
+
+    def _events_path(self) -> str:
+        params = {"type": "lifecycle,operation"}
+        if self.remote.project != "default":
+            params["project"] = self.remote.project
+        return "/1.0/events?" + urlencode(params)
+
+    def _event_error(self, e: BaseException) -> str:
+        name = self.remote.name
+        if isinstance(e, InvalidStatus):
+            return f"event stream refused by '{name}' (HTTP {e.response.status_code})"
+        if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
+            return f"'{name}' is not responding"
+        if isinstance(e, FileNotFoundError):
+            return f"no {self.rest.product} socket at {self.remote.socket_path}"
+        if isinstance(e, ConnectionRefusedError):
+            return f"'{name}' refused the connection (daemon down?)"
+        if isinstance(e, OSError) and "CERTIFICATE_VERIFY_FAILED" in str(e):
+            return f"server certificate of '{name}' does not match the pinned one"
+        return f"lost connection to '{name}'"
