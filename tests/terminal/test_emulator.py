@@ -370,7 +370,7 @@ def test_fast_path_is_used_for_a_flood():
     data = (CORPUS / "ls_color.bin").read_bytes()
     emu = TerminalEmulator(120, 40)
     calls = []
-    original = emu._fast_lines
-    emu._fast_lines = lambda block: (calls.append(block.count("\n") + 1), original(block))[1]
+    original = emu._fast._lines
+    emu._fast._lines = lambda block: (calls.append(block.count("\n") + 1), original(block))[1]
     emu.feed(data)
     assert sum(calls) > 0.9 * data.count(b"\n")

@@ -1,10 +1,8 @@
 """A fast terminal emulator on top of pyte, for console panes.
 
-This module is larger than the house limit on purpose: :class:`TerminalEmulator` is one
-cohesive class (feeding, the flood fast path, scrollback, rendering rows and answering
-queries share its state at every step), and cutting it would only spread that state over
-modules. What could stand alone does: the pyte screen with its fixes in
-``tui/terminal/screen.py``, lines, palettes and selections in ``tui/terminal/lines.py``.
+Its parts: the pyte screen and stream with their fixes in ``screen.py``, the flood fast
+path in ``fastpath.py``, lines, palettes and selections in ``lines.py``; this module feeds
+them, keeps the scrollback and renders rows.
 
 Pure logic: no Textual imports (Rich is used only for the ``Segment``/``Style`` objects a row
 renders to). What it adds to ``pyte.Screen`` (docs/protocols.md, "Terminal emulation"):
@@ -21,23 +19,22 @@ renders to). What it adds to ``pyte.Screen`` (docs/protocols.md, "Terminal emula
 - bracketed-paste and application-cursor-keys flags;
 - a scrollback of styled lines;
 - dirty-row tracking and row rendering to cached Rich styles;
-- a fast path for floods of simple lines (see ``_feed_fast``): the result is identical to
+- a fast path for floods of simple lines (``fastpath.py``): the result is identical to
   feeding everything through pyte, at ~20x the speed.
 """
 
 from __future__ import annotations
 
 import codecs
-import re
 from collections import deque
 from collections.abc import Callable
 
-from pyte import modes as mo
-from pyte.screens import Char, StaticDefaultDict, wcwidth
+from pyte.screens import wcwidth
 from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 
+from .fastpath import FastPath
 from .lines import (
     ANSI_DARK,
     ANSI_LIGHT,
@@ -48,11 +45,10 @@ from .lines import (
     Run,
     Selection,
     ansi_palette,
-    merge_runs,
     row_runs,
     visible_cells,
 )
-from .screen import CSI_FIX, INCOMPLETE, LAT1, NEEDS_FIX, CharCache, Screen, Stream, fix_csi
+from .screen import CSI_FIX, INCOMPLETE, NEEDS_FIX, Screen, Stream, fix_csi
 
 __all__ = [
     "ANSI_DARK",
@@ -62,17 +58,6 @@ __all__ = [
     "TerminalEmulator",
     "ansi_palette",
 ]
-
-# --------------------------------------------------------------------------------------------
-# Fast path
-
-# What ends a "simple" stretch (printable ASCII, TAB, CR, LF, SGR): two patterns, each
-# much faster to search than their alternation.
-_NOT_SIMPLE_CHAR = re.compile(r"[^\x20-\x7e\t\r\n\x1b]")
-_NOT_SIMPLE_ESC = re.compile(r"\x1b(?!\[[0-9;]*m)")
-_SGR_SPLIT = re.compile(r"\x1b\[([0-9;]*)m")
-_TOKENS = re.compile(r"([\x20-\x7e]+)|\x1b\[([0-9;]*)m|(\r)|(\t)")
-
 
 # --------------------------------------------------------------------------------------------
 # The emulator
@@ -92,9 +77,6 @@ class TerminalEmulator:
             tests and benchmarks).
     """
 
-    FAST_PATH_MIN_LINES = 8
-    """A stretch of simple lines shorter than ``lines + this`` goes through pyte."""
-
     def __init__(
         self,
         columns: int = 80,
@@ -112,9 +94,9 @@ class TerminalEmulator:
         self.fast_path = fast_path
         self._screen = Screen(self, max(1, columns), max(1, lines))
         self._stream = Stream(self._screen)
+        self._fast = FastPath(self._screen, self._stream, self._push_lines)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""
-        self._sgr_cache: dict[tuple[Char, str], tuple[Char, Key]] = {}
         self._palette = dict(palette or ANSI_DARK)
         self._style_cache: dict[Key, Style] = {}
         self._cursor_style_cache: dict[Key, Style] = {}
@@ -193,8 +175,8 @@ class TerminalEmulator:
         if NEEDS_FIX.search(text):
             text = CSI_FIX.sub(fix_csi, text)
         try:
-            if self.fast_path and text.count("\n") >= self.lines + self.FAST_PATH_MIN_LINES:
-                self._feed_fast(text)
+            if self.fast_path and text.count("\n") >= self.lines + FastPath.MIN_LINES:
+                self._fast.feed(text)
             else:
                 self._stream.feed(text)
         except Exception:  # noqa: BLE001 - belt and braces: never let output kill the UI
@@ -235,9 +217,13 @@ class TerminalEmulator:
     # -- scrollback ----------------------------------------------------------------------------
 
     def _push_history(self, runs: tuple[Run, ...]) -> None:
-        self._history.append(runs)
+        self._push_lines([runs])
+
+    def _push_lines(self, lines: list[tuple[Run, ...]]) -> None:
+        """Lines that left the top of the screen, oldest first."""
+        self._history.extend(lines)
         self._history_changed = True
-        self.lines_scrolled += 1
+        self.lines_scrolled += len(lines)
 
     def clear_history(self) -> None:
         self._history.clear()
@@ -246,229 +232,6 @@ class TerminalEmulator:
     def history_text(self) -> list[str]:
         """The scrollback as plain text, oldest first."""
         return ["".join(t for t, _ in runs) for runs in self._history]
-
-    # -- the fast path -------------------------------------------------------------------------
-
-    def _fast_ok(self) -> bool:
-        s = self._screen
-        m = s.margins
-        mode = s.mode
-        return (
-            self._stream._taking_plain_text is True
-            and not s.alternate
-            and (m is None or (m.top == 0 and m.bottom == s.lines - 1))
-            and s.cursor.y == s.lines - 1
-            and s.columns >= 2
-            and mo.DECAWM in mode
-            and mo.IRM not in mode
-            and mo.LNM not in mode
-            and mo.DECSCNM not in mode
-            and s.charset == 0
-            and s.g0_charset is LAT1
-            and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
-        )
-
-    def _feed_fast(self, text: str) -> None:
-        """Feed ``text``, skipping pyte for long stretches of simple lines.
-
-        A stretch is a run of printable ASCII, TAB, CR, LF and SGR sequences. Inside one, once
-        pyte has taken the first lines and the cursor sits on a blank bottom row of a
-        full-screen scrolling region (parser in ground state, auto-wrap on, no insert or
-        newline mode), every further complete line is laid out here with pyte's own rules
-        (wrap at the last column, tab stops, CR overwrites) and goes to the scrollback
-        directly; the screen then gets the last rows and pyte the partial line after them.
-        SGR sequences are applied through the screen's own ``select_graphic_rendition`` (cached),
-        so the cursor attributes end up as pyte would leave them.
-        """
-        feed = self._stream.feed
-        need = self.lines + self.FAST_PATH_MIN_LINES
-        fed = 0
-        pos = 0
-        n = len(text)
-        bad_char = bad_esc = -1
-        while pos < n:
-            if bad_char < pos:
-                m = _NOT_SIMPLE_CHAR.search(text, pos)
-                bad_char = m.start() if m else n
-            if bad_esc < pos:
-                m = _NOT_SIMPLE_ESC.search(text, pos)
-                bad_esc = m.start() if m else n
-            end = min(bad_char, bad_esc)
-            if end - pos > need * 2 and text.count("\n", pos, end) >= need:
-                # Let pyte take lines until the cursor reaches a blank bottom row.
-                cut = text.index("\n", pos) + 1
-                feed(text[fed:cut])
-                fed = cut
-                for _ in range(4):
-                    if self._fast_ok():
-                        break
-                    if self._stream._taking_plain_text is not True:
-                        break
-                    steps = max(1, self.lines - 1 - self._screen.cursor.y)
-                    for _ in range(steps):
-                        nxt = text.find("\n", fed, end)
-                        if nxt < 0:
-                            break
-                        feed(text[fed:nxt + 1])
-                        fed = nxt + 1
-                last = text.rfind("\n", fed, end) + 1
-                if last > fed and self._fast_ok() and text.count("\n", fed, last) >= self.FAST_PATH_MIN_LINES:
-                    self._fast_lines(text[fed:last - 1])
-                    fed = last
-            pos = end + 1
-        if fed < n:
-            feed(text[fed:])
-
-    def _sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
-        """Cursor attributes after ``CSI params m``, computed by pyte itself (cached)."""
-        k = (attrs, params)
-        r = self._sgr_cache.get(k)
-        if r is None:
-            s = self._screen
-            values = [min(int(p or 0), 9999) for p in params.split(";")]
-            saved = s.cursor.attrs
-            s.cursor.attrs = attrs
-            try:
-                s.select_graphic_rendition(*values)
-            except Exception:  # noqa: BLE001 - pyte's parser would drop it too
-                s.cursor.attrs = attrs
-            new = s.cursor.attrs
-            s.cursor.attrs = saved
-            r = (new, tuple(new[1:]))
-            if len(self._sgr_cache) > 4096:
-                self._sgr_cache.clear()
-            self._sgr_cache[k] = r
-        return r
-
-    def _next_tab(self, x: int) -> int:
-        s = self._screen
-        for stop in sorted(s.tabstops):
-            if x < stop:
-                return stop
-        return s.columns - 1
-
-    def _fast_lines(self, block: str) -> None:
-        """Lay out complete simple lines (``block`` = lines joined by LF, no final LF)."""
-        s = self._screen
-        columns = s.columns
-        cursor = s.cursor
-        x = cursor.x
-        attrs = cursor.attrs
-        key = tuple(attrs[1:])
-        rows: list[list[Run]] = []
-        append_row = rows.append
-        last_text = ""
-        sgr = self._sgr
-        split = _SGR_SPLIT.split
-        for line in block.split("\n"):
-            cr_end = line.endswith("\r")
-            body = line[:-1] if cr_end else line
-            if "\t" not in body and "\r" not in body:
-                row: list[Run] = []
-                if x and x < columns:
-                    row.append((" " * x, DEFAULT_KEY))
-                if "\x1b" in body:
-                    parts = split(body)
-                    pairs = zip(parts[1::2], parts[2::2])
-                    body = parts[0]
-                else:
-                    pairs = ()
-                while True:
-                    if body:
-                        last_text = body
-                        n = len(body)
-                        if x + n <= columns:
-                            row.append((body, key))
-                            x += n
-                        else:
-                            p = body
-                            while p:
-                                if x >= columns:
-                                    append_row(row)
-                                    row = []
-                                    x = 0
-                                take = columns - x
-                                row.append((p[:take], key))
-                                x += len(p[:take])
-                                p = p[take:]
-                    for params, body in pairs:
-                        attrs, key = sgr(attrs, params)
-                        break
-                    else:
-                        break
-                append_row(row)
-                if cr_end:
-                    x = 0
-                continue
-            # General case: tabs and carriage returns inside the line, cell by cell.
-            cells: list[tuple[str, Key]] = []
-            for tok in _TOKENS.finditer(line):
-                chunk, params, cr, _tab = tok.groups()
-                if chunk is not None:
-                    last_text = chunk
-                    for ch in chunk:
-                        if x >= columns:
-                            append_row(cells)
-                            cells = []
-                            x = 0
-                        if x < len(cells):
-                            cells[x] = (ch, key)
-                        else:
-                            if x > len(cells):
-                                cells.extend([(" ", DEFAULT_KEY)] * (x - len(cells)))
-                            cells.append((ch, key))
-                        x += 1
-                elif params is not None:
-                    attrs, key = sgr(attrs, params)
-                elif cr is not None:
-                    x = 0
-                else:
-                    x = self._next_tab(x)
-            append_row(cells)
-        # Scroll the emitted rows through the screen.
-        lines = s.lines
-        buffer = s.buffer
-        old = [buffer.get(y) for y in range(lines - 1)]
-        e = len(rows)
-        pushed = [row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
-        for r in rows[: max(0, e - (lines - 1))]:
-            if len(r) == 1 and r[0][0] and (r[0][1] != DEFAULT_KEY or r[0][0][-1] != " "):
-                pushed.append((r[0],))  # already canonical: one non-blank-ended run
-            else:
-                pushed.append(merge_runs(r))
-        if pushed:
-            self._history.extend(pushed)
-            self._history_changed = True
-            self.lines_scrolled += len(pushed)
-        keep_old = old[e:] if e < lines - 1 else []
-        keep_new = rows[-(lines - 1):] if lines > 1 else []
-        new_buffer = s._new_buffer()
-        y = 0
-        for line in keep_old:
-            if line:
-                new_buffer[y] = line
-            y += 1
-        default = s.default_char
-        caches = s._char_caches
-        for r in keep_new:
-            d = StaticDefaultDict(default)
-            cx = 0
-            for text, k in r:
-                a = Char(" ", *k)
-                cache = caches.get(a)
-                if cache is None:
-                    cache = caches[a] = CharCache(a)
-                n = len(text)
-                d.update(zip(range(cx, cx + n), map(cache.__getitem__, text)))
-                cx += n
-            new_buffer[y] = d
-            y += 1
-        s.buffer = new_buffer
-        if last_text:
-            s._last_char = last_text[-1]
-        cursor.x = x
-        cursor.attrs = attrs
-        s.dirty.update(range(lines))
 
     # -- output for tests and copying ----------------------------------------------------------
 
