@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -19,7 +21,15 @@ from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 from .commands import InstanceCommands
 from .config import Config, load_config
 from .screens.main import MainScreen
+from .services.cache import InventoryCache, cache_path
 from .services.inventory import BackendFactory, Inventory
+
+log = logging.getLogger(__name__)
+
+FREEZE_AFTER = 2.0
+"""Seconds after start-up at which the objects made so far leave the cyclic GC's care."""
+CACHE_DELAY = 3.0
+"""Seconds between a change and saving the inventory cache (changes in between coalesce)."""
 
 
 class CorralApp(App[None]):
@@ -52,12 +62,12 @@ class CorralApp(App[None]):
         )
         remotes = found.remotes
         if config.qemu_enabled and shutil.which("qemu-system-x86_64"):
-            from backends.qemu import qemu_remote
+            from backends.local import qemu_remote
 
             if "qemu" not in config.hide_remotes:
                 remotes.append(qemu_remote(config.qemu_path or None))
         if config.lxc_enabled:
-            from backends.lxc import lxc_remotes
+            from backends.local import lxc_remotes
 
             remotes += [r for r in lxc_remotes(config.lxc_paths)
                         if r.name not in config.hide_remotes]
@@ -83,13 +93,61 @@ class CorralApp(App[None]):
         self.inventory = Inventory(remotes, on_change=self._inventory_changed,
                                    timeout=config.network_timeout, **kwargs)
         self.main_screen: MainScreen | None = None
+        self._cache: InventoryCache | None = None
+        self._warm = False
+        self._cache_dirty: set[str] = set()
+        self._cache_saving = False
+        if config.warm_start:
+            self._cache = InventoryCache(cache_path(env if env is not None else os.environ,
+                                                    config.path))
+            for name, cached in self._cache.load(remotes).items():
+                self.inventory.seed(name, cached.instances)
+                self.inventory.statuses[name].cached_at = cached.saved_at
+        self._warm = bool(self.inventory.instances)
+        """Rows from the last run are shown until the remotes answer."""
 
     def _inventory_changed(self, remote: str, refs) -> None:
         if self.main_screen is not None:
             self.main_screen.inventory_changed(remote, refs)
+        if self._cache is not None and self.inventory.statuses[remote].listed:
+            self._cache_dirty.add(remote)
+            if not self._cache_saving:
+                self._cache_saving = True
+                self.set_timer(CACHE_DELAY, self._save_cache)
+
+    def _update_cache(self) -> bool:
+        cache = self._cache
+        if cache is None or not self._cache_dirty:
+            return False
+        for name in self._cache_dirty:
+            cache.update(self.inventory.remotes[name], self.inventory.instances_of(name))
+        self._cache_dirty.clear()
+        cache.forget_except(self.inventory.remotes)
+        return True
+
+    async def _save_cache(self) -> None:
+        """Keep the last inventory for the next start (a few seconds after changes)."""
+        try:
+            if self._update_cache():
+                await asyncio.to_thread(self._write_cache)
+        finally:
+            self._cache_saving = False
+
+    def _write_cache(self) -> None:
+        assert self._cache is not None
+        try:
+            self._cache.write()
+        except OSError as e:
+            log.warning("could not save the inventory cache %s: %s", self._cache.path, e)
 
     def on_load(self) -> None:
-        # Connect to every remote at once, while Textual is still starting up.
+        # Without rows from the last run, connect to every remote at once, while Textual
+        # is still starting up. With them, paint them first: loading the backends (pylxd,
+        # QMP) and the connections would otherwise delay that first frame.
+        if not self._warm:
+            self._connect_remotes()
+
+    def _connect_remotes(self) -> None:
         for name in self.inventory.remotes:
             self.run_worker(self.inventory.run_remote(name), group=f"remote:{name}",
                             exclusive=True, exit_on_error=False,
@@ -112,6 +170,8 @@ class CorralApp(App[None]):
                     self._inventory_changed(name, None)
 
     async def on_unmount(self) -> None:
+        if self._update_cache():
+            self._write_cache()  # small, and the loop is ending anyway
         await self.inventory.close()
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -138,13 +198,17 @@ class CorralApp(App[None]):
             record_dir=self.config.record_dir,
         )
         self.push_screen(self.main_screen)
+        if self._warm:
+            self.main_screen.call_after_refresh(self._connect_remotes)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
         # full collection during a console flood does not stall a frame (~20-40 ms).
-        self.call_after_refresh(self._freeze_startup_objects)
+        # Once the first listings are in, and without a full collection first: that alone
+        # took 80-180 ms, right on the way to the first full table.
+        self.set_timer(FREEZE_AFTER, self._freeze_startup_objects)
 
     @staticmethod
     def _freeze_startup_objects() -> None:
-        gc.collect()
+        gc.collect(0)
         gc.freeze()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -6,6 +6,7 @@ theme = "corral-dark"      # or corral-light, or any Textual theme
 metrics_interval = 10      # seconds between CPU/memory samples of visible running rows
 stop_timeout = 30          # graceful stop before force is offered
 network_timeout = 10       # seconds before a remote counts as not responding
+warm_start = true          # paint the last run's rows (marked stale) before remotes answer
 
 [keymap]                   # binding id = keys
 "instance.stop" = "s"
@@ -55,6 +56,8 @@ class Config:
     metrics_interval: float = 10.0
     stop_timeout: int = 30
     network_timeout: float = 10.0
+    warm_start: bool = True
+    """Paint the last inventory from the cache at start, until the remotes answer."""
     keymap: dict[str, str] = field(default_factory=dict)
     hide_remotes: tuple[str, ...] = ()
     read_only_remotes: tuple[str, ...] = ()
@@ -172,6 +175,7 @@ def load_config(path: Path | None = None) -> Config:
         metrics_interval=_num(ui, "metrics_interval", 10.0, problems, path, minimum=1),
         stop_timeout=int(_num(ui, "stop_timeout", 30, problems, path, minimum=1)),
         network_timeout=_num(ui, "network_timeout", 10.0, problems, path, minimum=0.5),
+        warm_start=bool(ui.get("warm_start", True)),
         keymap=keymap,
         hide_remotes=names(remotes_section, "hide"),
         read_only_remotes=names(remotes_section, "read_only"),

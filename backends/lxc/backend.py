@@ -12,6 +12,7 @@ tools and its containers' configs.
 from __future__ import annotations
 
 from ..base import Backend
+from ..local import default_lxcpath, lxc_remotes
 from ..models import Capability, Remote
 from .consoles import Consoles
 from .create import Create
@@ -19,7 +20,7 @@ from .events import Events
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .snapshots import Snapshots
-from .tools import LXCTools, default_lxcpath, lxc_remotes
+from .tools import LXCTools
 from .transfer import Transfer
 
 __all__ = ["LXCBackend", "default_lxcpath", "lxc_remotes"]

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import signal
 import time
 from datetime import datetime, timezone
@@ -23,32 +22,6 @@ from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, Insta
 from . import parse
 
 _TOOL_PREFIX = re.compile(r"^lxc-[\w-]+: (?:[^:]+: )?[^:]*\.c: \w+: \d+ ")
-
-
-def default_lxcpath() -> str:
-    """The lxc tools' default: the system path for root, the user path otherwise."""
-    if os.geteuid() == 0:
-        return "/var/lib/lxc"
-    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return os.path.join(data, "lxc")
-
-
-def lxc_remotes(paths: list[str] | tuple[str, ...] = ()) -> list[Remote]:
-    """One remote per lxcpath: ``lxc`` for the first, ``lxc-<dir name>`` for others.
-
-    Without configured paths, the default lxcpath is used when the lxc tools are installed.
-    """
-    if not paths:
-        if shutil.which("lxc-ls") is None:
-            return []
-        paths = [default_lxcpath()]
-    remotes = []
-    for i, path in enumerate(paths):
-        path = os.path.abspath(os.path.expanduser(path))
-        name = "lxc" if i == 0 else f"lxc-{Path(path).name}"
-        remotes.append(Remote(name=name, kind="lxc", address=path, source="lxc tools",
-                              addresses=(path,)))
-    return remotes
 
 
 def words(stderr: str) -> str:

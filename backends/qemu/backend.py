@@ -19,9 +19,8 @@ worker threads).
 
 from __future__ import annotations
 
-import os
-
 from ..base import Backend
+from ..local import default_qemu_dir, qemu_remote
 from ..models import Capability, Instance, Remote
 from .consoles import Consoles
 from .create import Create
@@ -33,17 +32,6 @@ from .snapshots import Snapshots
 from .transfer import Transfer
 
 __all__ = ["QEMUBackend", "default_qemu_dir", "kvm_usable", "qemu_remote", "runtime_root"]
-
-
-def default_qemu_dir() -> str:
-    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return os.path.join(data, "corral", "qemu")
-
-
-def qemu_remote(path: str | None = None) -> Remote:
-    path = os.path.abspath(os.path.expanduser(path or default_qemu_dir()))
-    return Remote(name="qemu", kind="qemu", address=path, source="local QEMU",
-                  addresses=(path,))
 
 
 class QEMUBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Backend):

@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from backends.models import Capability
 
-from ..screens.wizard import WizardScreen
 from . import consoles
 from .context import Context
 
@@ -18,6 +17,8 @@ async def new_instance(ctx: Context) -> None:
     if not backends:
         ctx.notify("No connected, writable remote can create instances.", severity="warning")
         return
+    from ..screens.wizard import WizardScreen  # loaded when first used, not at start-up
+
     result = await ctx.ask(WizardScreen(backends, preferred=ctx.remote))
     if result is None:
         return

@@ -69,8 +69,7 @@ class Inventory:
         self.instances: dict[InstanceRef, Instance] = {}
         self.states: dict[InstanceRef, InstanceState] = {}
         self.pending: dict[InstanceRef, str] = {}
-        """Actions in flight, shown in the status column (``stopping…``); read-only for
-        the UI: :meth:`act`, :meth:`track` and :meth:`show_progress` write it."""
+        """Actions in flight shown in the status column (``stopping…``; UI: read only)."""
         self.history: dict[InstanceRef, deque[tuple[datetime, str]]] = {}
         """Recent lifecycle events and operations per instance (newest last)."""
         self.activity: dict[str, str] = {}
@@ -128,9 +127,16 @@ class Inventory:
         backend = self.backends.get(ref.remote)
         if inst is None or backend is None or ref in self.pending:
             return frozenset()
-        if self.statuses[ref.remote].state is not ConnectionState.CONNECTED:
-            return frozenset()
+        status = self.statuses[ref.remote]
+        if status.state is not ConnectionState.CONNECTED or not status.listed:
+            return frozenset()  # offline, or a row from the last run not yet confirmed
         return backend.instance_capabilities(inst)
+
+    def seed(self, name: str, instances: Iterable[Instance]) -> None:
+        """Show rows from the last run until the remote's first listing replaces them."""
+        if not self.statuses[name].listed:
+            for inst in instances:
+                self.instances.setdefault(inst.ref, inst)
 
     def retry(self, name: str) -> None:
         """Reconnect a remote now (the user asked): ends its wait, or its current

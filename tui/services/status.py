@@ -16,5 +16,7 @@ class RemoteStatus:
     message: str = ""
     server: ServerInfo | None = None
     listed: bool = False
-    """The first listing arrived."""
+    """The first listing arrived (until then, rows are the last run's: stale)."""
+    cached_at: float | None = None
+    """Unix time of the last run's listing shown until the first one of this run."""
     operations: dict[str, Operation] = field(default_factory=dict)

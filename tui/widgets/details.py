@@ -3,6 +3,7 @@ snapshots (list, new, restore, delete, rename)."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -199,11 +200,13 @@ class DetailsPane(Vertical):
 
     @staticmethod
     def overview(inst: Instance, state: InstanceState | None, pending: str | None,
-                 limits: str) -> Text:
-        """The overview text of one instance: identity, status, limits, usage."""
+                 limits: str, stale: str = "") -> Text:
+        """The overview text of one instance: identity, status (``stale``: why it is the
+        last run's), limits, usage."""
+        status = pending or inst.status.value
         rows = [
             ("Instance", f"{inst.ref}  ({inst.type.value}, project {inst.ref.project})"),
-            ("Status", pending or inst.status.value),
+            ("Status", f"{status} — {stale}" if stale else status),
             ("Image", inst.image or "—"),
             ("Created", f"{inst.created_at:%Y-%m-%d %H:%M} ({fmt.ago(inst.created_at)})"
              if inst.created_at else "—"),
@@ -249,6 +252,14 @@ class DetailsPane(Vertical):
             parts.append(part)
         return ", ".join(parts) or "none set"
 
+    def _stale(self, remote: str) -> str:
+        """Why a row is the last run's (empty when it is live)."""
+        st = self.inventory.statuses[remote]
+        if st.listed or st.cached_at is None:
+            return ""
+        saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.cached_at))
+        return f"as listed {saved} (last run); {st.message or 'refreshing'}"
+
     # What the pane shows -------------------------------------------------------------
 
     def instance_changed(self, ref: InstanceRef) -> None:
@@ -292,7 +303,7 @@ class DetailsPane(Vertical):
             self._load_limits(inst.ref)
         text = self.overview(inst, self.inventory.states.get(inst.ref),
                              self.inventory.pending.get(inst.ref),
-                             self.limits_line(inst, fields))
+                             self.limits_line(inst, fields), self._stale(inst.ref.remote))
         if self.border_title != f"Details: {inst.ref}":
             self.border_title = f"Details: {inst.ref}"
         update_if_changed(details, text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
@@ -53,6 +55,10 @@ class RemoteList(DataTable):
             text.append("\n")
         if st.remote.read_only:
             text.append("read-only\n")
+        if not st.listed and st.cached_at is not None:
+            saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.cached_at))
+            text.append(f"showing the rows of the last run (listed {saved}) until it answers\n",
+                        style="dim")
         if st.message:
             text.append(st.message, style=error_style)
         return text
@@ -94,13 +100,17 @@ class RemoteList(DataTable):
             label = LABELS[st.state]
             if st.state is ConnectionState.CONNECTED and st.operations:
                 label = f"busy ({len(st.operations)})"
+            stale = not st.listed and st.cached_at is not None
+            if stale and st.state in (ConnectionState.CONNECTING, ConnectionState.CONNECTED):
+                label = "refreshing"
             color = self._colors.get(_STATE_VAR[st.state]) or None
-            count = f"{running.get(name, 0)}/{total.get(name, 0)}" if st.listed else ""
+            count = (f"{running.get(name, 0)}/{total.get(name, 0)}"
+                     if st.listed or stale else "")
             cells = (
                 Text(f" {name[:11]}" + ("…" if len(name) > 11 else ""), no_wrap=True),
                 Text(kind),
                 Text(label, style=Style(color=color), no_wrap=True, overflow="ellipsis"),
-                Text(f"{count} ", justify="right"),
+                Text(f"{count} ", justify="right", style="dim" if stale else ""),
             )
             plain = tuple(str(c) for c in cells) + (color,)
             if name not in self._present:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from textual import events
@@ -27,11 +28,13 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from backends.base import ConsoleSession
-from tui.terminal.emulator import Selection, TerminalEmulator, ansi_palette
 from tui.terminal.keys import SPECIAL_KEYS, key_label, key_to_bytes
 from tui.terminal.record import AsciicastRecorder
 
 from .terminal_io import InputWriter, OutputPump, close_in_background, highlight
+
+if TYPE_CHECKING:  # the emulator (and pyte) load with the first console, not at start-up
+    from tui.terminal.emulator import Selection
 
 __all__ = ["TerminalView"]
 
@@ -129,6 +132,8 @@ class TerminalView(Widget, can_focus=True):
         self.detach_key = detach_key
         self.record_path = Path(record_path) if record_path else None
         self.close_on_unmount = close_on_unmount
+        from tui.terminal.emulator import TerminalEmulator
+
         self.emulator = TerminalEmulator(80, 24, scrollback=scrollback, respond=self._send)
         self.recorder: AsciicastRecorder | None = None
         self._record_failed = False
@@ -304,6 +309,8 @@ class TerminalView(Widget, can_focus=True):
             dark = self.app.current_theme.dark
         except Exception:  # noqa: BLE001 - no theme yet
             dark = True
+        from tui.terminal.emulator import ansi_palette
+
         self.emulator.set_palette(ansi_palette(dark))
         self._invalidate()
 
@@ -498,6 +505,8 @@ class TerminalView(Widget, can_focus=True):
 
     def _set_selection(self, a: tuple[int, int], b: tuple[int, int]) -> None:
         start, end = sorted((a, b))
+        from tui.terminal.emulator import Selection
+
         sel = Selection(start[0], start[1], end[0], end[1] + 1)
         if sel != self._selection:
             self._selection = sel

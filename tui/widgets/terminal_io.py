@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from rich.segment import Segment
 from rich.style import Style
 
-from tui.terminal.emulator import Selection, TerminalEmulator
+if TYPE_CHECKING:  # loaded with the first console, not at start-up
+    from tui.terminal.emulator import Selection, TerminalEmulator
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Benchmark: how fast corral's first screen is, as a user sees it (prints figures; not a test).
+
+    .venv/bin/python tests/bench/bench_startup.py [-n 600] [--vms 20] [--root DIR] [--runs 5]
+
+Spreads N busybox containers over three remotes (lxd1 on the unix socket, lxd2 and incus1
+over HTTPS), defines VMS local QEMU VMs, then starts the real ``corral`` command in a
+160x45 tmux pane again and again and reads the pane until
+
+* **painted**: the table's title counts every instance (from the cache on a warm start,
+  marked stale), and
+* **fresh**: every remote is listed in this run (no remote says ``refreshing`` or
+  ``connecting`` any more) and the count is still complete,
+
+each measured from the moment the command was started (interpreter, imports and all).
+Cold runs delete the inventory cache first; warm runs keep the one the previous run wrote.
+Beside them, the CLIs on the same remotes: ``lxc list -c ns`` + ``incus list -c ns`` (names
+and status) and the full ``lxc list --format csv`` + ``incus list --format csv``.
+Targets: warm painted <= 0.3 s, warm fresh <= 0.5 s, cold fresh <= 0.5 s (600 instances).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+
+import lab as labmod  # noqa: E402
+
+_launches = itertools.count()
+REMOTES = (("lxc", "local", "lxd1"), ("lxc", "lab2", "lxd2"), ("incus", "inc1", "incus1"))
+
+
+def populate(lab: labmod.Lab, n: int, running: int) -> None:
+    """N containers named bench-NNNN over the three remotes, ``running`` of them started."""
+    per = [n // 3 + (1 if i < n % 3 else 0) for i in range(3)]
+    t0 = time.monotonic()
+    for (_, _, attr), count in zip(REMOTES, per):
+        daemon = getattr(lab, attr)
+        have = set(daemon.cli("list", "--format", "csv", "-c", "n").stdout.split())
+        names = [f"bench-{i:04d}" for i in range(count)]
+        for name in names:
+            if name not in have:
+                daemon.cli("init", "busybox", name)
+        states = dict(line.split(",", 1) for line in daemon.cli(
+            "list", "--format", "csv", "-c", "ns").stdout.split())
+        for name in names[: running // 3]:
+            if states.get(name) != "RUNNING":
+                daemon.cli("start", name, check=False)
+    print(f"populated {n} containers in {time.monotonic() - t0:.1f} s")
+
+
+def define_vms(qemu_dir: Path, count: int) -> None:
+    """``count`` stopped QEMU VMs defined through corral's own backend (tiny disks)."""
+    import asyncio
+
+    from backends.models import CreateRequest, CreateSource, InstanceType
+    from backends.qemu import qemu_remote
+    from backends.qemu.backend import QEMUBackend
+
+    async def make() -> None:
+        backend = QEMUBackend(qemu_remote(str(qemu_dir)))
+        await backend.connect()
+        have = {i.name for i in await backend.list_instances()}
+        source = CreateSource("pxe", "PXE", type=InstanceType.VM)
+        for i in range(count):
+            name = f"vm-{i:02d}"
+            if name not in have:
+                await backend.create_instance(CreateRequest(
+                    name=name, source=source, memory=128 * 1024 * 1024,
+                    disk=64 * 1024 * 1024, network="user", options={"accel": "tcg"}))
+        await backend.close()
+
+    asyncio.run(make())
+
+
+def cli_times(env: dict[str, str], repeats: int = 5) -> tuple[float, float]:
+    def run(extra: list[str]) -> float:
+        t0 = time.perf_counter()
+        for tool, remote, _ in REMOTES:
+            subprocess.run([tool, "list", f"{remote}:", *extra], env=env, check=True,
+                           capture_output=True)
+        return time.perf_counter() - t0
+
+    short = statistics.median(run(["-c", "ns", "--format", "csv"]) for _ in range(repeats))
+    full = statistics.median(run(["--format", "csv"]) for _ in range(repeats))
+    return short, full
+
+
+def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
+    """Start corral in tmux; return (painted, fresh) seconds after the start."""
+    session = f"corral-start-{os.getpid()}-{next(_launches)}"
+    corral = str(ROOT / ".venv" / "bin" / "corral")
+    total = re.compile(rf"Instances \({n}\)")
+    painted = fresh = None
+    t0 = time.perf_counter()
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
+                    "env", f"CORRAL_CONFIG_FILE={cfg}", corral, "--config", str(cfg)],
+                   env=env, check=True)
+    try:
+        while time.perf_counter() - t0 < timeout:
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True).stdout
+            now = time.perf_counter() - t0
+            if total.search(screen):
+                painted = painted or now
+                if "refreshing" not in screen and "connecting" not in screen:
+                    fresh = now
+                    break
+            time.sleep(0.005)
+    finally:
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
+        time.sleep(0.5)  # let it save its cache and quit
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False,
+                       stderr=subprocess.DEVNULL)
+    return painted, fresh
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=600, help="containers (default 600)")
+    parser.add_argument("--running", type=int, default=30)
+    parser.add_argument("--vms", type=int, default=20, help="local QEMU VMs (default 20)")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--root", type=Path, help="use a lab started with `lab.py up --root`")
+    args = parser.parse_args()
+
+    own = args.root is None
+    lab = labmod.Lab() if own else labmod.Lab.from_records(args.root)
+    if own:
+        lab.start()
+    work = Path(tempfile.mkdtemp(prefix="corral-bench-start-"))
+    try:
+        env = lab.env()
+        env["XDG_CACHE_HOME"] = str(work / "cache")
+        populate(lab, args.n, args.running)
+        define_vms(work / "qemu", args.vms)
+        cfg = work / "config.toml"
+        cfg.write_text(f'[remotes]\nhide = ["incus-local"]\n[qemu]\npath = "{work / "qemu"}"\n'
+                       '[lxc]\nenabled = false\n')
+        short, full = cli_times(env)
+        total = args.n + args.vms
+        launch(env, cfg, total)  # warm the page cache and Python's bytecode
+        cold, warm = [], []
+        for _ in range(args.runs):
+            shutil.rmtree(work / "cache", ignore_errors=True)
+            cold.append(launch(env, cfg, total))
+            warm.append(launch(env, cfg, total))  # with the cache the cold run wrote
+
+        def fig(runs, index: int) -> str:
+            values = [r[index] for r in runs if r[index] is not None]
+            if not values:
+                return "    —   "
+            return (f"{statistics.median(values) * 1000:6.0f} ms  "
+                    f"(all: {', '.join(f'{v * 1000:.0f}' for v in values)})")
+
+        print()
+        print(f"{args.n} containers on 3 remotes (lxd unix, lxd https, incus https) "
+              f"+ {args.vms} local QEMU VMs; medians of {args.runs}")
+        print(f"lxc/incus list -c ns, all remotes:    {short * 1000:6.0f} ms")
+        print(f"lxc/incus list --format csv, all:     {full * 1000:6.0f} ms")
+        print(f"cold start, every row painted:        {fig(cold, 0)}")
+        print(f"cold start, every row fresh:          {fig(cold, 1)}  (target <= 500 ms)")
+        print(f"warm start, every row painted (stale): {fig(warm, 0)}  (target <= 300 ms)")
+        print(f"warm start, every row fresh:          {fig(warm, 1)}  (target <= 500 ms)")
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if own:
+            lab.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Warm start: the last run's rows are painted at once, marked stale, until each remote
+answers (Pilot with fake backends; tests/tui/test_real_app.py-style proof on the lab below)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from backends.errors import NotResponding
+from backends.fake import FakeBackend
+from backends.models import ConnectionState, InstanceStatus, InstanceType, Remote
+from tui.app import make_app
+from tui.widgets.details import DetailsPane
+from tui.widgets.instance_table import InstanceTable
+from tui.widgets.remote_list import RemoteList
+
+R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
+CT = InstanceType.CONTAINER
+
+
+class GatedBackend(FakeBackend):
+    """A fake remote that answers only once ``gate`` is set (or fails with ``fail``)."""
+
+    gate: asyncio.Event | None = None
+    fail = False
+
+    async def connect(self):
+        if self.fail:
+            raise NotResponding(f"'{self.remote.name}' is not responding.")
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().connect()
+
+
+@pytest.fixture
+def setup(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n[qemu]\n'
+                   'enabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
+                   'address = "/nonexistent/a.sock"\n')
+    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
+           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
+    return cfg, env
+
+
+def make_factory(specs, gate=None, fail=False, made=None):
+    def factory(remote: Remote, timeout: float):
+        backend = GatedBackend(remote, instances=specs)
+        backend.gate, backend.fail = gate, fail
+        if made is not None:
+            made.append(backend)
+        return backend
+    return factory
+
+
+def rows(app):
+    table = app.main_screen.query_one(InstanceTable)
+    return {ref.name: [str(c) for c in table.get_row(key)] for key, ref in table.refs.items()}
+
+
+async def first_run(cfg, env, specs):
+    app = make_app(cfg, env=env, factory=make_factory(specs))
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(10):
+            await pilot.pause(0.02)
+        assert set(rows(app)) == {name for name, _, _ in specs}
+    return app
+
+
+async def test_last_rows_painted_stale_then_replaced_when_the_remote_answers(setup):
+    cfg, env = setup
+    await first_run(cfg, env, [("web1", CT, R), ("web2", CT, S)])
+
+    gate = asyncio.Event()
+    made: list[GatedBackend] = []
+    app = make_app(cfg, env=env, factory=make_factory(
+        [("web1", CT, S), ("web3", CT, R)], gate=gate, made=made))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        shown = rows(app)
+        assert set(shown) == {"web1", "web2"}  # the last run's, before any answer
+        assert shown["web1"][3] == "running?" and shown["web2"][3] == "stopped?"
+        remotes = app.main_screen.query_one(RemoteList)
+        assert str(remotes.get_row("alpha")[2]) == "refreshing"
+        assert str(remotes.get_row("alpha")[3]).strip() == "1/2"
+        # a stale row offers no verbs: the instance may not even exist any more
+        await pilot.press("s")
+        await pilot.pause()
+        assert not [c for b in made for c in b.calls]
+        await pilot.press("enter")
+        await pilot.pause()
+        overview = str(app.main_screen.query_one("#details-overview").render())
+        assert "last run" in overview
+
+        gate.set()
+        for _ in range(10):
+            await pilot.pause(0.02)
+        shown = rows(app)
+        assert set(shown) == {"web1", "web3"}
+        assert shown["web1"][3] == "stopped" and shown["web3"][3] == "running"
+        assert str(remotes.get_row("alpha")[2]) == "connected"
+        assert "last run" not in str(app.main_screen.query_one("#details-overview").render())
+
+
+async def test_a_remote_that_fails_keeps_its_stale_rows_with_the_reason(setup):
+    cfg, env = setup
+    await first_run(cfg, env, [("web1", CT, R)])
+    app = make_app(cfg, env=env, factory=make_factory([], fail=True))
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(10):
+            await pilot.pause(0.02)
+        assert app.inventory.statuses["alpha"].state is ConnectionState.NOT_RESPONDING
+        assert rows(app)["web1"][3] == "running?"
+        await pilot.press("enter")
+        await pilot.pause()
+        details = app.main_screen.query_one(DetailsPane)
+        text = str(details.query_one("#details-overview").render())
+        assert "last run" in text and "not responding" in text
+
+
+async def test_warm_start_can_be_turned_off(setup):
+    cfg, env = setup
+    await first_run(cfg, env, [("web1", CT, R)])
+    cfg.write_text(cfg.read_text().replace("[ui]\n", "[ui]\nwarm_start = false\n"))
+    app = make_app(cfg, env=env, factory=make_factory([], gate=asyncio.Event()))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        assert rows(app) == {}
+
+
+async def test_warm_start_against_the_lab(lab, lab_env, unique, tmp_path):
+    kept, gone = unique("k"), unique("g")
+    lab.lxd1.cli("init", "busybox", kept)
+    lab.lxd1.cli("init", "busybox", gone)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\nmetrics_interval = 60\nnetwork_timeout = 5\n[lxc]\nenabled = false\n'
+                   f'[qemu]\npath = "{tmp_path / "vms"}"\n')
+
+    async def wait(pilot, predicate, what):
+        for _ in range(300):
+            if predicate():
+                return
+            await pilot.pause(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    app = make_app(cfg, env=lab_env)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait(pilot, lambda: {kept, gone} <= set(rows(app)), "the first listing")
+    lab.lxd1.cli("delete", gone)
+    lab.lxd1.cli("start", kept)
+    try:
+        app = make_app(cfg, env=lab_env)
+        # the last run's rows are there before anything was asked of the daemon
+        seeded = {ref.name: i.status for ref, i in app.inventory.instances.items()
+                  if ref.remote == "local"}
+        assert seeded[gone] is S and seeded[kept] is S
+        assert not app.inventory.statuses["local"].listed
+        async with app.run_test(size=(160, 45)) as pilot:
+            if not app.inventory.statuses["local"].listed:
+                assert rows(app)[gone][3] == "stopped?"
+            await wait(pilot, lambda: gone not in rows(app)
+                       and rows(app).get(kept, [""] * 4)[3] == "running", "fresh rows")
+            assert app.inventory.statuses["local"].listed
+    finally:
+        lab.lxd1.cli("delete", "--force", kept, check=False)

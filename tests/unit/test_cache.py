@@ -1,0 +1,75 @@
+"""The inventory cache on disk: what it keeps, what it refuses to read."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from backends.models import Instance, InstanceRef, InstanceStatus, InstanceType, Remote
+from tui.services.cache import InventoryCache, cache_path
+
+LXD = Remote(name="prod", kind="lxd", address="https://10.0.0.5:8443", project="web")
+
+
+def inst(name, status=InstanceStatus.RUNNING, **kw):
+    return Instance(ref=InstanceRef("prod", name, "web"), type=InstanceType.CONTAINER,
+                    status=status, **kw)
+
+
+def test_round_trip_keeps_rows_and_nothing_secret(tmp_path):
+    path = tmp_path / "c" / "inventory.json"
+    cache = InventoryCache(path)
+    cache.update(LXD, [inst("web1", image="debian 12", location="m2",
+                            config={"user.token": "s3cret"}, description="d"),
+                       inst("db1", InstanceStatus.STOPPED)])
+    cache.write()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert "s3cret" not in path.read_text()
+    got = InventoryCache(path).load([LXD])["prod"]
+    by_name = {i.name: i for i in got.instances}
+    assert by_name["web1"].status is InstanceStatus.RUNNING
+    assert by_name["web1"].image == "debian 12" and by_name["web1"].location == "m2"
+    assert by_name["web1"].ref == InstanceRef("prod", "web1", "web")
+    assert by_name["db1"].status is InstanceStatus.STOPPED
+    assert got.saved_at > 0
+
+
+def test_a_changed_or_removed_remote_is_ignored(tmp_path):
+    path = tmp_path / "inventory.json"
+    cache = InventoryCache(path)
+    cache.update(LXD, [inst("web1")])
+    cache.write()
+    moved = Remote(name="prod", kind="lxd", address="https://10.0.0.6:8443", project="web")
+    other_project = Remote(name="prod", kind="lxd", address=LXD.address, project="default")
+    assert InventoryCache(path).load([moved]) == {}
+    assert InventoryCache(path).load([other_project]) == {}
+    assert InventoryCache(path).load([]) == {}
+
+
+def test_damaged_foreign_or_odd_files_give_no_rows(tmp_path):
+    path = tmp_path / "inventory.json"
+    for text in ("{not json", "[]", '{"version": 99, "remotes": {}}', "\x00" * 100):
+        path.write_text(text)
+        assert InventoryCache(path).load([LXD]) == {}, text
+    path.write_text(json.dumps({"version": 1, "remotes": {"prod": {
+        "identity": "lxd|https://10.0.0.5:8443|web", "saved_at": 1,
+        "instances": [{"name": "ok", "type": "container", "status": "running"},
+                      {"name": "bad", "type": "toaster", "status": "running"},
+                      {"name": "", "type": "container", "status": "running"},
+                      {"name": "x" * 300, "type": "container", "status": "running"},
+                      "junk"]}}}))
+    loaded = InventoryCache(path).load([LXD])
+    assert [i.name for i in loaded["prod"].instances] == ["ok"]  # the rest skipped
+    os.chown(path, 4242, 4242)  # someone else's file: not read at all
+    assert InventoryCache(path).load([LXD]) == {}
+
+
+def test_one_file_per_configuration(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    a = cache_path(env, tmp_path / "a.toml")
+    b = cache_path(env, tmp_path / "b.toml")
+    assert a != b and a.parent == b.parent == tmp_path / "corral"
+    assert cache_path({"HOME": str(tmp_path)}, tmp_path / "a.toml").parent == \
+        tmp_path / ".cache" / "corral"
