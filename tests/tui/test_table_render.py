@@ -1,0 +1,60 @@
+"""The instance table's own cell rendering gives what DataTable's Rich path gives, cell for
+cell: text and style of every character, on the cursor row, hovered, dimmed and in both
+themes (and the Textual internals it relies on still exist)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.segment import Segment
+from textual.widgets import DataTable
+
+from backends.fake import FakeBackend
+from backends.models import InstanceStatus, InstanceType
+from tui.app import make_app
+from tui.widgets.instance_table import InstanceTable
+
+NAMES = ["web1", "a" * 60, "日本語の名前がとても長いコンテナ", "[bold]x[/]", "tab\tname", "vm-🦀", "x"]
+
+
+def chars(lines: list[list[Segment]]) -> list[tuple[str, object]]:
+    out = []
+    for line in lines:
+        for seg in line:
+            for ch in seg.text:
+                out.append((ch, seg.style))
+    return out
+
+
+@pytest.mark.parametrize("theme", ["corral-dark", "corral-light"])
+async def test_fast_cells_equal_datatables_own(tmp_path, theme):
+    specs = [(n, InstanceType.VM if i % 2 else InstanceType.CONTAINER,
+              InstanceStatus.RUNNING if i % 3 else InstanceStatus.STOPPED)
+             for i, n in enumerate(NAMES)]
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[ui]\ntheme = "{theme}"\nmetrics_interval = 600\n[lxc]\nenabled = false\n'
+                   '[qemu]\nenabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
+                   'address = "/nonexistent/a.sock"\n')
+    app = make_app(cfg, env={"HOME": str(tmp_path)},
+                   factory=lambda remote, timeout: FakeBackend(remote, instances=specs))
+    async with app.run_test(size=(120, 30)) as pilot:
+        for _ in range(10):
+            await pilot.pause(0.02)
+        table = app.main_screen.query_one(InstanceTable)
+        assert table.row_count == len(NAMES)
+        table.move_cursor(row=2)
+        base = table.rich_style
+        compared = 0
+        for row in range(table.row_count):
+            for col, column in enumerate(table.ordered_columns):
+                width = column.get_render_width(table)
+                for cursor, hover in ((False, False), (True, False), (False, True)):
+                    table._cell_render_cache.clear()
+                    ours = table._render_cell(row, col, base, width, cursor, hover)
+                    table._cell_render_cache.clear()
+                    theirs = DataTable._render_cell(table, row, col, base, width, cursor, hover)
+                    assert chars(ours) == chars(theirs), (row, col, cursor, hover)
+                    compared += 1
+        assert compared == table.row_count * len(table.ordered_columns) * 3
+        # the header still goes DataTable's way
+        assert chars(table._render_cell(-1, 0, base, 10)) == \
+            chars(DataTable._render_cell(table, -1, 0, base, 10))
