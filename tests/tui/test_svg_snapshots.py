@@ -63,7 +63,8 @@ async def open_wizard(pilot, step: str):
     await settle(pilot)
     if step == "cloud-init":
         app.screen.query_one("#wizard-user-data").text = "#cloud-config\nruncmd: [unclosed\n"
-        await settle(pilot)
+        for _ in range(4):  # YAML highlighting and the check take a while on a busy machine
+            await settle(pilot)
         return
     await pilot.press("ctrl+n")
     await settle(pilot)

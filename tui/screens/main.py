@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from backends.errors import BackendError
 from backends.models import ConnectionState, InstanceRef
@@ -38,6 +38,7 @@ from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import ConsoleDock
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
+from ..widgets.footer import QuietFooter
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from ..widgets.terminal import TerminalView
@@ -107,7 +108,7 @@ class MainScreen(Screen[None]):
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
         yield Static("", id="activity")
-        yield Footer()
+        yield QuietFooter()
 
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"
