@@ -2,6 +2,7 @@
 """Benchmark: how fast corral's first screen is, as a user sees it (prints figures; not a test).
 
     .venv/bin/python tests/bench/bench_startup.py [-n 600] [--vms 20] [--root DIR] [--runs 5]
+        [--idle-seconds 30] [--consoles 4]
 
 Spreads N busybox containers over three remotes (lxd1 on the unix socket, lxd2 and incus1
 over HTTPS), defines VMS local QEMU VMs, then starts the real ``corral`` command in a
@@ -16,7 +17,10 @@ each measured from the moment the command was started (interpreter, imports and 
 Cold runs delete the inventory cache first; warm runs keep the one the previous run wrote.
 Beside them, the CLIs on the same remotes: ``lxc list -c ns`` + ``incus list -c ns`` (names
 and status) and the full ``lxc list --format csv`` + ``incus list --format csv``.
-Targets: warm painted <= 0.3 s, warm fresh <= 0.5 s, cold fresh <= 0.5 s (600 instances).
+Last, corral is left alone with every row listed and CONSOLES shells open: its CPU over
+IDLE_SECONDS and its resident memory.
+Targets: warm painted <= 0.3 s, warm fresh <= 0.5 s, cold fresh <= 0.5 s (600 instances);
+idle <= 0.5 % of a core, RSS <= 120 MiB with 4 consoles.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
     painted = fresh = None
     t0 = time.perf_counter()
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
-                    "env", f"CORRAL_CONFIG_FILE={cfg}", corral, "--config", str(cfg)],
+                    corral, "--config", str(cfg)],
                    env=env, check=True)
     try:
         while time.perf_counter() - t0 < timeout:
@@ -123,10 +127,61 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
             time.sleep(0.005)
     finally:
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
-        time.sleep(0.5)  # let it save its cache and quit
+        end = time.monotonic() + 15  # let it save its cache and quit
+        while time.monotonic() < end and subprocess.run(
+                ["tmux", "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
+            time.sleep(0.05)
         subprocess.run(["tmux", "kill-session", "-t", session], check=False,
                        stderr=subprocess.DEVNULL)
     return painted, fresh
+
+
+def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
+                    seconds: float) -> tuple[float, float]:
+    """corral with every row and ``consoles`` shells open, left alone: (% of a core, RSS MiB)."""
+    session = f"corral-idle-{os.getpid()}"
+    corral = str(ROOT / ".venv" / "bin" / "corral")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
+                    corral, "--config", str(cfg)], env=env, check=True)
+
+    def keys(*k: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", session, *k], check=True)
+        time.sleep(0.4)
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                              capture_output=True, text=True).stdout
+
+    try:
+        deadline = time.monotonic() + 30
+        while f"Instances ({n})" not in screen() or "refreshing" in screen():
+            if time.monotonic() > deadline:
+                raise RuntimeError("corral did not list every instance in 30 s")
+            time.sleep(0.1)
+        keys("/", *"status=running type=container", "Enter")
+        for _ in range(consoles):
+            keys("e")
+            time.sleep(1.5)  # the shell attaches
+            keys("C-]")
+            keys("j")
+        pid = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
+                                 capture_output=True, text=True, check=True).stdout)
+        time.sleep(5)
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu() -> float:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick
+
+        c0, t0 = cpu(), time.monotonic()
+        time.sleep(seconds)
+        busy = (cpu() - c0) / (time.monotonic() - t0) * 100
+        rss = next(int(line.split()[1]) for line in
+                   Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if line.startswith("VmRSS:")) / 1024
+        return busy, rss
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
 
 
 def main() -> int:
@@ -137,6 +192,8 @@ def main() -> int:
     parser.add_argument("--vms", type=int, default=20, help="local QEMU VMs (default 20)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--root", type=Path, help="use a lab started with `lab.py up --root`")
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--consoles", type=int, default=4)
     args = parser.parse_args()
 
     own = args.root is None
@@ -177,6 +234,10 @@ def main() -> int:
         print(f"cold start, every row fresh:          {fig(cold, 1)}  (target <= 500 ms)")
         print(f"warm start, every row painted (stale): {fig(warm, 0)}  (target <= 300 ms)")
         print(f"warm start, every row fresh:          {fig(warm, 1)}  (target <= 500 ms)")
+        busy, rss = idle_and_memory(env, cfg, total, args.consoles, args.idle_seconds)
+        print(f"idle with {args.consoles} shells open, over {args.idle_seconds:.0f} s: "
+              f"{busy:.2f} % of a core (target <= 0.5 %); RSS {rss:.0f} MiB "
+              f"(target <= 120 MiB)")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
