@@ -79,7 +79,7 @@ class Create(Backend):
                 raise InvalidInput(f"The disk must be at least as large as the image "
                                    f"({size} bytes); disks only grow.")
         directory = self.vms.dir(name)
-        directory.mkdir(parents=True)
+        directory.mkdir(mode=0o700, parents=True)
         try:
             disks = []
             if image:

@@ -152,7 +152,7 @@ class Transfer(Backend):
         self.vms.root.mkdir(parents=True, exist_ok=True)
         directory = self.vms.dir(name)
         try:
-            directory.mkdir()  # claims the name; listed once vm.json is written, last
+            directory.mkdir(mode=0o700)  # claims the name; listed once vm.json is written, last
         except FileExistsError:
             raise Conflict(f"A VM named '{name}' already exists.") from None
         self.vms.busy[name] = "being imported"
@@ -237,7 +237,7 @@ class Transfer(Backend):
         check_name(new_name)
         source_dir, directory = self.vms.dir(ref.name), self.vms.dir(new_name)
         try:
-            directory.mkdir()
+            directory.mkdir(mode=0o700)
         except FileExistsError:
             raise Conflict(f"A VM named '{new_name}' already exists.") from None
         self.vms.busy[ref.name] = "being cloned"

@@ -113,7 +113,7 @@ class ConsoleDock(Vertical):
         record = None
         if self.record_dir:
             directory = Path(self.record_dir).expanduser()
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%d-%H%M%S")
             record = directory / f"{ref.remote}-{ref.name}-{kind}-{stamp}.cast"
         view = TerminalView(session, title, detach_key=self.detach_key, record_path=record)
