@@ -17,6 +17,7 @@ from typing import Awaitable, Callable
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import TabbedContent, TabPane
 
@@ -120,7 +121,7 @@ class ConsoleDock(Vertical):
         tab = ConsoleTab(ref, kind, opener, pane_id, view)
         self.tabs[pane_id] = tab
         self._opened(True)
-        await self.tabbed.add_pane(TabPane(title, view, id=pane_id))
+        await self.tabbed.add_pane(TabPane(Content(title), view, id=pane_id))
         self.tabbed.active = pane_id
         view.focus()
         return tab
