@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from backends.models import ConnectionState, InstanceStatus
+from backends.remotes import remote_warnings
 
 from ..services.inventory import Inventory, RemoteStatus
 from .colors import theme_colors
@@ -42,7 +43,8 @@ class RemoteList(DataTable):
 
     @staticmethod
     def describe(st: RemoteStatus, error_style: str) -> Text:
-        """The lines under the pane for one remote: address, server, project, problem."""
+        """The lines under the pane for one remote: address, server, project, problem, and
+        warnings (not pinned, a client key others can read)."""
         text = Text()
         text.append(st.remote.name, style="bold")
         text.append(f"  {st.remote.address}\n")
@@ -53,6 +55,8 @@ class RemoteList(DataTable):
             text.append("\n")
         if st.remote.read_only:
             text.append("read-only\n")
+        for warning in remote_warnings(st.remote):
+            text.append(f"⚠ {warning}\n", style=error_style)
         if st.message:
             text.append(st.message, style=error_style)
         return text
