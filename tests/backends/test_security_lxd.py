@@ -1,9 +1,10 @@
-"""Certificate pinning on every TLS path, against the real lab daemon lxd2 (remote lab2):
+"""LXD/Incus remotes, against the real lab daemons. Certificate pinning on every TLS path
+(lxd2, remote lab2):
 REST, the events/console websockets and the fast ``/state`` path all compare the server
 certificate's fingerprint with the pinned one. The impostor is a proxy that relays to the
 real daemon but presents a certificate signed by the pinned file (a CA): trusting the pin as
-a CA would accept it. And a remote without a pin, or with a key others can read, is flagged
-in the remotes pane."""
+a CA would accept it. A remote without a pin, or with a key others can read, is flagged
+in the remotes pane. Exports are private files."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import asyncio
 import contextlib
 import os
 import ssl
+import stat
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from backends import get_backend
 from backends.lxd.fasthttp import FastGet
 from backends.lxd.rest import Rest
+from backends.models import InstanceRef
 from backends.remotes import discover, remote_warnings
 
 
@@ -125,3 +129,19 @@ def test_unpinned_remotes_and_readable_keys_are_flagged(lab, lab_env, tmp_path):
     assert any("readable by other users (mode 0644)" in w for w in remote_warnings(shared))
     local = {r.name: r for r in discover(lab_env).remotes}["local"]
     assert remote_warnings(local) == []  # a unix socket needs neither
+
+
+async def test_lxd_exports_are_private(lab, lab_env, unique, tmp_path):
+    local = {r.name: r for r in discover(lab_env).remotes}["local"]
+    name = unique()
+    lab.lxd1.cli("init", "busybox", name)
+    backend = get_backend(local, timeout=10)
+    await backend.connect()
+    old = os.umask(0o022)
+    try:
+        await backend.export_instance(InstanceRef("local", name), str(tmp_path / "b.tar.gz"))
+    finally:
+        os.umask(old)
+        await backend.close()
+        lab.lxd1.cli("delete", "--force", name)
+    assert stat.S_IMODE(os.stat(tmp_path / "b.tar.gz").st_mode) == 0o600
