@@ -81,3 +81,16 @@ class StopTimedOut(OperationFailed):
     """A graceful stop did not finish in time; a forced stop may be offered."""
 
     title = "Stop timed out"
+
+
+class NeedsConfirmation(InvalidInput):
+    """Refused until the user agrees: the request is acceptable only knowingly (an image
+    that refers to other host files, say). ``option`` names the create option (or the
+    verb's keyword argument) that, set to ``"yes"``/``True``, says the user agreed; the
+    message says what they agree to."""
+
+    title = "Please confirm"
+
+    def __init__(self, message: str, *, option: str, title: str | None = None) -> None:
+        super().__init__(message, title=title)
+        self.option = option

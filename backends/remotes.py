@@ -312,3 +312,24 @@ def discover(
             merged[name] = replace(merged[name], read_only=True)
     out.remotes = list(merged.values())
     return out
+
+
+def remote_warnings(remote: Remote) -> list[str]:
+    """What the user should know about how safely an HTTPS remote is reached (the remotes
+    pane shows it): a remote without a pinned server certificate (any certificate a system
+    CA issued for its address is accepted), and a client key other users can read."""
+    if not remote.address.startswith("https://"):
+        return []
+    out = []
+    if not remote.server_cert:
+        out.append("not pinned: no server certificate is stored for it, so any certificate "
+                   "a system CA issued for its address is trusted")
+    if remote.client_key:
+        try:
+            mode = os.stat(remote.client_key).st_mode & 0o777
+        except OSError:
+            mode = 0
+        if mode & 0o044:
+            out.append(f"the client key {remote.client_key} is readable by other users "
+                       f"(mode {mode:04o}): chmod 600 it")
+    return out

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
 from backends import Backend, Remote, get_backend
@@ -173,6 +174,14 @@ class CorralApp(App[None]):
         if self._update_cache():
             self._write_cache()  # small, and the loop is ending anyway
         await self.inventory.close()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notification is plain text (screens and widgets reach this too, with
+        Textual's ``markup=True`` default): its words come from daemons, guests and users,
+        and a ``[`` in them must neither crash corral nor make a link."""
+        super().notify(message, title=title, severity=severity, timeout=timeout,
+                       markup=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_VARIABLES)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.fuzzy import Matcher
 
 
 class PaletteSource(Protocol):
@@ -26,8 +28,21 @@ class InstanceCommands(Provider):
         for text, help_text, callback in self._commands():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, text=text, help=help_text)
+                yield Hit(score, _highlight(matcher, text), callback, text=text,
+                          help=Content(help_text))  # type: ignore[arg-type]
 
     async def discover(self) -> Hits:
         for text, help_text, callback in self._commands()[:40]:
-            yield DiscoveryHit(text, callback, text=text, help=help_text)
+            yield DiscoveryHit(Content(text), callback, text=text,
+                               help=Content(help_text))  # type: ignore[arg-type]
+
+
+def _highlight(matcher: Matcher, text: str) -> Content:
+    """``matcher.highlight`` on plain text (Textual's reads the entry as markup, and an
+    entry names instances and remotes)."""
+    content = Content(text)
+    _score, offsets = matcher.fuzzy_search.match(matcher.query, text)
+    for offset in offsets:
+        if not text[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content

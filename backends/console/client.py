@@ -213,6 +213,20 @@ def server_pid(sock: str) -> int | None:
         return None
 
 
+# The server runs isolated (-I: no current directory, user site-packages or PYTHON*
+# variables on sys.path) from "/", importing corral from where this corral was imported:
+# a "backends/" folder in the directory corral was started from is never imported (as root,
+# that would run whatever a user left there).
+_BOOT = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
+         "runpy.run_module('backends.console', run_name='__main__', alter_sys=True)")
+
+
+def server_argv() -> list[str]:
+    """The command that starts a console server (its options follow)."""
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding backends/
+    return [sys.executable, "-I", "-c", _BOOT, root]
+
+
 async def ensure_server(sock: str, source: list[str], *, width: int = 80,
                         height: int = 24) -> bool:
     """Start the console server for ``sock`` unless one runs. True if this call started it.
@@ -224,10 +238,10 @@ async def ensure_server(sock: str, source: list[str], *, width: int = 80,
         return False
     Path(sock).parent.mkdir(parents=True, exist_ok=True)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "backends.console", "--socket", sock,
+        *server_argv(), "--socket", sock,
         "--width", str(width), "--height", str(height), *source,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        stderr=asyncio.subprocess.PIPE, cwd="/")
     try:
         out, err = await asyncio.wait_for(proc.communicate(), 20)
     except asyncio.TimeoutError:

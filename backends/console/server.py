@@ -232,8 +232,14 @@ class Server:
             return 1
         sock = self.args.socket
         Path(sock).unlink(missing_ok=True)
-        async with unix_serve(self.viewer, sock, max_size=2**20, ping_interval=None):
-            os.chmod(sock, 0o600)
+        # bind with a strict umask: the socket is private from its first moment (a chmod
+        # afterwards would leave a window, and follows a link planted at its path)
+        umask = os.umask(0o077)
+        try:
+            serving = await unix_serve(self.viewer, sock, max_size=2**20, ping_interval=None)
+        finally:
+            os.umask(umask)
+        async with serving:
             os.write(ready, b"ok\n")
             os.close(ready)
             await self.done.wait()

@@ -4,6 +4,8 @@ a pty held by corral's console server, so it outlives corral and keeps what was 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from pathlib import Path
 
 from ..base import Backend
@@ -12,6 +14,20 @@ from ..console.client import console_dir
 from ..errors import Conflict, Unsupported
 from ..models import InstanceRef, InstanceStatus
 from .tools import LXCTools
+
+# What a shell needs, and nothing of corral's own environment (tokens, SSH_AUTH_SOCK…),
+# which the container's root could read from /proc/<pid>/environ.
+SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_LOCALE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+
+def shell_env() -> list[str]:
+    """``NAME=value`` settings of a shell inside a container (``lxc-attach --clear-env``):
+    the terminal type, a standard PATH, root's home and user name, and the user's locale
+    when it is a plain locale name."""
+    lang = os.environ.get("LANG", "")
+    return ["TERM=xterm-256color", f"PATH={SHELL_PATH}", "HOME=/root", "USER=root",
+            "LOGNAME=root", f"LANG={lang if _LOCALE.fullmatch(lang) else 'C.UTF-8'}"]
 
 
 class Consoles(Backend):
@@ -63,5 +79,6 @@ class Consoles(Backend):
         return await attach_local(
             f"{ref} shell", str(self._console_dir(ref) / f"{tag}.ws"),
             ["--pty", "--", "lxc-attach", "-P", self.lxc.path, "-n", ref.name,
-             "--set-var", "TERM=xterm-256color", "--", *argv],
+             "--clear-env", *(a for var in shell_env() for a in ("--set-var", var)),
+             "--", *argv],
             width=width, height=height)

@@ -13,7 +13,9 @@ import contextlib
 import os
 import re
 import signal
+import stat
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -131,9 +133,12 @@ class LXCTools:
         return sum(1 for p in snaps.iterdir() if p.is_dir()) if snaps.is_dir() else 0
 
     def snapshot_dirs(self, name: str) -> list[Path]:
+        """The snapshot directories of ``name`` holding a config (never through a link)."""
         snaps = self.dir(name) / "snaps"
-        return sorted(p for p in snaps.iterdir() if (p / "config").is_file()) \
-            if snaps.is_dir() else []
+        if not is_real(snaps, stat.S_ISDIR):
+            return []
+        return sorted(p for p in snaps.iterdir()
+                      if is_real(p, stat.S_ISDIR) and is_real(p / "config", stat.S_ISREG))
 
     def clones_of(self, name: str) -> list[str]:
         """Containers LXC recorded as snapshot (overlay) clones of ``name``
@@ -153,10 +158,7 @@ class LXCTools:
 
     def write_config(self, name: str, lines: list[str]) -> None:
         """Replace the container's config with ``lines`` (written beside it, renamed)."""
-        path = self.dir(name) / "config"
-        tmp = path.with_suffix(".corral-tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        os.replace(tmp, path)
+        replace_file(self.dir(name) / "config", "\n".join(lines) + "\n")
 
     def instance(self, name: str, status: InstanceStatus) -> Instance:
         """The container ``name`` as its directory and config describe it."""
@@ -187,3 +189,32 @@ class LXCTools:
             description=parse.description_of(config),
             extra={"autostart": parse.config_value(config, "lxc.start.auto") == "1"},
         )
+
+
+def is_real(path: Path, kind: Callable[[int], bool]) -> bool:
+    """``path`` exists as that kind of file itself (not through a symbolic link)."""
+    try:
+        return kind(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_file(path: Path) -> str:
+    """A config's text, never read through a symbolic link (OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Replace ``path`` (a config) with ``text``: written to a new file beside it, never
+    through a symbolic link, then renamed over it (the rename replaces a link, it does not
+    follow it)."""
+    tmp = path.with_name(path.name + ".corral-tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -10,16 +10,18 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Callable
 
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
+from ..paths import private_file
 from ..work import in_thread
 from . import parse
-from .archive import check_container_archive
-from .tools import LXCTools
+from .archive import check_container_archive, config_problems
+from .tools import LXCTools, is_real, read_file, replace_file
 
 
 class Transfer(Backend):
@@ -41,8 +43,8 @@ class Transfer(Backend):
         new_dir = str(self.lxc.dir(name))
         for snap in self.lxc.snapshot_dirs(name):
             cfg = snap / "config"
-            cfg.write_text(_rewrite_config(cfg.read_text(), old_dir, new_dir, name,
-                                           str(snap / "rootfs")))
+            replace_file(cfg, _rewrite_config(read_file(cfg), old_dir, new_dir, name,
+                                              str(snap / "rootfs")))
 
     async def _destroy_partial(self, name: str) -> None:
         """Remove a half-made container (lxc-destroy first: it also drops the name from a
@@ -222,6 +224,7 @@ class Transfer(Backend):
 
         reporter = asyncio.ensure_future(report())
         try:
+            private_file(part).close()  # 0600 from the start: tar writes into it
             say("writing…")
             await self.lxc.run_long(*argv, "--", *members, what=f"tar of {ref}")
             try:
@@ -247,7 +250,10 @@ class Transfer(Backend):
         """Create the container ``name`` from an archive written by :meth:`export_instance`.
 
         The archive is read once to check it (only ``config``, ``rootfs/``, ``snaps/``; no
-        absolute paths, ``..``, or members beyond a symbolic link), then unpacked with
+        absolute paths, ``..``, members or hard link targets beyond a symbolic link, links
+        or devices outside a root file system; configs holding only the settings of
+        :func:`~backends.lxc.archive.config_problems`' allow-list, else refused naming
+        them), then unpacked with
         ``tar --numeric-owner --xattrs`` into the lxcpath; the config is written last with
         its paths rewritten (``lxc.rootfs.path``, ``lxc.uts.name``, other values naming the
         old directory), as are the snapshots' configs. NIC MAC addresses are kept. Nothing
@@ -271,6 +277,15 @@ class Transfer(Backend):
         except ValueError as e:
             raise InvalidInput(f"{path} is not an exported LXC container: {e}.") from None
         config = configs["config"].decode(errors="replace")
+        for member, text in configs.items():
+            refused = config_problems(text.decode(errors="replace"))
+            if refused:
+                raise InvalidInput(
+                    f"{path} was not imported: its {member} has settings corral does not "
+                    f"accept from an archive, because they would run commands on this host "
+                    f"or expose it when the container starts: {'; '.join(refused[:5])}"
+                    + (f" (and {len(refused) - 5} more)" if len(refused) > 5 else "")
+                    + ". Remove them from the archive's config to import it.")
         kind, old_rootfs = parse.rootfs(config)
         if kind != "dir" or not old_rootfs.endswith("/rootfs"):
             raise InvalidInput(f"{path} is not an exported LXC container: its config has no "
@@ -289,13 +304,11 @@ class Transfer(Backend):
                 "tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--anchored",
                 "--exclude=./config", "--exclude=config", "-C", str(directory), "-xpf", path,
                 what=f"unpacking {path}")
-            if not (directory / "rootfs").is_dir():
+            if not is_real(directory / "rootfs", stat.S_ISDIR):
                 raise InvalidInput(f"{path} is not an exported LXC container: no rootfs/.")
             self._move_snapshot_configs(name, old_dir)
-            tmp = directory / ".config.corral-tmp"
-            tmp.write_text(_rewrite_config(config, old_dir, str(directory), name,
-                                           str(directory / "rootfs")))
-            os.replace(tmp, directory / "config")
+            replace_file(directory / "config", _rewrite_config(
+                config, old_dir, str(directory), name, str(directory / "rootfs")))
         except BaseException:
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
             raise

@@ -23,6 +23,7 @@ from pylxd import exceptions as pylxd_exc
 from ..base import Backend
 from ..errors import InvalidInput, NotFound, OperationFailed
 from ..models import Instance, InstanceRef
+from ..paths import private_file
 from . import convert
 from .rest import Rest
 
@@ -82,7 +83,7 @@ class Backups(Backend):
 
             def _download(stop: threading.Event) -> int:
                 try:
-                    out_file = open(part, "xb")  # noqa: SIM115 - closed by the with below
+                    out_file = private_file(part)  # closed by the with below
                 except FileExistsError:
                     raise InvalidInput(f"{part} exists (another export to the same file?); "
                                        f"remove it or choose another name.") from None

@@ -1,11 +1,15 @@
 """TLS for LXD/Incus remotes: the requests session pylxd uses and the ssl context for
-websockets. Both pin the server certificate the CLI stored and both ignore
-``REQUESTS_CA_BUNDLE`` and the proxy variables, which would silently defeat pinning (see
-``docs/protocols.md``, section "TLS and pinning")."""
+websockets and the fast state path. Both pin the server certificate the CLI stored —
+pylxd by its SHA-256 fingerprint, the ssl context by the same fingerprint checked at every
+handshake (trusting the pinned file as a CA alone would also accept any certificate it
+signed) — and both ignore ``REQUESTS_CA_BUNDLE`` and the proxy variables, which would
+silently defeat pinning (see ``docs/protocols.md``, section "TLS and pinning")."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import ssl
 from urllib.parse import quote
 
@@ -68,14 +72,71 @@ def make_session(remote: Remote) -> requests.Session:
     return session
 
 
+_PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
+
+
+def pinned_fingerprint(path: str) -> bytes:
+    """SHA-256 of the (first) certificate in the PEM file ``path``, as pylxd compares it.
+
+    Raises:
+        AuthError: the file holds no certificate.
+    """
+    try:
+        with open(path, "rb") as f:
+            match = _PEM.search(f.read())
+    except OSError as e:
+        raise AuthError(f"Cannot read the pinned certificate {path}: {e.strerror}.") from None
+    if match is None:
+        raise AuthError(f"The pinned certificate {path} holds no certificate.")
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(match[0].decode())).digest()
+
+
+def _check_pin(conn: ssl.SSLObject | ssl.SSLSocket) -> None:
+    expected = getattr(conn.context, "corral_fingerprint", None)
+    if expected is None:
+        return
+    der = conn.getpeercert(binary_form=True)
+    if der is None or hashlib.sha256(der).digest() != expected:
+        raise ssl.SSLCertVerificationError(
+            "the server's certificate is not the pinned one (fingerprints differ)")
+
+
+class _PinnedSocket(ssl.SSLSocket):
+    def do_handshake(self, block: bool = False) -> None:
+        super().do_handshake(block)
+        _check_pin(self)
+
+
+class _PinnedObject(ssl.SSLObject):
+    def do_handshake(self) -> None:
+        super().do_handshake()  # raises SSLWantReadError until the handshake is complete
+        _check_pin(self)
+
+
+class PinnedContext(ssl.SSLContext):
+    """An ssl context that, after every handshake (blocking sockets for http.client,
+    memory BIOs for asyncio and websockets), compares the server certificate's SHA-256
+    with ``corral_fingerprint`` and fails the handshake when they differ."""
+
+    sslsocket_class = _PinnedSocket
+    sslobject_class = _PinnedObject
+    corral_fingerprint: bytes | None = None
+
+
 def ssl_context(remote: Remote) -> ssl.SSLContext:
-    """Context for wss: our client certificate, the pinned server certificate as the only
-    trust anchor (hostname not checked: LXD's certificate rarely names the address
-    dialled). Without a pinned certificate, the system CAs and a hostname check."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    """Context for wss and the fast state path: our client certificate and the pinned
+    server certificate, matched by fingerprint at each handshake (hostname not checked:
+    LXD's certificate rarely names the address dialled). Without a pinned certificate,
+    the system CAs and a hostname check (the remotes pane says the remote is not pinned).
+
+    Raises:
+        AuthError: the pinned certificate cannot be read.
+    """
+    ctx = PinnedContext(ssl.PROTOCOL_TLS_CLIENT)
     if remote.client_cert and remote.client_key:
         ctx.load_cert_chain(remote.client_cert, remote.client_key, password=_no_passphrase)
     if remote.server_cert:
+        ctx.corral_fingerprint = pinned_fingerprint(remote.server_cert)
         ctx.check_hostname = False
         ctx.load_verify_locations(cafile=remote.server_cert)
     else:

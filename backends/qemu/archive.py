@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
+from ..paths import private_file
 from ..work import Worker
 
 CHUNK = 4 << 20
@@ -60,7 +61,7 @@ def write_archive(worker: Worker, target: str, members: list[tuple[str, str | by
                   compress: bool) -> None:
     """Write a new tar (gzip when ``compress``) at ``target``: each member is a file path
     or bytes. Owners are 0/root; modes come from the files."""
-    with open(target, "xb") as raw:
+    with private_file(target) as raw:
         mode = "w:gz" if compress else "w"
         with tarfile.open(fileobj=raw, mode=mode, format=tarfile.PAX_FORMAT) as tar:
             for arcname, source in members:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..base import Backend
-from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
+from ..errors import BackendError, Conflict, InvalidInput, NeedsConfirmation, OperationFailed
 from ..models import (
     CreateOptions,
     CreateRequest,
@@ -21,7 +21,7 @@ from ..models import (
     InstanceType,
 )
 from .definition import VMDefinition, check_name
-from .images import image_format, image_size, qemu_img
+from .images import image_info, qemu_img
 from .machines import Machines
 
 
@@ -36,6 +36,7 @@ class Create(Backend):
                      iso: str = "", kernel: str = "", initrd: str = "", cmdline: str = "",
                      network_boot: bool = False, accel: str = "auto",
                      firmware: str = "bios", description: str = "", network: str = "user",
+                     allow_backing: bool = False,
                      progress: Callable[[str], None] | None = None) -> Instance:
         """Define a VM (and make its disks). Nothing is left behind on failure (also when
         cancelled: a running ``qemu-img`` is killed and the VM's directory removed).
@@ -43,8 +44,16 @@ class Create(Backend):
         ``disk_gib`` may be fractional; the disk gets exactly that many bytes (rounded up to
         a 512-byte sector by qemu-img). ``network`` is ``user`` (QEMU's NAT) or ``none``.
 
+        The image's format is probed once (``qemu-img info``, which opens no backing file)
+        and then given explicitly to every later ``qemu-img`` call. An image that refers to
+        other files (a qcow2 backing file or external data file: a "raw" file that really is
+        such a qcow2 would pull, say, a host secret into the guest's disk) is refused with
+        :class:`NeedsConfirmation` (option ``allow_backing``) unless ``allow_backing``. The
+        ISO is attached as ``format=raw``, never probed.
+
         Raises:
             InvalidInput: bad name or sizes, name taken, missing files, unknown accel.
+            NeedsConfirmation: the image refers to other files (see above).
         """
         say = progress or (lambda _text: None)
         check_name(name)
@@ -72,24 +81,35 @@ class Create(Backend):
         if disk_gib < 0:
             raise InvalidInput("The disk size cannot be negative.")
         disk_bytes = int(round(disk_gib * 1024**3))
-        if image and disk_bytes:
+        image_fmt = ""
+        if image:
             say("reading image…")
-            size = await image_size(image)
-            if disk_bytes < size:
+            found = await image_info(image)
+            image_fmt = found.get("format") or "raw"
+            refers = _refers_to(found)
+            if refers and not allow_backing:
+                raise NeedsConfirmation(
+                    f"The image {image} is a {image_fmt} file that refers to {refers}. "
+                    f"QEMU would read that file too: its contents would end up in the "
+                    f"VM's disk, readable by the guest. Use it only if you made this image "
+                    f"and know that file.", option="allow_backing")
+            size = int(found.get("virtual-size") or 0)
+            if disk_bytes and disk_bytes < size:
                 raise InvalidInput(f"The disk must be at least as large as the image "
                                    f"({size} bytes); disks only grow.")
         directory = self.vms.dir(name)
-        directory.mkdir(parents=True)
+        directory.mkdir(mode=0o700, parents=True)
         try:
             disks = []
             if image:
                 target = directory / "disk0.qcow2"
                 say("creating overlay disk…" if overlay else "copying disk image…")
                 if overlay:
-                    await qemu_img("create", "-f", "qcow2", "-F", await image_format(image),
+                    await qemu_img("create", "-f", "qcow2", "-F", image_fmt,
                                    "-b", os.path.abspath(image), str(target))
                 else:
-                    await qemu_img("convert", "-O", "qcow2", image, str(target))
+                    await qemu_img("convert", "-f", image_fmt, "-O", "qcow2", image,
+                                   str(target))
                 if disk_bytes:
                     say("resizing disk…")
                     await qemu_img("resize", str(target), str(disk_bytes))
@@ -127,7 +147,8 @@ class Create(Backend):
 
     # The launch wizard (CREATE) --------------------------------------------------------
 
-    _CREATE_OPTIONS = ("initrd", "cmdline", "firmware", "accel", "overlay", "description")
+    _CREATE_OPTIONS = ("initrd", "cmdline", "firmware", "accel", "overlay", "description",
+                       "allow_backing")
 
     async def create_sources(self) -> list[CreateSource]:
         vm = InstanceType.VM
@@ -173,7 +194,8 @@ class Create(Backend):
         ``iso`` and ``pxe`` (a new empty disk: ``request.disk``, else 10GiB; 0 = none),
         ``kernel`` (options ``initrd``, ``cmdline``; a disk only when ``request.disk``).
         Memory must be a whole number of MiB. Options ``firmware`` (bios/uefi), ``accel``
-        (auto/kvm/tcg) and ``description`` apply to all.
+        (auto/kvm/tcg) and ``description`` apply to all; ``allow_backing`` = ``yes`` is the
+        user's agreement asked for by :class:`NeedsConfirmation`.
 
         If the VM was defined but does not start, it stays defined and
         :class:`OperationFailed` says "created, but could not start: …".
@@ -243,7 +265,9 @@ class Create(Backend):
             accel=options.get("accel", "auto").strip() or "auto",
             firmware=options.get("firmware", "bios").strip() or "bios",
             description=options.get("description", ""),
-            network=request.network or "user", progress=say, **kwargs)  # type: ignore[arg-type]
+            network=request.network or "user", progress=say,
+            allow_backing=options.get("allow_backing", "").strip().lower() == "yes",
+            **kwargs)  # type: ignore[arg-type]
         self.vms.emit("instance-created", inst.ref)
         if request.start:
             say("starting…")
@@ -254,3 +278,14 @@ class Create(Backend):
                                       f"{e.message}") from e
             inst = self.vms.instance(name)
         return inst
+
+
+def _refers_to(found: dict) -> str:
+    """What other files ``qemu-img info`` says an image refers to ("" for none)."""
+    data_file = ((found.get("format-specific") or {}).get("data") or {}).get("data-file")
+    parts = []
+    if found.get("backing-filename"):
+        parts.append(f"the backing file {found['backing-filename']}")
+    if data_file:
+        parts.append(f"the external data file {data_file}")
+    return " and ".join(parts)

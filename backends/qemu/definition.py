@@ -136,36 +136,45 @@ def qcow2_backing(path: Path) -> str | None:
     return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), name))
 
 
+def opt(value: object) -> str:
+    """A value inside a QEMU option string (``-drive``, ``-chardev``…): QEMU reads a
+    doubled comma as a literal one, a single comma as the start of the next option."""
+    return str(value).replace(",", ",,")
+
+
 def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> list[str]:
     """The argv that runs ``d`` detached (``-daemonize``): disks from ``directory``,
     sockets, serial log and pid file in ``run``. Two QMP monitors (one client each, see
     ``docs/protocols.md``, section "QMP"): ``qmp.sock`` for the backend,
-    ``console-qmp.sock`` for the VGA console server."""
+    ``console-qmp.sock`` for the VGA console server. Every file in an option string has
+    its commas escaped and an explicit format (the ISO is ``raw``: never probed, so a file
+    that looks like qcow2 cannot name a backing file)."""
+    run_ = opt(run)
     argv = [
         QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
         "-cpu", "host" if accel == "kvm" else "max",
         "-smp", f"{d.cpus},maxcpus={max(d.cpus, d.max_cpus)}", "-m", f"{d.memory_mib}M",
         "-nodefaults", "-display", "none", "-vga", "std",
-        "-chardev", f"socket,id=ser0,path={run}/serial.sock,server=on,wait=off,"
-                    f"logfile={run}/serial.log,logappend=on",
+        "-chardev", f"socket,id=ser0,path={run_}/serial.sock,server=on,wait=off,"
+                    f"logfile={run_}/serial.log,logappend=on",
         "-serial", "chardev:ser0",
-        "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
+        "-qmp", f"unix:{run_}/qmp.sock,server=on,wait=off",
         # a second monitor, for the VGA console server (QMP takes one client each)
-        "-qmp", f"unix:{run}/console-qmp.sock,server=on,wait=off",
+        "-qmp", f"unix:{run_}/console-qmp.sock,server=on,wait=off",
         "-device", "virtio-balloon-pci,id=balloon0",
         "-pidfile", str(run / "qemu.pid"), "-daemonize",
     ]
     if d.firmware == "uefi":
         argv += ["-drive", "if=pflash,format=raw,readonly=on,"
                            "file=/usr/share/OVMF/OVMF_CODE_4M.fd",
-                 "-drive", f"if=pflash,format=raw,file={directory}/OVMF_VARS.fd"]
+                 "-drive", f"if=pflash,format=raw,file={opt(directory)}/OVMF_VARS.fd"]
     for i, disk in enumerate(d.disks):
         argv += ["-drive", f"if=none,id=drive{i},node-name=disk{i},format=qcow2,"
-                           f"file={directory / disk}",
+                           f"file={opt(directory / disk)}",
                  "-device", f"virtio-blk-pci,drive=drive{i},id=vblk{i}"
                  + (",bootindex=1" if i == 0 and d.boot == "disk" else "")]
     if d.iso:
-        argv += ["-drive", f"if=none,id=cd0,media=cdrom,readonly=on,file={d.iso}",
+        argv += ["-drive", f"if=none,id=cd0,media=cdrom,readonly=on,format=raw,file={opt(d.iso)}",
                  "-device", "ide-cd,drive=cd0" + (",bootindex=0" if d.boot == "cdrom"
                                                   else "")]
     if d.network == "user":

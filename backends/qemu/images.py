@@ -61,14 +61,6 @@ async def image_info(path: str) -> dict:
         raise InvalidInput(f"{path} is not a disk image QEMU can read: {e.message}") from e
 
 
-async def image_format(path: str) -> str:
-    return (await image_info(path)).get("format", "raw")
-
-
-async def image_size(path: str) -> int:
-    return int((await image_info(path)).get("virtual-size") or 0)
-
-
 async def convert(src: str, dst: str, label: str, say: Callable[[str], None]) -> None:
     """``qemu-img convert`` to a new qcow2 (flattens backing files, drops internal
     snapshots), reporting ``label N%``."""

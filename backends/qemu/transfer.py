@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..base import Backend
-from ..errors import Conflict, InvalidInput, OperationFailed
+from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import Instance, InstanceRef, InstanceStatus
 from ..work import in_thread
 from .archive import DamagedArchive, copy_file, read_archive, write_archive
@@ -30,6 +30,7 @@ from .definition import (
     qcow2_backing,
 )
 from .images import convert, image_info, info, qemu_img
+from .imported import check_imported
 from .machines import Machines
 
 
@@ -38,6 +39,19 @@ class Transfer(Backend):
     ``set_description``."""
 
     vms: Machines
+
+    def _files_in_use(self, skip: str) -> set[str]:
+        """The ISOs, kernels and initrds the VMs here use (an import may name them)."""
+        used: set[str] = set()
+        for other in self.vms.names():
+            if other == skip:
+                continue
+            try:
+                d = self.vms.definition(other)
+            except BackendError:  # a broken definition trusts nothing
+                continue
+            used.update(p for p in (d.iso, d.kernel, d.initrd) if p)
+        return used
 
     async def export_instance(self, ref: InstanceRef, path: str, *, with_snapshots: bool = True,
                               progress: Callable[[str], None] | None = None) -> int:
@@ -133,7 +147,8 @@ class Transfer(Backend):
         Every member is checked before use: only ``vm.json``, ``disk<N>.qcow2`` and
         ``OVMF_VARS.fd`` plain files (no paths, links or directories), the disks exactly
         those ``vm.json`` names, each a qcow2 without a backing file that passes
-        ``qemu-img check``. The VM keeps the archive's settings and MAC; its name becomes
+        ``qemu-img check``; the files it names (ISO, kernel, initrd) public or already used
+        by a VM here, its other values in bounds (:mod:`.imported`). The VM keeps the archive's settings and MAC; its name becomes
         ``name``. Nothing is left on failure or cancellation.
 
         Raises:
@@ -152,7 +167,7 @@ class Transfer(Backend):
         self.vms.root.mkdir(parents=True, exist_ok=True)
         directory = self.vms.dir(name)
         try:
-            directory.mkdir()  # claims the name; listed once vm.json is written, last
+            directory.mkdir(mode=0o700)  # claims the name; listed once vm.json is written, last
         except FileExistsError:
             raise Conflict(f"A VM named '{name}' already exists.") from None
         self.vms.busy[name] = "being imported"
@@ -171,6 +186,7 @@ class Transfer(Backend):
             if "vm.json" not in kept:
                 raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
             d = archived_definition(kept["vm.json"], path)
+            check_imported(d, path, self._files_in_use(name))
             present = sorted(p.name for p in directory.iterdir() if DISK_RE.match(p.name))
             if sorted(d.disks) != present:
                 raise InvalidInput(f"{path} is incomplete or inconsistent: its vm.json names "
@@ -237,7 +253,7 @@ class Transfer(Backend):
         check_name(new_name)
         source_dir, directory = self.vms.dir(ref.name), self.vms.dir(new_name)
         try:
-            directory.mkdir()
+            directory.mkdir(mode=0o700)
         except FileExistsError:
             raise Conflict(f"A VM named '{new_name}' already exists.") from None
         self.vms.busy[ref.name] = "being cloned"

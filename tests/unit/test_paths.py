@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from backends.errors import OperationFailed
-from backends.paths import runtime_dir
+from backends.paths import private_file, runtime_dir
 
 
 def test_the_tmp_fallback_is_made_private_and_checked(tmp_path, monkeypatch):
@@ -27,7 +27,7 @@ def test_the_tmp_fallback_is_made_private_and_checked(tmp_path, monkeypatch):
 
 def test_a_planted_symlink_or_foreign_directory_is_refused(tmp_path, monkeypatch):
     run = tmp_path / "run"
-    run.mkdir()
+    run.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -41,3 +41,58 @@ def test_a_planted_symlink_or_foreign_directory_is_refused(tmp_path, monkeypatch
         os.chown(run / "corral" / "qemu", 65534, 65534)
         with pytest.raises(OperationFailed, match="belongs to uid 65534"):
             runtime_dir("qemu")
+
+
+def test_an_xdg_runtime_dir_not_private_to_us_is_not_used(tmp_path, monkeypatch):
+    base = tmp_path / "fallback"
+    monkeypatch.setattr("backends.paths._fallback", lambda: base)
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    assert runtime_dir("qemu") == run / "corral" / "qemu"
+    os.chmod(run, 0o755)  # readable by others: not ours to trust
+    assert runtime_dir("qemu") == base / "corral" / "qemu"
+    os.chmod(run, 0o700)
+    link = tmp_path / "link"
+    link.symlink_to(run)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(link))
+    assert runtime_dir("qemu") == base / "corral" / "qemu"
+    if os.geteuid() == 0:  # another user's runtime dir (root under su / sudo -E)
+        other = tmp_path / "other"
+        other.mkdir(mode=0o700)
+        os.chown(other, 65534, 65534)
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(other))
+        assert runtime_dir("qemu") == base / "corral" / "qemu"
+        assert not (other / "corral").exists()
+    assert stat.S_IMODE(os.lstat(base).st_mode) == 0o700
+
+
+def test_a_planted_link_is_never_chmodded(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    target = tmp_path / "victim"
+    target.mkdir(mode=0o755)
+    (run / "corral").symlink_to(target)
+    with pytest.raises(OperationFailed, match="symlink"):
+        runtime_dir()
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o755
+
+
+def test_private_files_are_0600_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        with private_file(tmp_path / "a") as f:
+            f.write(b"x")
+        with private_file(tmp_path / "b", binary=False, exclusive=False) as f:
+            f.write("x")
+    finally:
+        os.umask(old)
+    for name in "ab":
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600
+    with pytest.raises(FileExistsError):
+        private_file(tmp_path / "a")
+    (tmp_path / "l").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        private_file(tmp_path / "l", exclusive=False)
+    assert not (tmp_path / "elsewhere").exists()

@@ -33,11 +33,11 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="" if self.destructive else "-safe"):
-            yield Label(self.title_text, id="dialog-title")
-            yield Static(self.message, id="dialog-message")
+            yield Label(self.title_text, id="dialog-title", markup=False)
+            yield Static(self.message, id="dialog-message", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
-                yield Button(self.confirm_label, id="confirm",
+                yield Button(Text(self.confirm_label), id="confirm",
                              variant="error" if self.destructive else "primary")
 
     def on_mount(self) -> None:
@@ -82,7 +82,7 @@ class SpecialKeysMenu(ModalScreen[str | None]):
         from textual.widgets.option_list import Option
 
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Send a key to {self.title_text}", id="dialog-title")
+            yield Label(f"Send a key to {self.title_text}", id="dialog-title", markup=False)
             yield OptionList(*(Option(_label(n), id=n) for n in self.names),
                              id="special-keys")
 
@@ -112,13 +112,13 @@ class InputDialog(ModalScreen[str | None]):
         from textual.widgets import Input
 
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title")
-            yield Static(self.label)
+            yield Label(self.title_text, id="dialog-title", markup=False)
+            yield Static(self.label, markup=False)
             yield Input(self.value, id="dialog-input")
-            yield Static("", id="dialog-problem")
+            yield Static("", id="dialog-problem", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
-                yield Button(self.confirm_label, id="confirm", variant="primary")
+                yield Button(Text(self.confirm_label), id="confirm", variant="primary")
 
     def _problem(self, value: str) -> str | None:
         return self.check(value) if self.check else (None if value.strip() else
@@ -167,16 +167,16 @@ class SnapshotDialog(ModalScreen["dict | None"]):
         from textual.widgets import Checkbox, Input
 
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title")
-            yield Static("Name")
+            yield Label(self.title_text, id="dialog-title", markup=False)
+            yield Static("Name", markup=False)
             yield Input(self.default_name, id="snapshot-name")
             if self.stateful is not None:
                 yield Checkbox("Include the running memory (stateful)", self.stateful,
                                id="snapshot-stateful")
             if self.expiry:
-                yield Static("Expires after (e.g. 2d, 1w, 12H; empty: never)")
+                yield Static("Expires after (e.g. 2d, 1w, 12H; empty: never)", markup=False)
                 yield Input("", id="snapshot-expiry", placeholder="never")
-            yield Static("", id="dialog-problem")
+            yield Static("", id="dialog-problem", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Take snapshot", id="confirm", variant="primary")
@@ -241,7 +241,7 @@ class ActionsMenu(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Actions for {self.ref}", id="dialog-title")
+            yield Label(f"Actions for {self.ref}", id="dialog-title", markup=False)
             yield OptionList(*(Option(Text.assemble((label, "bold"), f"\n  {help_text}"),
                                       id=key) for key, label, help_text in self.actions),
                              id="actions-list")
@@ -265,14 +265,14 @@ class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Change a password in {self.ref}", id="dialog-title")
-            yield Static("User")
+            yield Label(f"Change a password in {self.ref}", id="dialog-title", markup=False)
+            yield Static("User", markup=False)
             yield Input("root", id="pw-user")
-            yield Static("New password")
+            yield Static("New password", markup=False)
             yield Input(password=True, id="pw-1")
-            yield Static("Again")
+            yield Static("Again", markup=False)
             yield Input(password=True, id="pw-2")
-            yield Static("", id="dialog-problem")
+            yield Static("", id="dialog-problem", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Set password", id="confirm", variant="primary", disabled=True)
@@ -332,10 +332,11 @@ class ChoiceDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title")
+            yield Label(self.title_text, id="dialog-title", markup=False)
             if self.note:
-                yield Static(self.note)
-            yield OptionList(*(Option(label, id=key) for key, label in self.choices),
+                yield Static(self.note, markup=False)
+            yield OptionList(*(Option(Text(label) if isinstance(label, str) else label, id=key)
+                               for key, label in self.choices),
                              id="choice-list")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -48,7 +48,7 @@ class HelpScreen(ModalScreen[None]):
             table.add_row(Text(keys), Text(desc), Text(bid))
         with VerticalScroll(id="help") as scroll:
             scroll.border_title = "corral keys — esc to close"
-            yield Static(table)
+            yield Static(table, markup=False)
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

@@ -47,10 +47,10 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label(f"Resources of {self.ref}", id="dialog-title")
-            yield Static("Reading the current limits…", id="limits-note")
+            yield Label(f"Resources of {self.ref}", id="dialog-title", markup=False)
+            yield Static("Reading the current limits…", id="limits-note", markup=False)
             yield VerticalScroll(Grid(id="limits-grid"), id="limits-scroll")
-            yield Static("", id="limits-error")
+            yield Static("", id="limits-error", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Close", id="cancel")
                 yield Button("Apply (ctrl+s)", id="confirm", variant="primary",
@@ -76,12 +76,12 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
         for f in self.fields:
             unsupported = f.applies == "unsupported"
             rows += [
-                Label(f.label, classes="limit-label"),
+                Label(f.label, classes="limit-label", markup=False),
                 Input(value=f.value, placeholder="(none)" if not unsupported else "",
                       id=f"limit-{f.key}", disabled=unsupported,
                       tooltip=f.hint or None, classes="limit-input"),
-                Static(applies_text(f), classes=f"limit-applies -{f.applies}"),
-                Static(Text(f.hint, style="italic"), classes="limit-hint"),
+                Static(applies_text(f), classes=f"limit-applies -{f.applies}", markup=False),
+                Static(Text(f.hint, style="italic"), classes="limit-hint", markup=False),
             ]
         await grid.mount_all(rows)
         live = sum(f.applies == "live" for f in self.fields)

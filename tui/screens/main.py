@@ -13,6 +13,7 @@ from typing import Iterable
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -94,12 +95,12 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("\n".join(self.problems), id="problems",
+        yield Static("\n".join(self.problems), id="problems", markup=False,
                      classes="-visible" if self.problems else "")
         with Horizontal(id="body"):
             with Vertical(id="remotes"):
                 yield RemoteList(id="remote-list")
-                yield Static("", id="remote-info")
+                yield Static("", id="remote-info", markup=False)
             with Vertical(id="main-column"):
                 yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
                             id="filter")
@@ -107,7 +108,7 @@ class MainScreen(Screen[None]):
                 yield DetailsPane(self.inventory, id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
-        yield Static("", id="activity")
+        yield Static("", id="activity", markup=False)
         yield QuietFooter()
 
     def on_mount(self) -> None:
@@ -289,7 +290,7 @@ class MainScreen(Screen[None]):
             self.terms = parse(event.value)
         except FilterError as e:
             box.add_class("-invalid")
-            box.border_title = str(e)
+            box.border_title = Content(str(e))
             return
         box.remove_class("-invalid")
         box.border_title = None

@@ -36,10 +36,10 @@ class TableScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label(self.title_text, id="dialog-title")
-            yield Static(self.note, id="table-note")
+            yield Label(self.title_text, id="dialog-title", markup=False)
+            yield Static(self.note, id="table-note", markup=False)
             yield DataTable(id="table-rows", cursor_type="row")
-            yield Static("", id="dialog-problem")
+            yield Static("", id="dialog-problem", markup=False)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*self.columns)
@@ -58,7 +58,7 @@ class TableScreen(ModalScreen[None]):
         keep = table.cursor_row
         table.clear()
         for key, cells in rows:
-            table.add_row(*cells, key=key)
+            table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), key=key)
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1))
 

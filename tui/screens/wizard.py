@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual import on
@@ -35,9 +35,11 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from backends.cloudinit import user_data_problem
-from backends.errors import BackendError
+from backends.errors import BackendError, NeedsConfirmation
 from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from backends.units import format_size, parse_size
+
+from .dialogs import ConfirmDialog
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
          "progress")
@@ -81,16 +83,16 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label("", id="dialog-title")
-            yield Static("", id="wizard-steps")
+            yield Label("", id="dialog-title", markup=False)
+            yield Static("", id="wizard-steps", markup=False)
             with ContentSwitcher(initial="where", id="wizard-body"):
                 with Vertical(id="where"):
-                    yield Static("Create the instance on:")
-                    yield OptionList(*(Option(f"{name}  ({b.remote.kind})", id=name)
+                    yield Static("Create the instance on:", markup=False)
+                    yield OptionList(*(Option(Text(f"{name}  ({b.remote.kind})"), id=name)
                                        for name, b in self.backends.items()),
                                      id="wizard-remote")
                 with Vertical(id="what"):
-                    yield Static("Create it from:")
+                    yield Static("Create it from:", markup=False)
                     yield OptionList(id="wizard-source")
                     yield Input(placeholder="path", id="wizard-path")
                     with Vertical(id="wizard-kernel"):
@@ -100,33 +102,33 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     yield Select([("BIOS (SeaBIOS)", "bios"), ("UEFI (OVMF)", "uefi")],
                                  value="bios", allow_blank=False, id="wizard-firmware")
                 with Vertical(id="name"):
-                    yield Static("Name of the new instance:")
+                    yield Static("Name of the new instance:", markup=False)
                     yield Input(id="wizard-name")
                 with Vertical(id="resources"):
-                    yield Static("CPUs")
+                    yield Static("CPUs", markup=False)
                     yield Input(id="wizard-cpus", placeholder="e.g. 2 (empty: default)")
-                    yield Static("Memory")
+                    yield Static("Memory", markup=False)
                     yield Input(id="wizard-memory", placeholder="e.g. 512MiB, 2GiB")
-                    yield Static("Root disk size", id="wizard-disk-label")
+                    yield Static("Root disk size", id="wizard-disk-label", markup=False)
                     yield Input(id="wizard-disk", placeholder="e.g. 10GiB (empty: default)")
                 with VerticalScroll(id="network"):
-                    yield Static("Profiles", id="wizard-profiles-label")
+                    yield Static("Profiles", id="wizard-profiles-label", markup=False)
                     yield SelectionList[str](id="wizard-profiles")
-                    yield Static("Storage pool", id="wizard-pool-label")
+                    yield Static("Storage pool", id="wizard-pool-label", markup=False)
                     yield Select([], id="wizard-pool", prompt="(profile default)")
-                    yield Static("Network")
+                    yield Static("Network", markup=False)
                     yield Select([], id="wizard-network", prompt="(default)")
                 with Vertical(id="cloud-init"):
                     yield Static("cloud-init user-data (YAML starting with #cloud-config; "
-                                 "empty: none)")
+                                 "empty: none)", markup=False)
                     yield TextArea(USER_DATA_EXAMPLE, language="yaml", id="wizard-user-data")
                 with Vertical(id="summary"):
-                    yield Static("", id="wizard-summary")
+                    yield Static("", id="wizard-summary", markup=False)
                     yield Checkbox("Start it", True, id="wizard-start")
                     yield Checkbox("Open its console", False, id="wizard-console")
                 with Vertical(id="progress"):
-                    yield Static("", id="wizard-progress")
-            yield Static("", id="wizard-problem")
+                    yield Static("", id="wizard-progress", markup=False)
+            yield Static("", id="wizard-problem", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Back", id="back")
@@ -237,17 +239,17 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#wizard-disk-label").display = sized
         profiles = self.query_one("#wizard-profiles", SelectionList)
         profiles.clear_options()
-        profiles.add_options([(p, p, p in self.options.default_profiles)
+        profiles.add_options([(Text(p), p, p in self.options.default_profiles)
                               for p in self.options.profiles])
         has_profiles = bool(self.options.profiles)
         profiles.display = has_profiles
         self.query_one("#wizard-profiles-label").display = has_profiles
         pool = self.query_one("#wizard-pool", Select)
-        pool.set_options([(p, p) for p in self.options.storage_pools])
+        pool.set_options([(Text(p), p) for p in self.options.storage_pools])
         pool.display = bool(self.options.storage_pools)
         self.query_one("#wizard-pool-label").display = bool(self.options.storage_pools)
         network = self.query_one("#wizard-network", Select)
-        network.set_options([(n, n) for n in self.options.networks])
+        network.set_options([(Text(n), n) for n in self.options.networks])
         problem.update("")
         return True
 
@@ -471,8 +473,18 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             progress.update(f"Creating {request.name} on {self.remote}: {text}")
 
         async def run() -> None:
+            nonlocal request
             try:
-                instance = await self.backend.create_instance(request, report)
+                try:
+                    instance = await self.backend.create_instance(request, report)
+                except NeedsConfirmation as e:  # ask, then again with the user's agreement
+                    agreed = asyncio.get_running_loop().create_future()
+                    self.app.push_screen(ConfirmDialog(e.title, e.message, "Create anyway"),
+                                         callback=agreed.set_result)
+                    if not await agreed:
+                        raise
+                    request = replace(request, options={**request.options, e.option: "yes"})
+                    instance = await self.backend.create_instance(request, report)
             except asyncio.CancelledError:
                 progress.update(Text(f"Cancelled: {request.name} was not created.",
                                      style="bold"))

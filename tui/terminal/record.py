@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from backends.paths import private_file
+
 __all__ = ["AsciicastRecorder"]
 
 
@@ -40,11 +42,11 @@ class AsciicastRecorder:
         timestamp: int | None = None,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._clock = clock
         self._start = clock()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._file = self.path.open("w", encoding="utf-8")
+        self._file = private_file(self.path, binary=False, exclusive=False)
         header: dict = {
             "version": 2,
             "width": int(width),

@@ -17,6 +17,7 @@ from typing import Awaitable, Callable
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import TabbedContent, TabPane
 
@@ -113,14 +114,14 @@ class ConsoleDock(Vertical):
         record = None
         if self.record_dir:
             directory = Path(self.record_dir).expanduser()
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%d-%H%M%S")
             record = directory / f"{ref.remote}-{ref.name}-{kind}-{stamp}.cast"
         view = TerminalView(session, title, detach_key=self.detach_key, record_path=record)
         tab = ConsoleTab(ref, kind, opener, pane_id, view)
         self.tabs[pane_id] = tab
         self._opened(True)
-        await self.tabbed.add_pane(TabPane(title, view, id=pane_id))
+        await self.tabbed.add_pane(TabPane(Content(title), view, id=pane_id))
         self.tabbed.active = pane_id
         view.focus()
         return tab

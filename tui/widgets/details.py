@@ -75,13 +75,13 @@ class SnapshotTable(DataTable):
         self.clear()
         for s in sorted(snapshots, key=lambda s: (s.created_at is None, s.created_at)):
             self.add_row(
-                s.name,
+                Text(s.name),
                 f"{s.created_at:%Y-%m-%d %H:%M} ({fmt.ago(s.created_at)})"
                 if s.created_at else "—",
                 "with memory" if s.stateful else "disk only",
                 f"{s.expires_at:%Y-%m-%d %H:%M}" if s.expires_at else "never",
                 fmt.size(s.size) if s.size else "",
-                s.comment,
+                Text(s.comment),
                 key=s.name,
             )
         if self.row_count:
@@ -128,26 +128,28 @@ class DetailsPane(Vertical):
         self._limits: dict[InstanceRef, list[LimitField]] = {}
         self._limits_of: InstanceRef | None = None
         self._limits_seen: dict[InstanceRef, Instance | None] = {}
+        self._titled: InstanceRef | None = None
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="details-tabs"):
             with TabPane("Overview", id="tab-overview"), Horizontal():
-                yield Static("", id="details-overview")
+                yield Static("", id="details-overview", markup=False)
                 with Vertical(id="sparklines"):
                     for key, label in (("cpu", "CPU %"), ("memory", "memory"),
                                        ("network", "network bytes/s")):
                         with Vertical(classes="spark-box"):
-                            yield Static(label, classes="spark-label", id=f"spark-{key}-label")
+                            yield Static(label, classes="spark-label",
+                                         id=f"spark-{key}-label", markup=False)
                             yield Sparkline([], id=f"spark-{key}")
             with TabPane("Snapshots", id="tab-snapshots"):
-                yield Static("", id="snapshot-note")
+                yield Static("", id="snapshot-note", markup=False)
                 yield SnapshotTable(id="snapshots")
             with TabPane("Config", id="tab-config"):
                 with VerticalScroll():
-                    yield Static("", id="details-config")
+                    yield Static("", id="details-config", markup=False)
             with TabPane("Events", id="tab-events"):
                 with VerticalScroll():
-                    yield Static("", id="details-events")
+                    yield Static("", id="details-events", markup=False)
 
     def show_usage(self, history: UsageHistory | None) -> None:
         for key, label, formatter in (
@@ -304,8 +306,9 @@ class DetailsPane(Vertical):
         text = self.overview(inst, self.inventory.states.get(inst.ref),
                              self.inventory.pending.get(inst.ref),
                              self.limits_line(inst, fields), self._stale(inst.ref.remote))
-        if self.border_title != f"Details: {inst.ref}":
-            self.border_title = f"Details: {inst.ref}"
+        if self._titled != inst.ref:
+            self._titled = inst.ref
+            self.border_title = Text(f"Details: {inst.ref}")
         update_if_changed(details, text)
         self.show_usage(usage)
         update_if_changed(self.query_one("#details-config", Static),

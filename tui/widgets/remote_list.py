@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from backends.models import ConnectionState, InstanceStatus
+from backends.remotes import remote_warnings
 
 from ..services.inventory import Inventory, RemoteStatus
 from .colors import theme_colors
@@ -44,7 +45,8 @@ class RemoteList(DataTable):
 
     @staticmethod
     def describe(st: RemoteStatus, error_style: str) -> Text:
-        """The lines under the pane for one remote: address, server, project, problem."""
+        """The lines under the pane for one remote: address, server, project, problem, and
+        warnings (not pinned, a client key others can read)."""
         text = Text()
         text.append(st.remote.name, style="bold")
         text.append(f"  {st.remote.address}\n")
@@ -59,6 +61,8 @@ class RemoteList(DataTable):
             saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.cached_at))
             text.append(f"showing the rows of the last run (listed {saved}) until it answers\n",
                         style="dim")
+        for warning in remote_warnings(st.remote):
+            text.append(f"⚠ {warning}\n", style=error_style)
         if st.message:
             text.append(st.message, style=error_style)
         return text
