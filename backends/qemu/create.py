@@ -21,6 +21,7 @@ from ..models import (
     InstanceType,
 )
 from .definition import VMDefinition, check_name
+from .files import in_words, mark_partial, unmark_partial
 from .images import image_format, image_size, qemu_img
 from .machines import Machines
 
@@ -81,6 +82,7 @@ class Create(Backend):
         directory = self.vms.dir(name)
         directory.mkdir(parents=True)
         try:
+            mark_partial(directory)
             disks = []
             if image:
                 target = directory / "disk0.qcow2"
@@ -119,8 +121,11 @@ class Create(Backend):
                 shutil.copyfile(vars_src, directory / "OVMF_VARS.fd")
             say("saving definition…")
             definition.save(directory)
-        except BaseException:
+            unmark_partial(directory)
+        except BaseException as e:
             shutil.rmtree(directory, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise OperationFailed(in_words(e, str(directory))) from e
             raise
         self.vms.status[name] = InstanceStatus.STOPPED
         return self.vms.instance(name)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import InvalidInput
+from .files import PendingWrite, write_durably
 
 QEMU = "qemu-system-x86_64"
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -69,16 +70,30 @@ class VMDefinition:
         return json.dumps(asdict(self), indent=2) + "\n"
 
     def save(self, directory: Path) -> None:
-        path = directory / "vm.json"
-        tmp = directory / ".vm.json.tmp"
-        tmp.write_text(self.to_json())
-        os.replace(tmp, path)
+        """Write ``vm.json`` atomically and durably (see :mod:`.files`).
+
+        Raises:
+            OperationFailed: it could not be written (disk full, ...); the old file stands.
+        """
+        write_durably(directory / "vm.json", self.to_json().encode())
+
+    def prepare_save(self, directory: Path) -> PendingWrite:
+        """Write the new ``vm.json`` beside the old one, to be put in place by ``commit``:
+        a full disk shows before anything else changes."""
+        return PendingWrite(directory / "vm.json", self.to_json().encode())
 
     @classmethod
     def load(cls, directory: Path) -> VMDefinition:
+        """The definition in ``directory``. The VM's name is the directory's name, whatever
+        the file says: a rename interrupted between moving the directory and saving the
+        file must not make the VM boot the disks of another directory."""
         data = json.loads((directory / "vm.json").read_text())
+        if not isinstance(data, dict):
+            raise ValueError("vm.json does not hold an object")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        d = cls(**{k: v for k, v in data.items() if k in known})
+        d.name = directory.name
+        return d
 
 
 DISK_RE = re.compile(r"^disk[0-9]{1,3}\.qcow2$")

@@ -23,6 +23,7 @@ from ..models import (
     ServerInfo,
 )
 from .definition import QEMU
+from .files import sweep
 from .machines import Machines
 
 
@@ -38,6 +39,7 @@ class Lifecycle(Backend):
                                                     stdout=asyncio.subprocess.PIPE)
         out, _ = await proc.communicate()
         self.vms.root.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(sweep, self.vms.root)  # what a killed corral left
         for name in self.vms.names():  # VMs that outlived an earlier corral
             await self.vms.adopt(name)
         version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")

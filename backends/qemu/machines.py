@@ -12,6 +12,7 @@ does not do: ``docs/protocols.md``, section "QMP".
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 from datetime import datetime
@@ -52,6 +53,18 @@ IO_KEYS = {"read_bps": "bps_rd", "write_bps": "bps_wr", "read_iops": "iops_rd",
 def runtime_root() -> Path:
     """Private runtime directory of the VMs (see :func:`backends.paths.runtime_dir`)."""
     return runtime_dir("qemu")
+
+
+def is_vm_process(argv: list[bytes], name: str, pidfile: Path) -> bool:
+    """Whether a command line (``/proc/<pid>/cmdline`` split at NULs) is the QEMU corral
+    started for the VM ``name``: a qemu-system binary with exactly this ``-name`` and this
+    ``-pidfile`` (not a substring of some other command line: a VM named ``accel`` must
+    not match every VM)."""
+    if not argv or not os.path.basename(argv[0]).startswith(b"qemu-system"):
+        return False
+    pairs = dict(itertools.pairwise(argv))
+    return (pairs.get(b"-name") == os.fsencode(name)
+            and pairs.get(b"-pidfile") == os.fsencode(str(pidfile)))
 
 
 def kvm_usable() -> bool:
@@ -98,10 +111,10 @@ class Machines:
         except (OSError, ValueError):
             return None
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return None
-        return pid if b"qemu-system" in cmdline and name.encode() in cmdline else None
+        return pid if is_vm_process(argv, name, self.run_dir(name) / "qemu.pid") else None
 
     def ref(self, name: str) -> InstanceRef:
         return InstanceRef(self.remote, name)

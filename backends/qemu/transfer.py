@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -29,6 +28,7 @@ from .definition import (
     new_mac,
     qcow2_backing,
 )
+from .files import export_scratch, in_words, mark_partial, unmark_partial
 from .images import convert, image_info, info, qemu_img
 from .machines import Machines
 
@@ -89,7 +89,7 @@ class Transfer(Backend):
                 flatten = (not with_snapshots or bool(backing)
                            or found.get("format") != "qcow2")
                 plan.append((f"disk{i}.qcow2", src, flatten))
-            tmp = tempfile.mkdtemp(prefix=".corral-export-", dir=parent)
+            tmp = str(export_scratch(self.vms.root, part))  # swept if corral is killed
             members: list[tuple[str, str | bytes]] = []
             for arcname, src, flatten in plan:
                 if flatten:
@@ -105,7 +105,7 @@ class Transfer(Backend):
             try:
                 await in_thread(write_archive, part, members, compress, progress=say)
             except OSError as e:
-                raise OperationFailed(f"Writing {part} failed: {e.strerror or e}") from e
+                raise OperationFailed(in_words(e, part)) from e
             try:
                 os.link(part, path)  # never replaces a file that appeared meanwhile
             except FileExistsError:
@@ -157,6 +157,7 @@ class Transfer(Backend):
             raise Conflict(f"A VM named '{name}' already exists.") from None
         self.vms.busy[name] = "being imported"
         try:
+            mark_partial(directory)
             def allowed(member: str) -> bool:
                 return member in ("vm.json", "OVMF_VARS.fd") or bool(DISK_RE.match(member))
 
@@ -198,6 +199,7 @@ class Transfer(Backend):
                     raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e
             d.name, d.linked_to = name, ""
             d.save(directory)
+            unmark_partial(directory)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -243,6 +245,7 @@ class Transfer(Backend):
         self.vms.busy[ref.name] = "being cloned"
         self.vms.busy[new_name] = "being created"
         try:
+            mark_partial(directory)
             new = dataclasses.replace(d, name=new_name, mac=new_mac(), linked_to="",
                                       io_limits=dict(d.io_limits), disks=list(d.disks),
                                       created_at=datetime.now(timezone.utc).isoformat())
@@ -267,6 +270,7 @@ class Transfer(Backend):
                 await asyncio.to_thread(shutil.copyfile, source_dir / "OVMF_VARS.fd",
                                         directory / "OVMF_VARS.fd")
             new.save(directory)
+            unmark_partial(directory)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
