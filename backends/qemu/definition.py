@@ -89,7 +89,7 @@ class VMDefinition:
         file must not make the VM boot the disks of another directory."""
         data = json.loads((directory / "vm.json").read_text())
         if not isinstance(data, dict):
-            raise ValueError("vm.json does not hold an object")
+            raise TypeError("vm.json does not hold an object")
         known = {f.name for f in fields(cls)}
         d = cls(**{k: v for k, v in data.items() if k in known})
         d.name = directory.name

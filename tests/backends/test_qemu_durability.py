@@ -49,6 +49,14 @@ def child(vms: Path, body: str, env: dict | None = None) -> subprocess.Popen:
     return proc
 
 
+def make_image(path: Path, size: str, data: str) -> None:
+    """A qcow2 of ``size`` with ``data`` (e.g. ``40M``) of it written."""
+    subprocess.run(["qemu-img", "create", "-f", "qcow2", str(path), size], check=True,
+                   capture_output=True)
+    subprocess.run(["qemu-io", "-c", f"write -P 0x5a 0 {data}", str(path)], check=True,
+                   capture_output=True)
+
+
 def kill9(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
@@ -122,7 +130,7 @@ while True:
     i += 1
     await b.set_description(ref, str(i) * 200_000)
 """)
-        time.sleep(0.2 + 0.07 * round_)
+        await asyncio.sleep(0.2 + 0.07 * round_)
         kill9(proc)
         d = VMDefinition.load(vms / "vm1")  # whole JSON, old or new
         assert d.name == "vm1" and set(d.description) <= set("0123456789")
@@ -147,7 +155,7 @@ while True:
     cur = "aa" if os.path.isdir({vms!r} + "/aa") else "bb"
     await b.rename_instance(InstanceRef("qemu", cur), "bb" if cur == "aa" else "aa")
 """.replace("{vms!r}", repr(str(vms))))
-        time.sleep(0.15 + 0.05 * round_)
+        await asyncio.sleep(0.15 + 0.05 * round_)
         kill9(proc)
         present = [n for n in ("aa", "bb") if (vms / n).is_dir()]
         assert len(present) == 1
@@ -170,10 +178,7 @@ async def test_killed_during_create_and_export_leaves_nothing_after_next_start(
     kernel, _ = guest
     vms = Path(qemu.remote.address)
     image = tmp_path / "big.qcow2"
-    subprocess.run(["qemu-img", "create", "-f", "qcow2", str(image), "256M"], check=True,
-                   capture_output=True)
-    subprocess.run(["qemu-io", "-c", "write -P 0x5a 0 160M", str(image)], check=True,
-                   capture_output=True)
+    make_image(image, "256M", "160M")
     # create: killed while qemu-img copies the image into the new VM's directory
     proc = child(vms, f"await b.create('half', image={str(image)!r}, overlay=False, "
                       f"accel='tcg')")
@@ -227,10 +232,7 @@ async def test_disk_full_during_create_and_export_is_said_and_leaves_nothing(
     await qemu.connect()
     try:
         image = tmp_path / "big.qcow2"
-        subprocess.run(["qemu-img", "create", "-f", "qcow2", str(image), "64M"], check=True,
-                       capture_output=True)
-        subprocess.run(["qemu-io", "-c", "write -P 0x5a 0 40M", str(image)], check=True,
-                       capture_output=True)
+        make_image(image, "64M", "40M")
         with pytest.raises(OperationFailed, match="disk is full"):
             await qemu.create("big", image=str(image), overlay=False, accel="tcg")
         assert sorted(p.name for p in (small_fs / "vms").iterdir()) == []

@@ -64,6 +64,13 @@ def script(tmp_path):
     return run
 
 
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -87,11 +94,10 @@ def test_killed_tmux_session_ends_corral_within_seconds(script, how):
             assert time.monotonic() < deadline, f"corral did not draw its screen: {screen!r}"
             time.sleep(0.2)
             screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session],
-                                    capture_output=True).stdout
+                                    capture_output=True, check=False).stdout
         killed = time.monotonic()
         subprocess.run([*tmux, "kill-session", "-t", session], check=True)
-        while Path(f"/proc/{pid}").exists() and not Path(f"/proc/{pid}/stat").read_text(
-                ).rsplit(")", 1)[1].split()[0] == "Z":
+        while alive(pid):
             if time.monotonic() - killed > 6:
                 spent = cpu_seconds(pid)
                 time.sleep(1)
@@ -100,7 +106,7 @@ def test_killed_tmux_session_ends_corral_within_seconds(script, how):
             time.sleep(0.05)
         print(f"{how}: gone {time.monotonic() - killed:.2f} s after the session was killed")
     finally:
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
         if pid and Path(f"/proc/{pid}").exists():
             os.kill(pid, signal.SIGKILL)
 
