@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import humanize
 
 from backends.models import InstanceState, InstanceType
+from backends.units import is_whole
 
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -79,7 +80,7 @@ def parse_duration(text: str) -> float:
         raise ValueError("An expiry is needed (e.g. 2d, 1w, 12H).")
     for part in parts:
         number, unit = part[:-1], part[-1:]
-        if unit not in _DURATION_UNITS or not number.isdigit():
+        if unit not in _DURATION_UNITS or not is_whole(number):
             raise ValueError(f"'{part}' is not a duration: use a number and one of M (minutes), "
                              f"H (hours), d, w, m (months), y — e.g. 2d or 1w 3d.")
         total += int(number) * _DURATION_UNITS[unit]

@@ -9,6 +9,7 @@ import dataclasses
 from ..base import Backend
 from ..errors import BackendError, InvalidInput
 from ..models import InstanceRef, LimitField
+from ..units import is_whole
 from ..units import size_or_none as parse_size
 from .definition import VMDefinition
 from .images import info, qemu_img
@@ -19,8 +20,8 @@ IO_MAX = 1 << 50
 
 
 def _whole(raw: str) -> bool:
-    """An ASCII whole number of at most 16 digits (``"٣".isdigit()`` is true too)."""
-    return raw.isascii() and raw.isdigit() and len(raw) <= 16 and int(raw) <= IO_MAX
+    """An ASCII whole number no larger than :data:`IO_MAX`."""
+    return is_whole(raw) and int(raw) <= IO_MAX
 
 
 class Limits(Backend):
