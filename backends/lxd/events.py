@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import AsyncIterator
 from urllib.parse import urlencode
 
@@ -17,6 +18,8 @@ from ..models import BackendEvent, EventKind, InstanceStatus
 from ..retry import Backoff
 from . import convert
 from .rest import Rest
+
+log = logging.getLogger(__name__)
 
 
 class Events(Backend):
@@ -36,9 +39,11 @@ class Events(Backend):
                     async for frame in ws:
                         try:
                             data = json.loads(frame)
-                        except ValueError:
+                            event = convert.to_event(data, name)
+                        except Exception as e:  # noqa: BLE001 - skip it, keep the stream
+                            log.warning("%s: skipped a malformed event (%s: %s): %.200r",
+                                        name, type(e).__name__, e, frame)
                             continue
-                        event = convert.to_event(data, name)
                         if event is not None:
                             if event.ref is not None and event.action in (
                                     "instance-started", "instance-restarted"):

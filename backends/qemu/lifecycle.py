@@ -10,10 +10,17 @@ import signal
 import time
 from pathlib import Path
 
-from qemu.qmp.error import QMPError
-
 from ..base import Backend
-from ..errors import Conflict, NotFound, OperationFailed, StopTimedOut, Unreachable
+from ..console.serial_log import trim as trim_serial_log
+from ..errors import (
+    BackendError,
+    Conflict,
+    NotFound,
+    NotResponding,
+    OperationFailed,
+    StopTimedOut,
+    Unreachable,
+)
 from ..models import (
     Instance,
     InstanceRef,
@@ -81,6 +88,8 @@ class Lifecycle(Backend):
             qmp = vms.qmp.get(ref.name)
             if pid is None or qmp is None:
                 continue
+            # the serial log grows while no console server trims it
+            await asyncio.to_thread(trim_serial_log, str(vms.run_dir(ref.name) / "serial.log"))
             try:
                 fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf(
@@ -94,9 +103,9 @@ class Lifecycle(Backend):
             percent = (cpu_s - prev[0]) / (now - prev[1]) * 100 if prev and now > prev[1] else None
             memory = rss
             try:
-                balloon = await qmp.execute("query-balloon")
-                memory = int(balloon.get("actual", rss))
-            except QMPError:
+                balloon = await vms.execute(ref, "query-balloon", within=3)
+                memory = int(balloon.get("actual", rss))  # type: ignore[union-attr]
+            except BackendError:
                 pass
             d = vms.definition(ref.name)
             disk = sum((vms.dir(ref.name) / disk).stat().st_blocks * 512
@@ -131,7 +140,7 @@ class Lifecycle(Backend):
             vms.expect_exit.add(ref.name)
             try:
                 await vms.execute(ref, "quit")
-            except (OperationFailed, Conflict):
+            except (OperationFailed, Conflict, NotResponding):
                 pid = vms.pid(ref.name)
                 if pid is None:
                     raise

@@ -12,6 +12,7 @@ does not do: ``docs/protocols.md``, section "QMP".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 from qemu.qmp import QMPClient, Runstate
 from qemu.qmp.error import QMPError
 
-from ..errors import Conflict, NotFound, OperationFailed
+from ..errors import Conflict, NotFound, NotResponding, OperationFailed
 from ..models import (
     BackendEvent,
     EventKind,
@@ -88,6 +89,10 @@ class Machines:
         self.cpu: dict[str, tuple[float, float]] = {}
         """Last CPU seconds and when they were read, for a percentage."""
         self.expect_exit: set[str] = set()
+        self.qmp_timeout = 10.0
+        """Seconds a QMP command may take (a SIGSTOPped QEMU never answers)."""
+        self.silent: set[str] = set()
+        """Running VMs whose QEMU stopped answering QMP."""
         self.busy: dict[str, str] = {}
         """VMs being exported, imported, cloned or renamed: what is happening to them."""
 
@@ -252,9 +257,12 @@ class Machines:
             return
         qmp = QMPClient(name)
         try:
-            await asyncio.wait_for(qmp.connect(str(self.run_dir(name) / "qmp.sock")), 5)
-            status = await qmp.execute("query-status")
-        except (QMPError, OSError, asyncio.TimeoutError) as e:
+            async with asyncio.timeout(min(5, self.qmp_timeout)):
+                await qmp.connect(str(self.run_dir(name) / "qmp.sock"))
+                status = await qmp.execute("query-status")
+        except (QMPError, OSError, TimeoutError) as e:
+            with contextlib.suppress(Exception):
+                await qmp.disconnect()
             self.status[name] = InstanceStatus.UNKNOWN
             self.why[name] = f"QEMU runs but its QMP socket does not answer ({e or 'timeout'})"
             return
@@ -301,6 +309,7 @@ class Machines:
                 pass
         expected = name in self.expect_exit
         self.expect_exit.discard(name)
+        self.silent.discard(name)
         for _ in range(20):  # give the process a moment to exit
             if self.pid(name) is None:
                 break
@@ -332,18 +341,58 @@ class Machines:
             raise Conflict(f"{ref} is not running.")
         return qmp
 
-    async def execute(self, ref: InstanceRef, command: str, **arguments) -> object:
+    async def execute(self, ref: InstanceRef, command: str, *, within: float = 0,
+                      **arguments) -> object:
         """Run a QMP command on the running VM; its ``return`` value.
 
         Raises:
             NotFound: no such VM.  Conflict: it is not running.
             OperationFailed: QEMU refused the command.
+            NotResponding: no answer within ``within`` (default :attr:`qmp_timeout`) s.
         """
         qmp = await self.connection(ref)
+        limit = within or self.qmp_timeout
         try:
-            return await qmp.execute(command, arguments or None)
+            async with asyncio.timeout(limit):
+                answer = await qmp.execute(command, arguments or None)
         except QMPError as e:
             raise OperationFailed(f"QEMU refused {command} for {ref}: {e}") from e
+        except TimeoutError:
+            self.not_answering(ref.name)
+            raise NotResponding(f"The QEMU of {ref} does not answer ({command}, "
+                                f"{limit:g} s): it is stopped (SIGSTOP) or hung. "
+                                f"It can be force-stopped.") from None
+        if ref.name in self.silent:
+            await self._answering_again(ref.name, qmp)
+        return answer
+
+    def not_answering(self, name: str) -> None:
+        """QMP timed out: the VM shows as unknown, with the reason, until it answers."""
+        if name not in self.silent:
+            self.silent.add(name)
+            self.status[name] = InstanceStatus.UNKNOWN
+            self.why[name] = "QEMU does not answer (stopped with SIGSTOP, or hung)"
+            self.emit("instance-updated", self.ref(name), self.why[name])
+
+    async def _answering_again(self, name: str, qmp: QMPClient) -> None:
+        self.silent.discard(name)
+        try:
+            async with asyncio.timeout(self.qmp_timeout):
+                status = await qmp.execute("query-status")
+        except (QMPError, TimeoutError):
+            self.not_answering(name)
+            return
+        self.why.pop(name, None)
+        self.status[name] = (InstanceStatus.RUNNING if status.get("running")
+                             else InstanceStatus.FROZEN)
+        self.emit("instance-updated", self.ref(name), "QEMU answers again")
+
+    async def check_silent(self) -> None:
+        """Ask the VMs that stopped answering whether they answer again."""
+        for name in list(self.silent):
+            qmp = self.qmp.get(name)
+            if qmp is not None:
+                await self._answering_again(name, qmp)
 
     async def wait_stopped(self, ref: InstanceRef, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
