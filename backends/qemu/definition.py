@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InvalidInput
 from .files import PendingWrite, write_durably
+from .monitors import monitor_args
 
 QEMU = "qemu-system-x86_64"
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -153,9 +154,10 @@ def qcow2_backing(path: Path) -> str | None:
 
 def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> list[str]:
     """The argv that runs ``d`` detached (``-daemonize``): disks from ``directory``,
-    sockets, serial log and pid file in ``run``. Two QMP monitors (one client each, see
-    ``docs/protocols.md``, section "QMP"): ``qmp.sock`` for the backend,
-    ``console-qmp.sock`` for the VGA console server."""
+    sockets, serial log and pid file in ``run``. QMP monitors (one client each, see
+    ``docs/protocols.md``, section "QMP"): ``qmp.sock`` and ``qmp-<N>.sock`` for the
+    corrals following the VM (:mod:`.monitors`), ``console-qmp.sock`` for the VGA console
+    server."""
     argv = [
         QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
         "-cpu", "host" if accel == "kvm" else "max",
@@ -164,7 +166,7 @@ def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> lis
         "-chardev", f"socket,id=ser0,path={run}/serial.sock,server=on,wait=off,"
                     f"logfile={run}/serial.log,logappend=on",
         "-serial", "chardev:ser0",
-        "-qmp", f"unix:{run}/qmp.sock,server=on,wait=off",
+        *monitor_args(run),  # one per corral following the VM (see .monitors)
         # a second monitor, for the VGA console server (QMP takes one client each)
         "-qmp", f"unix:{run}/console-qmp.sock,server=on,wait=off",
         "-device", "virtio-balloon-pci,id=balloon0",

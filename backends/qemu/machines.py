@@ -34,6 +34,7 @@ from ..models import (
 )
 from ..paths import runtime_dir
 from .definition import VMDefinition, command_line
+from .monitors import MONITORS, Claim, claim, runtime_files
 
 EVENT_ACTIONS = {
     "STOP": "instance-paused",
@@ -43,7 +44,7 @@ EVENT_ACTIONS = {
     "POWERDOWN": "instance-updated",
 }
 """QMP events and the lifecycle actions they are reported as."""
-RUNTIME_FILES = ("qemu.pid", "qmp.sock", "serial.sock", "console-qmp.sock")
+RUNTIME_FILES = ("qemu.pid", *runtime_files(), "serial.sock", "console-qmp.sock")
 """What a QEMU leaves in its runtime directory that is stale once it is gone (the serial
 log stays: it is the console's history)."""
 IO_KEYS = {"read_bps": "bps_rd", "write_bps": "bps_wr", "read_iops": "iops_rd",
@@ -81,6 +82,8 @@ class Machines:
         self.root = Path(remote.address)
         self.default_accel = default_accel
         self.qmp: dict[str, QMPClient] = {}
+        self.claims: dict[str, Claim] = {}
+        """The QMP monitor each connected VM's connection holds (:mod:`.monitors`)."""
         self.status: dict[str, InstanceStatus] = {}
         self.why: dict[str, str] = {}
         """Why a VM is stopped or unknown when corral did not expect it."""
@@ -227,6 +230,7 @@ class Machines:
         run.mkdir(parents=True, exist_ok=True)
         os.chmod(run, 0o700)
         self.clear_runtime(ref.name)
+        self.status.pop(ref.name, None)  # not "stopped": notice_outside_starts leaves it
         proc = await asyncio.create_subprocess_exec(
             *self.argv(d), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -255,21 +259,48 @@ class Machines:
                 self.clear_runtime(name)
             self.status[name] = InstanceStatus.STOPPED
             return
-        qmp = QMPClient(name)
-        try:
-            async with asyncio.timeout(min(5, self.qmp_timeout)):
-                await qmp.connect(str(self.run_dir(name) / "qmp.sock"))
-                status = await qmp.execute("query-status")
-        except (QMPError, OSError, TimeoutError) as e:
-            with contextlib.suppress(Exception):
-                await qmp.disconnect()
-            self.status[name] = InstanceStatus.UNKNOWN
-            self.why[name] = f"QEMU runs but its QMP socket does not answer ({e or 'timeout'})"
-            return
+        tried: set[str] = set()
+        while True:
+            claimed = claim(self.run_dir(name), tried)
+            if claimed is None:
+                self.status[name] = InstanceStatus.UNKNOWN
+                self.why[name] = (
+                    "QEMU runs but none of its free QMP monitors answers (stopped with "
+                    "SIGSTOP, hung, or held by other QMP clients)" if tried else
+                    f"no free QMP monitor: all {MONITORS} are in use by other corral "
+                    f"sessions (or QEMU was started by an older corral)")
+                return
+            qmp = QMPClient(name)
+            try:
+                # a monitor another QMP client (not a corral) holds never greets us
+                async with asyncio.timeout(min(1.5, self.qmp_timeout)):
+                    await qmp.connect(str(claimed.socket))
+                    status = await qmp.execute("query-status")
+                break
+            except (QMPError, OSError, TimeoutError):
+                claimed.release()
+                tried.add(claimed.socket.name)
+                with contextlib.suppress(Exception):
+                    await qmp.disconnect()
+        self.claims[name] = claimed
         self.qmp[name] = qmp
         self.status[name] = (InstanceStatus.RUNNING if status.get("running")
                              else InstanceStatus.FROZEN)
         self.listeners[name] = asyncio.ensure_future(self._listen(name, qmp))
+
+    async def notice_outside_starts(self) -> None:
+        """Adopt VMs this corral thinks stopped whose QEMU runs now (started by another
+        corral, or from a shell): one stat of a pid file per stopped VM."""
+        for name, status in list(self.status.items()):
+            if status is not InstanceStatus.STOPPED or name in self.busy or name in self.qmp:
+                continue
+            if not (self.run_dir(name) / "qemu.pid").exists() or self.pid(name) is None:
+                continue
+            self.status.pop(name, None)
+            await self.adopt(name)
+            if name in self.qmp:
+                self.why.pop(name, None)
+                self.emit("instance-started", self.ref(name), "started outside this corral")
 
     async def _listen(self, name: str, qmp: QMPClient) -> None:
         """Follow one VM: its QMP events, and the connection itself (it drops when QEMU
@@ -307,6 +338,7 @@ class Machines:
                 await qmp.disconnect()
             except Exception:  # noqa: BLE001 - after quit it raises an empty error
                 pass
+        self._release(name)
         expected = name in self.expect_exit
         self.expect_exit.discard(name)
         self.silent.discard(name)
@@ -330,6 +362,13 @@ class Machines:
             except Exception:  # noqa: BLE001
                 pass
         self.qmp.clear()
+        for name in list(self.claims):
+            self._release(name)
+
+    def _release(self, name: str) -> None:
+        claimed = self.claims.pop(name, None)
+        if claimed is not None:
+            claimed.release()
 
     async def connection(self, ref: InstanceRef) -> QMPClient:
         if ref.name not in self.qmp:
