@@ -35,8 +35,8 @@ def _read_capped(response: requests.Response, *, stream: bool = False,
             raise ResponseTooLarge(f"The daemon's answer is over corral's limit of "
                                    f"{MAX_RESPONSE >> 20} MiB; it was not read.")
         chunks.append(chunk)
-    response._content = b"".join(chunks)  # noqa: SLF001 - what requests itself sets
-    response._content_consumed = True  # noqa: SLF001
+    response._content = b"".join(chunks)  # what requests itself sets
+    response._content_consumed = True
     return response
 
 

@@ -22,7 +22,13 @@ from pathlib import Path
 from qemu.qmp import QMPClient, Runstate
 from qemu.qmp.error import QMPError
 
-from ..errors import Conflict, NotFound, NotResponding, OperationFailed
+from ..errors import (
+    AcceleratorUnusable,
+    Conflict,
+    NotFound,
+    NotResponding,
+    OperationFailed,
+)
 from ..models import (
     BackendEvent,
     EventKind,
@@ -34,6 +40,7 @@ from ..models import (
 )
 from ..paths import runtime_dir
 from .definition import VMDefinition, command_line
+from .kvm import KVMWatch, kvm_error
 from .monitors import MONITORS, Claim, claim, runtime_files
 
 EVENT_ACTIONS = {
@@ -82,6 +89,7 @@ class Machines:
         self.root = Path(remote.address)
         self.default_accel = default_accel
         self.qmp: dict[str, QMPClient] = {}
+        self.kvm = KVMWatch(self.root)
         self.claims: dict[str, Claim] = {}
         """The QMP monitor each connected VM's connection holds (:mod:`.monitors`)."""
         self.status: dict[str, InstanceStatus] = {}
@@ -211,10 +219,15 @@ class Machines:
 
     # The QEMU process ----------------------------------------------------------------------
 
+    def is_auto(self, d: VMDefinition) -> bool:
+        return d.accel == "auto" and self.default_accel == "auto"
+
     def accel(self, d: VMDefinition) -> str:
+        """The accelerator ``d`` starts with: 'auto' is KVM when /dev/kvm is usable and
+        KVM was not found broken on this host (:mod:`.kvm`), else TCG."""
         accel = d.accel if d.accel != "auto" else self.default_accel
         if accel == "auto":
-            accel = "kvm" if kvm_usable() else "tcg"
+            accel = "kvm" if kvm_usable() and not self.kvm.fallback.reason() else "tcg"
         return accel
 
     def argv(self, d: VMDefinition) -> list[str]:
@@ -231,8 +244,9 @@ class Machines:
         os.chmod(run, 0o700)
         self.clear_runtime(ref.name)
         self.status.pop(ref.name, None)  # not "stopped": notice_outside_starts leaves it
+        accel = self.accel(d)
         proc = await asyncio.create_subprocess_exec(
-            *self.argv(d), stdin=asyncio.subprocess.DEVNULL,
+            *command_line(d, self.dir(d.name), run, accel), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)
         try:
@@ -242,8 +256,17 @@ class Machines:
             raise OperationFailed(f"QEMU did not start {ref} within 60 s.") from None
         if proc.returncode != 0:
             message = err.decode(errors="replace").strip().splitlines()
-            raise OperationFailed(f"QEMU refused to start {ref}: "
-                                  f"{message[-1] if message else 'exit ' + str(proc.returncode)}")
+            last = message[-1] if message else f"exit {proc.returncode}"
+            if accel == "kvm" and kvm_error(err.decode(errors="replace")):
+                auto = self.is_auto(d)
+                raise AcceleratorUnusable(
+                    self.kvm.blame(f"QEMU could not start {ref} with KVM ({last})", auto),
+                    retry_slower=auto)
+            raise OperationFailed(f"QEMU refused to start {ref}: {last}")
+        if accel == "kvm":
+            self.kvm.note_start(ref.name, time.monotonic(), self.is_auto(d))
+        else:
+            self.kvm.forget(ref.name)
         self.why.pop(ref.name, None)
         self.status.pop(ref.name, None)
         await self.adopt(ref.name)
@@ -347,7 +370,10 @@ class Machines:
                 break
             await asyncio.sleep(0.05)
         self.status[name] = InstanceStatus.STOPPED
-        self.why[name] = "" if expected else "QEMU exited (it was stopped or killed outside corral)"
+        early = "" if expected else self.kvm.early_exit(name, time.monotonic())
+        self.kvm.forget(name)
+        self.why[name] = early or ("" if expected else
+                                   "QEMU exited (it was stopped or killed outside corral)")
         self.cpu.pop(name, None)
         self.clear_runtime(name)
         self.emit("instance-stopped", self.ref(name), self.why[name])
