@@ -257,7 +257,9 @@ class Inventory:
     def _handle(self, name: str, event: BackendEvent) -> None:
         if event.kind is EventKind.CONNECTION:
             self.statuses[name].operations.clear()
-            self._set_state(name, ConnectionState.DISCONNECTED, event.message)
+            self._set_state(name, ConnectionState.NOT_RESPONDING
+                            if event.action == "not-responding"
+                            else ConnectionState.DISCONNECTED, event.message)
             return
         if event.kind is EventKind.OPERATION and event.operation is not None:
             ops = self.statuses[name].operations

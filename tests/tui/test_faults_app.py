@@ -1,0 +1,148 @@
+"""What the real world does to a running corral, done for real (Pilot against the lab's
+daemons): a daemon stopped with SIGSTOP, a daemon killed and started again, names and
+messages full of markup and control characters. corral keeps working and loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+from backends.models import ConnectionState
+from tui.app import make_app
+from tui.widgets.remote_list import RemoteList
+
+from .test_real_app import remote_state, rows, select, status, wait_for, write_config
+
+
+async def responsive(pilot, app) -> float:
+    """Seconds a key press takes to be handled."""
+    started = time.monotonic()
+    await pilot.press("down")
+    await pilot.pause()
+    return time.monotonic() - started
+
+
+class LoopLag:
+    """The longest the event loop was blocked (a 50 ms sleep overshooting), measured
+    while the app runs: what a user feels as a frozen UI, free of the machine's load on
+    rendering."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.05)
+            self.worst = max(self.worst, time.monotonic() - t - 0.05)
+
+    def stop(self) -> float:
+        self._task.cancel()
+        return self.worst
+
+
+async def test_sigstopped_daemon_shows_no_answer_and_comes_back(lab, lab_env, unique,
+                                                                 tmp_path):
+    name = unique()
+    lab.lxd2.cli("launch", "busybox", name)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    stopped = False
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, f"lab2:{name}") == "running",
+                           what="the lab2 instance")
+            os.kill(lab.lxd2.pid, signal.SIGSTOP)
+            stopped, started = True, time.monotonic()
+            lag = LoopLag()
+            worst = 0.0
+            seen = []
+            while remote_state(app, "lab2") is not ConnectionState.NOT_RESPONDING:
+                st = app.inventory.statuses["lab2"]
+                if not seen or seen[-1][1:] != (st.state.value, st.message):
+                    seen.append((round(time.monotonic() - started, 1), st.state.value,
+                                 st.message))
+                assert time.monotonic() - started < 40, f"lab2 after SIGSTOP: {seen}"
+                took = await responsive(pilot, app)
+                if took > 0.3:
+                    seen.append((round(time.monotonic() - started, 1), "slow key", took))
+                worst = max(worst, took)
+                await pilot.pause(0.2)
+            detect = time.monotonic() - started
+            remotes = app.screen.query_one(RemoteList)
+            await wait_for(pilot, lambda: "no answer" in str(remotes.get_row("lab2")[2]),
+                           what="'no answer' in the remotes pane")
+            assert remote_state(app, "local") is ConnectionState.CONNECTED  # others go on
+            blocked = lag.stop()
+            assert blocked < 0.5, f"the event loop was blocked {blocked:.2f} s: {seen}"
+            os.kill(lab.lxd2.pid, signal.SIGCONT)
+            stopped, resumed = False, time.monotonic()
+            await wait_for(pilot, lambda: remote_state(app, "lab2") is ConnectionState.CONNECTED
+                           and status(app, f"lab2:{name}") == "running", timeout=40,
+                           what="lab2 back after SIGCONT")
+            back = time.monotonic() - resumed
+            print(f"SIGSTOP: 'no answer' after {detect:.1f} s (event loop blocked at most "
+                  f"{blocked * 1000:.0f} ms, slowest key {worst * 1000:.0f} ms); "
+                  f"SIGCONT: connected again after {back:.1f} s")
+    finally:
+        if stopped:
+            os.kill(lab.lxd2.pid, signal.SIGCONT)
+        lab.lxd2.cli("delete", "--force", name, check=False)
+
+
+async def test_killed_and_restarted_daemon_reconnects_with_correct_rows(lab, lab_env, unique,
+                                                                         tmp_path):
+    up, down = unique("up"), unique("down")
+    lab.lxd2.cli("launch", "busybox", up)
+    lab.lxd2.cli("init", "busybox", down)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, f"lab2:{up}") == "running"
+                           and status(app, f"lab2:{down}") == "stopped", what="rows")
+            killed = time.monotonic()
+            await asyncio.to_thread(lab.lxd2.kill)
+            await wait_for(pilot, lambda: remote_state(app, "lab2") is not
+                           ConnectionState.CONNECTED, timeout=20, what="lab2 gone")
+            detect = time.monotonic() - killed
+            await asyncio.to_thread(lab.lxd2.start)
+            # while corral was away, the world changed
+            await asyncio.to_thread(lab.lxd2.cli, "start", down)
+            started = time.monotonic()
+            await wait_for(pilot, lambda: remote_state(app, "lab2") is ConnectionState.CONNECTED
+                           and status(app, f"lab2:{down}") == "running", timeout=60,
+                           what="lab2 reconnected with fresh rows")
+            back = time.monotonic() - started
+            # and events flow again
+            await asyncio.to_thread(lab.lxd2.cli, "stop", "--force", up)
+            await wait_for(pilot, lambda: status(app, f"lab2:{up}") == "stopped",
+                           what="an event after the reconnect")
+            print(f"SIGKILL: lost after {detect:.1f} s; rows right {back:.1f} s after restart")
+    finally:
+        if not lab.lxd2.alive():
+            lab.lxd2.start()
+        lab.lxd2.cli("delete", "--force", up, check=False)
+        lab.lxd2.cli("delete", "--force", down, check=False)
+
+
+async def test_markup_and_control_characters_in_daemon_text(lab, lab_env, unique, tmp_path):
+    name = unique()
+    hostile = "[/] [@click=app.quit]x[/] [bold red]\x1b[2J\x07\x1b]0;owned\x07 \u202e tail"
+    lab.lxd1.cli("init", "busybox", name)
+    lab.lxd1.cli("config", "set", name, "user.note", hostile)
+    lab.lxd1.cli("config", "set", name, "image.description", hostile)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="instance")
+            select(app, f"local:{name}")
+            await pilot.pause(0.5)  # the details pane renders the description and config
+            row = " ".join(rows(app)[f"local:{name}"])
+            assert "\x1b" not in row and "\x07" not in row
+            assert app.is_running  # no MarkupError, no quit by a click link
+            await pilot.press("down", "up")
+            assert app.is_running
+    finally:
+        lab.lxd1.cli("delete", "--force", name, check=False)
