@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 
 from backends.models import ConnectionState
 from tui.app import make_app
@@ -144,5 +145,47 @@ async def test_markup_and_control_characters_in_daemon_text(lab, lab_env, unique
             assert app.is_running  # no MarkupError, no quit by a click link
             await pilot.press("down", "up")
             assert app.is_running
+    finally:
+        lab.lxd1.cli("delete", "--force", name, check=False)
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def test_console_flood_for_30_s_keeps_memory_bounded_and_the_ui_responsive(
+        lab, lab_env, unique, tmp_path):
+    from .test_consoles_app import open_tab, type_line, wait_screen
+
+    name = unique()
+    lab.lxd1.cli("launch", "busybox", name)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="instance")
+            view = await open_tab(pilot, app, f"local:{name}", "e")
+            await wait_screen(pilot, app, " #")
+            before = rss_mib()
+            lag = LoopLag()
+            await type_line(pilot, "timeout 30 yes corral-flood-of-text-to-the-console; "
+                                   "echo flood-$((40+2))-over")
+            started, peak, flowing = time.monotonic(), before, 0
+            while time.monotonic() - started < 31:
+                await pilot.pause(0.5)
+                peak = max(peak, rss_mib())
+                flowing += any("corral-flood-of-text" in line
+                               for line in view.emulator.screen_text())
+            assert flowing > 30, "the flood was not on the screen"
+            await wait_screen(pilot, app, "flood-42-over", timeout=60)
+            blocked = lag.stop()
+            worst_key = await responsive(pilot, app)
+            print(f"30 s console flood: RSS {before:.0f} -> peak {peak:.0f} MiB, "
+                  f"{view._output.skipped / 2**20:.1f} MiB skipped, event loop blocked at most "
+                  f"{blocked * 1000:.0f} ms, a key after it {worst_key * 1000:.0f} ms")
+            assert peak - before < 150, f"RSS grew {peak - before:.0f} MiB"
+            assert blocked < 1.0
     finally:
         lab.lxd1.cli("delete", "--force", name, check=False)
