@@ -21,7 +21,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FALLBACK = ".corral-kvm-fallback"
-EARLY_EXIT = 15.0
+EARLY_EXIT = 5.0
+"""An abort comes at once; a kill by hand this soon after a start is rare (and is then
+blamed on KVM: the exit status of a daemonized QEMU is not ours to read)."""
 SILENT_BOOT = 10.0
 KVM_ERROR = re.compile(r"kvm_buf_set_msrs|failed to initiali[sz]e kvm|Could not access KVM|"
                        r"\bKVM_[A-Z_]+\b|kvm:|/dev/kvm", re.IGNORECASE)

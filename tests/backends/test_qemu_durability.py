@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -256,6 +257,7 @@ async def test_disk_full_during_create_and_export_is_said_and_leaves_nothing(
         assert leftovers(small_fs) == []
     finally:
         await qemu.close()
+        shutil.rmtree(f"/tmp/cq-full-{os.getpid()}", ignore_errors=True)
 
 
 async def test_live_change_that_cannot_be_saved_is_rolled_back(guest, small_fs, monkeypatch):
@@ -283,4 +285,4 @@ async def test_live_change_that_cannot_be_saved_is_rolled_back(guest, small_fs, 
         if pid:
             os.kill(pid, signal.SIGKILL)
         await qemu.close()
-        await asyncio.sleep(0)
+        shutil.rmtree(f"/tmp/cq-live-{os.getpid()}", ignore_errors=True)

@@ -5,6 +5,7 @@ remembers the host fallback, and the next start runs under TCG."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -118,6 +119,7 @@ asyncio.run(main())
     assert "UNUSABLE True" in out.stdout, out.stdout + out.stderr
     assert "could not start qemu:refused with KVM" in out.stdout
     assert "ACCEL tcg" in out.stdout
+    shutil.rmtree(f"/tmp/cq-kvm-{os.getpid()}", ignore_errors=True)
 
 
 def test_error_type_carries_the_offer():

@@ -189,3 +189,52 @@ async def test_console_flood_for_30_s_keeps_memory_bounded_and_the_ui_responsive
             assert blocked < 1.0
     finally:
         lab.lxd1.cli("delete", "--force", name, check=False)
+
+
+async def test_qemu_killed_under_an_open_console_pane(tmp_path, monkeypatch):
+    """kill -9 of a VM's QEMU while its serial console is open in a pane: the pane says
+    the console closed, the row turns stopped with the reason, corral goes on."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import qemu_guest
+
+    from backends.qemu import QEMUBackend, qemu_remote
+
+    from .test_consoles_app import open_tab, wait_screen
+
+    kernel, initrd = qemu_guest.guest()
+    run = f"/tmp/cq-kill-{os.getpid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+    qemu = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
+    await qemu.connect()
+    await qemu.create("victim", kernel=str(kernel), initrd=str(initrd), memory_mib=128,
+                      cmdline="console=ttyS0", accel="tcg")
+    await qemu.start(qemu.vms.ref("victim"))
+    pid = qemu.vms.pid("victim")
+    await qemu.close()
+    app = make_app(write_config(tmp_path), env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
+                                                "XDG_RUNTIME_DIR": run})
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, "qemu:victim") == "running",
+                           what="the running VM")
+            await open_tab(pilot, app, "qemu:victim", "c")
+            await wait_screen(pilot, app, "corral-guest ready", timeout=60)
+            killed = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+            await wait_for(pilot, lambda: status(app, "qemu:victim") == "stopped",
+                           what="the row stopped")
+            detect = time.monotonic() - killed
+            await wait_screen(pilot, app, "console closed")
+            inst = app.inventory.instances[next(r for r in app.inventory.instances
+                                                if str(r) == "qemu:victim")]
+            assert "killed outside corral" in inst.extra["reason"]
+            assert app.is_running
+            print(f"kill -9 of QEMU under an open pane: row stopped after {detect:.2f} s")
+    finally:
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+        import shutil
+
+        shutil.rmtree(run, ignore_errors=True)
