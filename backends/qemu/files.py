@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from ..errors import OperationFailed
@@ -22,6 +24,9 @@ log = logging.getLogger(__name__)
 
 PARTIAL = ".corral-partial"
 """In a VM directory that is being made: the directory is removed if its maker dies."""
+RENAMING = ".corral-renaming"
+"""In a VM directory being renamed: what the rename changes, so that the next start
+completes it (directory already moved) or undoes it (not moved) if corral was killed."""
 EXPORT_PREFIX = ".corral-export-"
 """Scratch directories of exports (in the VM root); ``target`` names the ``.part`` file."""
 
@@ -148,8 +153,49 @@ def sweep(root: Path) -> list[str]:
     return removed
 
 
+def write_rename_journal(directory: Path, old: str, new: str,
+                         disks: list[tuple[str, str, str]]) -> None:
+    """Record a rename of the VM in ``directory`` from ``old`` to ``new``; ``disks`` are
+    the overlays it moves the backing files of: (disk path, old backing, new backing)."""
+    data = {"owner": owner_token(), "from": old, "to": new,
+            "disks": [list(d) for d in disks]}
+    write_durably(directory / RENAMING, json.dumps(data).encode())
+
+
+def drop_rename_journal(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        (directory / RENAMING).unlink()
+
+
+def _finish_rename(directory: Path) -> list[str]:
+    """Complete or undo the rename a dead corral left half-done in ``directory``."""
+    journal = directory / RENAMING
+    data = json.loads(journal.read_text())
+    if owner_alive(str(data.get("owner", ""))):
+        return []
+    moved = directory.name == data["to"]
+    for disk, old_backing, new_backing in data["disks"]:
+        subprocess.run(["qemu-img", "rebase", "-u", "-F", "qcow2", "-b",
+                        new_backing if moved else old_backing, disk],
+                       check=False, capture_output=True, timeout=120)
+    want, other = (data["to"], data["from"]) if moved else (data["from"], data["to"])
+    for vm in {str(Path(disk).parent) for disk, _, _ in data["disks"]}:
+        path = Path(vm) / "vm.json"
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and d.get("linked_to") == other:
+            d["linked_to"] = want
+            write_durably(path, (json.dumps(d, indent=2) + "\n").encode())
+    journal.unlink()
+    return [f"{journal} ({'completed' if moved else 'undone'})"]
+
+
 def _sweep_vm_dir(directory: Path) -> list[str]:
     removed = []
+    if (directory / RENAMING).is_file():
+        removed += _finish_rename(directory)
     marker = directory / PARTIAL
     if marker.is_file() and not owner_alive(marker.read_text()):
         if (directory / "vm.json").is_file():
@@ -157,8 +203,8 @@ def _sweep_vm_dir(directory: Path) -> list[str]:
         else:
             shutil.rmtree(directory)
             return [str(directory)]
-    for tmp in directory.glob(".vm.json.*.tmp"):
-        pid = tmp.name.split(".")[3]
+    for tmp in directory.glob(".*.*.tmp"):  # PendingWrite's ".<name>.<pid>.tmp"
+        pid = tmp.name.rsplit(".", 2)[1]
         if not pid.isdigit() or not Path(f"/proc/{pid}").exists():
             tmp.unlink()
             removed.append(str(tmp))

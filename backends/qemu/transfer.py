@@ -28,7 +28,14 @@ from .definition import (
     new_mac,
     qcow2_backing,
 )
-from .files import export_scratch, in_words, mark_partial, unmark_partial
+from .files import (
+    drop_rename_journal,
+    export_scratch,
+    in_words,
+    mark_partial,
+    unmark_partial,
+    write_rename_journal,
+)
 from .images import convert, image_info, info, qemu_img
 from .machines import Machines
 
@@ -321,7 +328,15 @@ class Transfer(Backend):
         done: list[tuple[Path, str]] = []
         relinked: list[str] = []
         try:
-            os.rename(old_dir, new_dir)
+            # a kill -9 from here on is completed or undone at the next start
+            write_rename_journal(old_dir, ref.name, new_name, [
+                (str(disk), backing, str(new_dir) + os.sep + backing[len(prefix):])
+                for _, disk, backing in dependants])
+            try:
+                os.rename(old_dir, new_dir)
+            except BaseException:
+                drop_rename_journal(old_dir)
+                raise
             try:
                 for _, disk, backing in dependants:
                     await qemu_img("rebase", "-u", "-F", "qcow2", "-b",
@@ -335,6 +350,7 @@ class Transfer(Backend):
                         relinked.append(other)
                 d.name = new_name
                 d.save(new_dir)
+                drop_rename_journal(new_dir)
             except BaseException:
                 for disk, backing in reversed(done):
                     with contextlib.suppress(BaseException):
@@ -346,6 +362,7 @@ class Transfer(Backend):
                         od.linked_to = ref.name
                         od.save(self.vms.dir(other))
                 os.rename(new_dir, old_dir)
+                drop_rename_journal(old_dir)
                 raise
         finally:
             self.vms.busy.pop(ref.name, None)

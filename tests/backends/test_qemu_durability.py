@@ -20,7 +20,7 @@ import pytest
 from backends.errors import Conflict, OperationFailed
 from backends.models import InstanceRef, InstanceStatus
 from backends.qemu import QEMUBackend, qemu_remote
-from backends.qemu.definition import VMDefinition
+from backends.qemu.definition import VMDefinition, qcow2_backing
 from backends.qemu.machines import is_vm_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +147,9 @@ while True:
 async def test_killed_during_renames_keeps_one_vm_with_its_own_disks(qemu, guest):
     kernel, _ = guest
     await qemu.create("aa", kernel=str(kernel), disk_gib=0.01, accel="tcg")
+    await qemu.clone_instance(InstanceRef("qemu", "aa"), "cc", linked=True)
     vms = Path(qemu.remote.address)
-    for round_ in range(5):
+    for round_ in range(8):
         proc = child(vms, """
 names = ["aa", "bb"]
 import os
@@ -163,7 +164,11 @@ while True:
         again = await fresh(qemu)
         try:
             listed = [i.name for i in await again.list_instances()]
-            assert listed == present
+            assert listed == [*present, "cc"]
+            # the linked clone follows its base, whatever moment the kill came at
+            assert qcow2_backing(vms / "cc" / "disk0.qcow2") == str(
+                vms / present[0] / "disk0.qcow2")
+            assert again.vms.definition("cc").linked_to == present[0]
             d = again.vms.definition(present[0])
             assert d.name == present[0]
             argv = again.vms.argv(d)
