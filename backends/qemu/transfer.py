@@ -174,7 +174,8 @@ class Transfer(Backend):
             except DamagedArchive as e:
                 raise InvalidInput(f"{path} is not a corral QEMU export: {e}.") from None
             except OSError as e:
-                raise OperationFailed(f"Importing {path} failed: {e.strerror or e}") from e
+                raise OperationFailed(f"Importing {path} failed. "
+                                      f"{in_words(e, str(directory))}") from e
             assert isinstance(kept, dict)
             if "vm.json" not in kept:
                 raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
@@ -278,8 +279,10 @@ class Transfer(Backend):
                                         directory / "OVMF_VARS.fd")
             new.save(directory)
             unmark_partial(directory)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(directory, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise OperationFailed(in_words(e, str(directory))) from e
             raise
         finally:
             self.vms.busy.pop(ref.name, None)

@@ -252,6 +252,9 @@ async def test_disk_full_during_create_and_export_is_said_and_leaves_nothing(
         with pytest.raises(OperationFailed, match="is full"):
             await qemu.set_limits(ref, {"cpus": "2"})
         assert VMDefinition.load(small_fs / "vms" / "small").cpus == 1
+        with pytest.raises(OperationFailed, match="full"):
+            await qemu.clone_instance(ref, "copy")
+        assert not (small_fs / "vms" / "copy").exists()
         exports = small_fs / "out"
         (small_fs / "filler").unlink()
         exports.mkdir()
