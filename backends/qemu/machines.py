@@ -76,6 +76,15 @@ def is_vm_process(argv: list[bytes], name: str, pidfile: Path) -> bool:
             and pairs.get(b"-pidfile") == os.fsencode(str(pidfile)))
 
 
+def process_stopped(pid: int | None) -> bool:
+    """Whether the process is stopped by a signal (SIGSTOP, SIGTSTP) or traced."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return pid is not None and state in ("T", "t")
+
+
 def kvm_usable() -> bool:
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
@@ -305,6 +314,10 @@ class Machines:
                 tried.add(claimed.socket.name)
                 with contextlib.suppress(Exception):
                     await qmp.disconnect()
+                if process_stopped(self.pid(name)):  # no monitor will answer: say so now
+                    self.status[name] = InstanceStatus.UNKNOWN
+                    self.why[name] = "QEMU is stopped (SIGSTOP): it answers nothing"
+                    return
         self.claims[name] = claimed
         self.qmp[name] = qmp
         self.status[name] = (InstanceStatus.RUNNING if status.get("running")

@@ -14,6 +14,7 @@ from qemu_guest import wait_serial
 
 from backends.errors import NotResponding
 from backends.models import InstanceRef, InstanceStatus
+from backends.qemu import QEMUBackend
 
 from .test_qemu_backend import Collect, next_event
 
@@ -49,6 +50,15 @@ async def test_sigstopped_qemu_times_out_shows_unknown_and_recovers(qemu, guest)
         started = time.monotonic()
         await qemu.get_states([ref])
         assert time.monotonic() - started < 4
+        # a new corral meanwhile lists it at once, as stopped by a signal
+        other = QEMUBackend(qemu.remote, timeout=10)
+        t = time.monotonic()
+        await other.connect()
+        listed = {i.name: i for i in await other.list_instances()}
+        assert time.monotonic() - t < 4
+        assert listed["stopped"].status is InstanceStatus.UNKNOWN
+        assert "SIGSTOP" in listed["stopped"].extra["reason"]
+        await other.close()
         os.kill(pid, signal.SIGCONT)
         await asyncio.sleep(0.5)  # the late answer to 'stop' arrives: the guest pauses
         await qemu.unfreeze(ref)
