@@ -77,3 +77,15 @@ def test_lxc_limits_refuse_unicode_digits(key, text):
 
     with pytest.raises(InvalidInput):
         BY_KEY[key].to_v2(text)
+
+
+def test_control_characters_are_made_visible_one_for_one():
+    from tui.format import printable
+
+    text = "a\x1b[2Jb\x07c\x9b31md\u202ee\tf\ng\x7f"
+    shown = printable(text)
+    assert len(shown) == len(text)
+    assert all(c.isprintable() for c in shown)
+    assert shown.startswith("a\u241b[2Jb\u2407c")
+    kept = printable(text, lines=True)
+    assert "\n" in kept and "\t" in kept
