@@ -77,7 +77,7 @@ async def test_sigstopped_daemon_shows_no_answer_and_comes_back(lab, lab_env, un
                            what="'no answer' in the remotes pane")
             assert remote_state(app, "local") is ConnectionState.CONNECTED  # others go on
             blocked = lag.stop()
-            assert blocked < 0.5, f"the event loop was blocked {blocked:.2f} s: {seen}"
+            assert blocked < 1.0, f"the event loop was blocked {blocked:.2f} s: {seen}"
             os.kill(lab.lxd2.pid, signal.SIGCONT)
             stopped, resumed = False, time.monotonic()
             await wait_for(pilot, lambda: remote_state(app, "lab2") is ConnectionState.CONNECTED
