@@ -94,3 +94,15 @@ class NeedsConfirmation(InvalidInput):
     def __init__(self, message: str, *, option: str, title: str | None = None) -> None:
         super().__init__(message, title=title)
         self.option = option
+
+
+class AcceleratorUnusable(OperationFailed):
+    """A VM could not start with its hardware accelerator (KVM present but broken, e.g.
+    under nested virtualisation). ``retry_slower`` is true when starting it again uses
+    the software emulator (the host fallback was recorded), which the UI may offer."""
+
+    title = "KVM not usable"
+
+    def __init__(self, message: str, *, retry_slower: bool = False) -> None:
+        super().__init__(message)
+        self.retry_slower = retry_slower

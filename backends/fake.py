@@ -10,7 +10,14 @@ from dataclasses import replace
 from typing import AsyncIterator
 
 from .base import Backend
-from .errors import Conflict, InvalidInput, NotFound, NotResponding, StopTimedOut
+from .errors import (
+    AcceleratorUnusable,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    NotResponding,
+    StopTimedOut,
+)
 from .models import (
     BackendEvent,
     Capability,
@@ -39,7 +46,8 @@ class FakeBackend(Backend):
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
                  instances: list[tuple[str, InstanceType, InstanceStatus]] = (),
-                 hang_on_stop: set[str] = frozenset()) -> None:
+                 hang_on_stop: set[str] = frozenset(),
+                 kvm_broken: set[str] = frozenset()) -> None:
         super().__init__(remote, timeout=timeout)
         self.data: dict[str, Instance] = {}
         for name, itype, status in instances:
@@ -47,6 +55,8 @@ class FakeBackend(Backend):
             self.data[name] = Instance(ref=ref, type=itype, status=status, image="busybox 1")
         self.queue: asyncio.Queue[BackendEvent] = asyncio.Queue()
         self.hang_on_stop = set(hang_on_stop)
+        self.kvm_broken = set(kvm_broken)
+        """VMs whose first start fails as under broken KVM (the next one 'uses TCG')."""
         self.calls: list[tuple[str, str, dict]] = []
         self.fail_lists = 0
         """Fail this many listings (a remote that stumbles)."""
@@ -98,6 +108,10 @@ class FakeBackend(Backend):
 
     async def start(self, ref):
         self.calls.append(("start", ref.name, {}))
+        if ref.name in self.kvm_broken:
+            self.kvm_broken.discard(ref.name)
+            raise AcceleratorUnusable(f"QEMU could not start {ref} with KVM: KVM does not "
+                                      f"work on this host.", retry_slower=True)
         self._set(ref, InstanceStatus.RUNNING)
 
     async def stop(self, ref, *, force=False, timeout=30):

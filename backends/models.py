@@ -236,7 +236,8 @@ class BackendEvent:
     ``LIFECYCLE`` events name an instance (``ref``) and an action such as
     ``instance-stopped``; ``OPERATION`` events carry the operation; ``CONNECTION`` events
     say the event stream went up (``connected``: the listener must resync) or down
-    (``disconnected``, with ``message``).
+    (``disconnected``, with ``message``; ``not-responding`` when the remote accepts
+    connections but does not answer, such as a daemon stopped with SIGSTOP).
     """
 
     kind: EventKind

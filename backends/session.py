@@ -252,11 +252,6 @@ class SocketSession:
     async def history(self) -> bytes:
         if not self.log:
             return b""
-        try:
-            with open(self.log, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - self.limit))
-                return f.read()
-        except OSError:
-            return b""
+        from .console.serial_log import read_tail
+
+        return await asyncio.to_thread(read_tail, self.log, self.limit)

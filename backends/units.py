@@ -5,7 +5,17 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?)(b?)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,12})?)\s*([kmgtpe]?)(i?)(b?)\s*$",
+                   re.IGNORECASE | re.ASCII)
+MAX_SIZE = 1 << 63
+"""No size anywhere is this large (8 EiB); a larger one is a typing error."""
+MAX_DIGITS = 15
+
+
+def is_whole(text: str, max_digits: int = MAX_DIGITS) -> bool:
+    """``text`` is a whole number in ASCII digits, not too long to be meant: ``"٣"`` and
+    ``"³"`` are digits to :meth:`str.isdigit` but not here."""
+    return text.isascii() and text.isdigit() and len(text) <= max_digits
 _POWER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 
 
@@ -29,6 +39,8 @@ def parse_size(text: str, *, default_unit: str = "") -> int:
     value = Fraction(number) * base ** _POWER[prefix.lower()]  # exact, unlike a float
     if value.denominator != 1 and not prefix:
         raise ValueError(f"'{text}': a number of bytes must be whole")
+    if value >= MAX_SIZE:
+        raise ValueError(f"'{text}' is too large (at most 8EiB)")
     return int(value)
 
 

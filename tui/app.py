@@ -187,6 +187,10 @@ class CorralApp(App[None]):
         return dict(DEFAULT_VARIABLES)
 
     def on_mount(self) -> None:
+        if not self.is_headless:  # a vanished terminal ends corral (tui/hangup.py)
+            from .hangup import watch_hangup
+
+            watch_hangup(self)
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         if self.config.theme in self.available_themes:

@@ -41,6 +41,7 @@ server_cert = "~/lab.crt"
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,12 +103,36 @@ def detach_key_name(text: str) -> tuple[str, str | None]:
 
 
 def _num(section: dict[str, Any], key: str, default: float, problems: list[str],
-         path: Path, *, minimum: float) -> float:
+         path: Path, *, minimum: float, maximum: float, table: str = "ui") -> float:
+    """A finite number within bounds (TOML also has ``nan`` and ``inf``); else the default,
+    with a problem naming the file, the table and the key."""
     value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        problems.append(f"{path}: [ui] {key} must be a number >= {minimum:g}; using {default:g}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not minimum <= value <= maximum):
+        problems.append(f"{path}: [{table}] {key} = {value!r} is not a number from "
+                        f"{minimum:g} to {maximum:g}; using {default:g}")
         return default
     return float(value)
+
+
+def _flag(section: dict[str, Any], key: str, default: bool, problems: list[str], path: Path,
+          table: str) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        problems.append(f"{path}: [{table}] {key} = {value!r} is not true or false; "
+                        f"using {str(default).lower()}")
+        return default
+    return value
+
+
+def _text(section: dict[str, Any], key: str, default: str, problems: list[str], path: Path,
+          table: str) -> str:
+    value = section.get(key, default)
+    if not isinstance(value, str) or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        problems.append(f"{path}: [{table}] {key} = {value!r} is not a line of text; "
+                        f"using {default!r}")
+        return default
+    return value
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -151,12 +176,13 @@ def load_config(path: Path | None = None) -> Config:
         remotes_section = {}
     lxc = table("lxc")
     qemu = table("qemu")
-    accel = str(qemu.get("accel", "auto"))
+    accel = _text(qemu, "accel", "auto", problems, path, "qemu")
     if accel not in ("auto", "kvm", "tcg"):
         problems.append(f"{path}: [qemu] accel must be auto, kvm or tcg; using auto")
         accel = "auto"
     console = table("console")
-    detach, problem = detach_key_name(str(console.get("detach_key", "ctrl+]")))
+    detach, problem = detach_key_name(_text(console, "detach_key", "ctrl+]", problems, path,
+                                            "console"))
     if problem:
         problems.append(f"{path}: [console] {problem}")
     shell = console.get("shell") or []
@@ -171,22 +197,25 @@ def load_config(path: Path | None = None) -> Config:
         extra = []
     return Config(
         path=path,
-        theme=str(ui.get("theme", "corral-dark")),
-        metrics_interval=_num(ui, "metrics_interval", 10.0, problems, path, minimum=1),
-        stop_timeout=int(_num(ui, "stop_timeout", 30, problems, path, minimum=1)),
-        network_timeout=_num(ui, "network_timeout", 10.0, problems, path, minimum=0.5),
-        warm_start=bool(ui.get("warm_start", True)),
+        theme=_text(ui, "theme", "corral-dark", problems, path, "ui"),
+        metrics_interval=_num(ui, "metrics_interval", 10.0, problems, path, minimum=1,
+                              maximum=86400),
+        stop_timeout=int(_num(ui, "stop_timeout", 30, problems, path, minimum=1,
+                              maximum=86400)),
+        network_timeout=_num(ui, "network_timeout", 10.0, problems, path, minimum=0.5,
+                             maximum=3600),
+        warm_start=_flag(ui, "warm_start", True, problems, path, "ui"),
         keymap=keymap,
         hide_remotes=names(remotes_section, "hide"),
         read_only_remotes=names(remotes_section, "read_only"),
         remotes=tuple(e for e in extra if isinstance(e, dict)),
-        qemu_enabled=bool(qemu.get("enabled", True)),
-        qemu_path=str(qemu.get("path") or ""),
+        qemu_enabled=_flag(qemu, "enabled", True, problems, path, "qemu"),
+        qemu_path=_text(qemu, "path", "", problems, path, "qemu"),
         qemu_accel=accel,
-        lxc_enabled=bool(lxc.get("enabled", True)),
+        lxc_enabled=_flag(lxc, "enabled", True, problems, path, "lxc"),
         lxc_paths=names(lxc, "paths"),
         detach_key=detach,
         shell=tuple(shell),
-        record_dir=str(console.get("record_dir") or ""),
+        record_dir=_text(console, "record_dir", "", problems, path, "console"),
         problems=tuple(problems),
     )

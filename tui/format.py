@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import humanize
+from rich.text import Text
 
 from backends.models import InstanceState, InstanceType
+from backends.units import is_whole
 
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -79,8 +81,40 @@ def parse_duration(text: str) -> float:
         raise ValueError("An expiry is needed (e.g. 2d, 1w, 12H).")
     for part in parts:
         number, unit = part[:-1], part[-1:]
-        if unit not in _DURATION_UNITS or not number.isdigit():
+        if unit not in _DURATION_UNITS or not is_whole(number):
             raise ValueError(f"'{part}' is not a duration: use a number and one of M (minutes), "
                              f"H (hours), d, w, m (months), y — e.g. 2d or 1w 3d.")
         total += int(number) * _DURATION_UNITS[unit]
     return total
+
+
+def _control_table(keep_lines: bool) -> dict[int, str]:
+    table = {c: chr(0x2400 + c) for c in range(32)}  # C0 as control pictures: ␛ ␇ …
+    table[0x7F] = "\u2421"  # ␡
+    table.update({c: "\ufffd" for c in range(0x80, 0xA0)})  # C1 (8-bit CSI, OSC …)
+    # bidi overrides and isolates would reorder what follows them on the line
+    table.update({c: "\ufffd" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+    if keep_lines:
+        del table[ord("\n")], table[ord("\t")]
+    return table
+
+
+_CONTROLS = _control_table(keep_lines=False)
+_CONTROLS_LINES = _control_table(keep_lines=True)
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` from a daemon, guest or user with every control character made visible
+    (one character for one, so styles over it stay in place): an escape sequence in an
+    instance's description must not reach the terminal. ``lines`` keeps newlines and
+    tabs."""
+    return text.translate(_CONTROLS_LINES if lines else _CONTROLS)
+
+
+def printable_text(text: Text) -> Text:
+    """:func:`printable` over a rich ``Text`` (newlines kept), spans unchanged."""
+    plain = text.plain
+    safe = printable(plain, lines=True)
+    if safe != plain:
+        text.plain = safe
+    return text

@@ -33,6 +33,7 @@ from websockets.asyncio.server import ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
 from ..session import PtySession, RingBuffer, SocketSession
+from .serial_log import trim
 from .vga import BDA, BDA_SIZE, SPECIAL_CHORDS, VGAScreen, keys_for_input, parse_bda
 
 QUERY = re.compile(rb"\x1b\[[?>]?[0-9;]*[cn]")
@@ -78,11 +79,18 @@ class Server:
         self.source: Any = None
         self.vga: VGAScreen | None = None
         self.qmp: Any = None
+        self.logged = 0
+        """Bytes from the source since the serial log's size was last looked at."""
 
     # Sources -----------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:  # ConsoleSink
         self.hub.feed(data)
+        if self.args.log:
+            self.logged += len(data)
+            if self.logged >= 1 << 20:  # look at the log's size once per MiB of output
+                self.logged = 0
+                trim(self.args.log)
 
     def closed(self, reason: str) -> None:  # ConsoleSink
         self.finish(reason)

@@ -17,6 +17,7 @@ from typing import Callable
 from ..base import Backend
 from ..errors import InvalidInput, OperationFailed
 from ..models import InstanceRef, InstanceStatus, LimitField
+from ..units import is_whole
 from ..units import size_or_none as parse_size
 from . import parse
 from .tools import LXCTools, words
@@ -54,7 +55,7 @@ def _int_range(name: str, low: int, high: int) -> Callable[[str], int | None]:
     def check(value: str) -> int | None:
         if value in ("", "max", "default"):
             return None
-        if not value.isdigit() or not low <= int(value) <= high:
+        if not is_whole(value) or not low <= int(value) <= high:
             raise InvalidInput(f"{name} must be a whole number from {low} to {high}.")
         return int(value)
     return check
@@ -68,7 +69,7 @@ _pids = _int_range("Process limit", 1, 4194304)
 def _quota(value: str) -> int | None:
     if value in ("", "max", "unlimited"):
         return None
-    if not re.fullmatch(r"\d+(\.\d+)?", value) or float(value) <= 0:
+    if not re.fullmatch(r"[0-9]{1,15}(\.[0-9]{1,15})?", value) or float(value) <= 0:
         raise InvalidInput("CPU quota is a percentage of one CPU, e.g. 50 or 200.")
     return max(1000, int(float(value) / 100 * PERIOD))
 
@@ -76,7 +77,7 @@ def _quota(value: str) -> int | None:
 def _cpuset(value: str) -> str:
     if value == "":
         return ""
-    if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", value):
+    if not re.fullmatch(r"[0-9]{1,15}(-[0-9]{1,15})?(,[0-9]{1,15}(-[0-9]{1,15})?)*", value):
         raise InvalidInput("CPU set is a list like 0-1 or 0,2.")
     ncpu = os.cpu_count() or 1
     for part in re.split(r"[,-]", value):
@@ -98,7 +99,7 @@ LIMITS: tuple[Limit, ...] = (
           ("cpu.shares",), "cpu.weight",
           lambda v: (str(max(2, (_weight(v) or 100) * 1024 // 100)),),
           lambda v: str(_weight(v) or 100),
-          lambda t: str(int(t[0]) * 100 // 1024) if t[0].isdigit() else "", lambda v: v),
+          lambda t: str(int(t[0]) * 100 // 1024) if is_whole(t[0]) else "", lambda v: v),
     Limit("cpu_quota", "CPU quota %", "percent of one CPU (150 = 1.5 CPUs); empty = none",
           ("cpu.cfs_quota_us", "cpu.cfs_period_us"), "cpu.max",
           lambda v: (str(_quota(v) or -1), str(PERIOD)),
@@ -111,7 +112,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("io_weight", "IO weight", "1-10000 (100 = default)", ("blkio.weight",), "io.weight",
           lambda v: (str(min(1000, max(10, (_io_weight(v) or 100) // 10))),),
           lambda v: str(_io_weight(v) or 100),
-          lambda t: str(int(t[0]) * 10) if t[0].isdigit() else "",
+          lambda t: str(int(t[0]) * 10) if is_whole(t[0]) else "",
           lambda v: v.split()[-1] if v else ""),
     Limit("pids", "Processes", "max number of processes; empty = unlimited", ("pids.max",),
           "pids.max", lambda v: (str(_pids(v) or "max"),), lambda v: str(_pids(v) or "max"),
@@ -224,13 +225,15 @@ class Limits(Backend):
         rewrites CPU lists: ``0,1`` → ``0-1``)."""
         if saved == live:
             return True
-        if key == "memory" and saved.isdigit() and live.isdigit():
+        if key == "memory" and is_whole(saved) and is_whole(live):
             return abs(int(saved) - int(live)) < os.sysconf("SC_PAGE_SIZE")
         if key == "cpuset":
             def cpus(text: str) -> set[int]:
                 out: set[int] = set()
                 for part in filter(None, text.split(",")):
                     low, _, high = part.partition("-")
+                    if int(high or low) - int(low) > 65536:
+                        raise ValueError("not a CPU list of this world")
                     out.update(range(int(low), int(high or low) + 1))
                 return out
             try:

@@ -65,14 +65,31 @@ def image_of(config: Mapping[str, str]) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
-    """One entry of ``GET /1.0/instances?recursion=1``."""
-    config = data.get("config") or {}
-    expanded = data.get("expanded_config") or config
+    """One entry of ``GET /1.0/instances?recursion=1``.
+
+    Raises:
+        ValueError, TypeError: the entry is not an instance (no name, wrong shapes).
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError("the entry is not an object")
+    name = data.get("name")
+    if not isinstance(name, str) or not name or not name.isprintable():
+        raise ValueError(f"its name {name!r} is not a name")
+    config = _mapping(data.get("config"))
+    expanded = _mapping(data.get("expanded_config")) or config
+    data = dict(data)
+    for key in ("description", "architecture", "location", "project"):
+        if not isinstance(data.get(key), (str, type(None))):
+            data[key] = ""
     itype = InstanceType.VM if data.get("type") == "virtual-machine" else InstanceType.CONTAINER
     snaps = data.get("snapshots")
     return Instance(
-        ref=InstanceRef(remote, data["name"], data.get("project") or "default"),
+        ref=InstanceRef(remote, name, data.get("project") or "default"),
         type=itype,
         status=status_of(data.get("status")),
         image=image_of(config),
@@ -80,7 +97,7 @@ def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
         architecture=data.get("architecture") or "",
         created_at=parse_time(data.get("created_at")),
         snapshot_count=len(snaps) if isinstance(snaps, list) else None,
-        profiles=tuple(data.get("profiles") or ()),
+        profiles=tuple(p for p in data.get("profiles") or () if isinstance(p, str)),
         location=data.get("location") or "",
         cpu_limit=str(expanded.get("limits.cpu") or ""),
         memory_limit=parse_size(expanded.get("limits.memory")),
@@ -193,9 +210,15 @@ def project_from_source(source: str) -> str | None:
 
 
 def to_event(data: Mapping[str, Any], remote: str) -> BackendEvent | None:
-    """One frame of ``/1.0/events``; ``None`` for event types corral ignores."""
+    """One frame of ``/1.0/events``; ``None`` for event types corral ignores.
+
+    Raises:
+        ValueError, TypeError: the frame is not an event of the shape LXD sends.
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError("the frame is not an object")
     etype = data.get("type")
-    meta = data.get("metadata") or {}
+    meta = _mapping(data.get("metadata"))
     ts = parse_time(data.get("timestamp"))
     if etype == "lifecycle":
         source = str(meta.get("source") or "")
@@ -203,6 +226,8 @@ def to_event(data: Mapping[str, Any], remote: str) -> BackendEvent | None:
         ref = None
         if action.startswith("instance-"):
             name = instance_name_from_source(source) or meta.get("name")
+            if name is not None and not isinstance(name, str):
+                raise TypeError(f"the instance name {name!r} is not text")
             if name:
                 project = (
                     meta.get("project") or data.get("project") or project_from_source(source)

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import AsyncIterator
 from urllib.parse import urlencode
 
-from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
+from websockets.exceptions import (
+    ConnectionClosedError,
+    InvalidHandshake,
+    InvalidStatus,
+    WebSocketException,
+)
 
 from ..base import Backend
 from ..errors import AuthError
@@ -17,6 +23,8 @@ from ..models import BackendEvent, EventKind, InstanceStatus
 from ..retry import Backoff
 from . import convert
 from .rest import Rest
+
+log = logging.getLogger(__name__)
 
 
 class Events(Backend):
@@ -30,15 +38,19 @@ class Events(Backend):
         name = self.remote.name
         while True:
             try:
-                async with rest.websocket(self._events_path(), ping_interval=20) as ws:
+                # pings find a daemon that stopped answering (SIGSTOP, a hung host) within
+                # seconds; the TCP connection alone would look fine for ever
+                async with rest.websocket(self._events_path(), ping_interval=5) as ws:
                     backoff.reset()
                     yield BackendEvent(EventKind.CONNECTION, name, action="connected")
                     async for frame in ws:
                         try:
                             data = json.loads(frame)
-                        except ValueError:
+                            event = convert.to_event(data, name)
+                        except Exception as e:  # noqa: BLE001 - skip it, keep the stream
+                            log.warning("%s: skipped a malformed event (%s: %s): %.200r",
+                                        name, type(e).__name__, e, frame)
                             continue
-                        event = convert.to_event(data, name)
                         if event is not None:
                             if event.ref is not None and event.action in (
                                     "instance-started", "instance-restarted"):
@@ -46,10 +58,14 @@ class Events(Backend):
                                 rest.status[event.ref] = InstanceStatus.RUNNING
                             yield event
                 message = f"event stream of '{name}' closed"
+                action = "disconnected"
             except (OSError, WebSocketException, InvalidHandshake, asyncio.TimeoutError,
                     TimeoutError, AuthError) as e:
-                message = str(e) if isinstance(e, AuthError) else self._event_error(e)
-            yield BackendEvent(EventKind.CONNECTION, name, action="disconnected", message=message)
+                action = "not-responding" if self._silent(e) else "disconnected"
+                message = (str(e) if isinstance(e, AuthError) else
+                           f"'{name}' is not responding" if action == "not-responding"
+                           else self._event_error(e))
+            yield BackendEvent(EventKind.CONNECTION, name, action=action, message=message)
             await asyncio.sleep(backoff.next())
 
     def _events_path(self) -> str:
@@ -57,6 +73,14 @@ class Events(Backend):
         if self.remote.project != "default":
             params["project"] = self.remote.project
         return "/1.0/events?" + urlencode(params)
+
+    @staticmethod
+    def _silent(e: BaseException) -> bool:
+        """The daemon took the connection but does not answer (a ping or the handshake
+        timed out): stopped (SIGSTOP) or hung, not gone."""
+        if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
+            return True
+        return isinstance(e, ConnectionClosedError) and "keepalive ping timeout" in str(e)
 
     def _event_error(self, e: BaseException) -> str:
         name = self.remote.name

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ..models import Remote
+from .caps import MAX_RESPONSE, ResponseTooLarge
 from .tls import ssl_context
 
 
@@ -81,7 +82,10 @@ class FastGet:
             try:
                 conn.request("GET", url)
                 response = conn.getresponse()
-                body = response.read()
+                body = response.read(MAX_RESPONSE + 1)
+                if len(body) > MAX_RESPONSE:
+                    raise ResponseTooLarge(f"The daemon's answer to {path} is over corral's "
+                                           f"limit of {MAX_RESPONSE >> 20} MiB.")
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self._forget(conn)

@@ -9,6 +9,7 @@ events websocket (:mod:`.events`). See ``docs/protocols.md``, section "LXD/Incus
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from typing import Any
@@ -21,9 +22,12 @@ from ..base import Backend
 from ..errors import AuthError, Conflict, OperationFailed, StopTimedOut, Unreachable
 from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
 from . import convert
+from .caps import cap_responses
 from .fasthttp import HTTPStatusError
 from .rest import Rest
 from .tls import base_url, check_credentials, make_session
+
+log = logging.getLogger(__name__)
 
 
 class Lifecycle(Backend):
@@ -39,7 +43,7 @@ class Lifecycle(Backend):
         check_credentials(remote)
         if remote.is_unix and not os.path.exists(remote.socket_path):
             raise Unreachable(f"No {rest.product} socket at {remote.socket_path}.")
-        session = make_session(remote)
+        session = cap_responses(make_session(remote))
         url = base_url(remote)
         t = self.timeout
 
@@ -96,7 +100,13 @@ class Lifecycle(Backend):
             return client.api.instances.get(params={"recursion": 1}).json()["metadata"]
 
         items = await rest.call(_list)
-        instances = [convert.to_instance(d, self.remote.name) for d in items]
+        instances = []
+        for d in items if isinstance(items, list) else ():
+            try:
+                instances.append(convert.to_instance(d, self.remote.name))
+            except Exception as e:  # noqa: BLE001 - one bad entry hides nothing else
+                log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
+                            self.remote.name, type(e).__name__, e, d)
         rest.names = {i.name for i in instances}
         for inst in instances:
             rest.saw_status(inst.ref, inst.status)

@@ -31,7 +31,7 @@ from pylxd import exceptions as pylxd_exc
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, OperationFailed, Unsupported
 from ..models import InstanceRef, InstanceStatus, LimitField
-from ..units import format_size, parse_size
+from ..units import format_size, is_whole, parse_size
 from . import convert
 from .rest import Rest
 
@@ -74,10 +74,10 @@ BY_KEY = {s.key: s for s in SPECS}
 # edits is live on a running container.
 CONTAINER_LIVE = {s.name: True for s in SPECS}
 
-_LXD_SIZE = re.compile(r"^\d+(B|kB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)?$")
-_BITS = re.compile(r"^\d+(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?bit$")
-_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-_ALLOWANCE = re.compile(r"^(\d+)%$|^(\d+)ms/(\d+)ms$")
+_LXD_SIZE = re.compile(r"^[0-9]{1,15}(B|kB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)?$")
+_BITS = re.compile(r"^[0-9]{1,15}(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?bit$")
+_CPUSET = re.compile(r"^[0-9]{1,15}(-[0-9]{1,15})?(,[0-9]{1,15}(-[0-9]{1,15})?)*$")
+_ALLOWANCE = re.compile(r"^([0-9]{1,15})%$|^([0-9]{1,15})ms/([0-9]{1,15})ms$")
 
 
 def root_device(data: Mapping[str, Any]) -> tuple[str, dict[str, str]] | None:
@@ -111,7 +111,7 @@ def current_value(spec: Spec, data: Mapping[str, Any]) -> str:
 
 
 def is_cpu_count(value: str) -> bool:
-    return value.strip().isdigit()
+    return is_whole(value.strip())
 
 
 def applies(spec: Spec, *, vm: bool, running: bool, value: str, extensions: frozenset[str],
@@ -165,12 +165,12 @@ def normalise(spec: Spec, value: str) -> str:
     if spec.key == "memory":
         if text.endswith("%"):
             number = text[:-1].strip()
-            if not number.isdigit() or not 1 <= int(number) <= 100:
+            if not is_whole(number) or not 1 <= int(number) <= 100:
                 raise InvalidInput(f"{label}: a percentage from 1% to 100%.")
             return f"{int(number)}%"
         return size_text(label, text, minimum=1024 * 1024)
     if spec.key == "processes":
-        if not text.isdigit() or int(text) < 1:
+        if not is_whole(text) or int(text) < 1:
             raise InvalidInput(f"{label}: a whole number of at least 1 ('{text}' is not).")
         return str(int(text))
     if spec.key == "disk":
@@ -178,12 +178,12 @@ def normalise(spec: Spec, value: str) -> str:
     if spec.key in ("disk_read", "disk_write"):
         if text.lower().endswith("iops"):
             number = text[:-4].strip()
-            if not number.isdigit() or int(number) < 1:
+            if not is_whole(number) or int(number) < 1:
                 raise InvalidInput(f"{label}: '{text}' is not a number of operations (100iops).")
             return f"{int(number)}iops"
         return size_text(label, text, minimum=1)
     if spec.key in ("disk_priority", "net_priority"):
-        if not text.isdigit() or not 0 <= int(text) <= 10:
+        if not is_whole(text) or not 0 <= int(text) <= 10:
             raise InvalidInput(f"{label}: a whole number from 0 to 10 ('{text}' is not).")
         return str(int(text))
     if spec.key in ("net_ingress", "net_egress"):

@@ -325,7 +325,8 @@ class Rest:
             "open_timeout": self.timeout,
             "max_size": 2**24,
             "ping_interval": ping_interval,
-            "ping_timeout": 20,
+            "ping_timeout": max(3.0, self.timeout),
+            "close_timeout": min(5.0, self.timeout),  # a hung daemon never closes back
         }
         if logger is not None:
             common["logger"] = logger

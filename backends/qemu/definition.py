@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import InvalidInput
+from .files import PendingWrite, write_durably
+from .monitors import monitor_args
 
 QEMU = "qemu-system-x86_64"
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -69,16 +71,30 @@ class VMDefinition:
         return json.dumps(asdict(self), indent=2) + "\n"
 
     def save(self, directory: Path) -> None:
-        path = directory / "vm.json"
-        tmp = directory / ".vm.json.tmp"
-        tmp.write_text(self.to_json())
-        os.replace(tmp, path)
+        """Write ``vm.json`` atomically and durably (see :mod:`.files`).
+
+        Raises:
+            OperationFailed: it could not be written (disk full, ...); the old file stands.
+        """
+        write_durably(directory / "vm.json", self.to_json().encode())
+
+    def prepare_save(self, directory: Path) -> PendingWrite:
+        """Write the new ``vm.json`` beside the old one, to be put in place by ``commit``:
+        a full disk shows before anything else changes."""
+        return PendingWrite(directory / "vm.json", self.to_json().encode())
 
     @classmethod
     def load(cls, directory: Path) -> VMDefinition:
+        """The definition in ``directory``. The VM's name is the directory's name, whatever
+        the file says: a rename interrupted between moving the directory and saving the
+        file must not make the VM boot the disks of another directory."""
         data = json.loads((directory / "vm.json").read_text())
+        if not isinstance(data, dict):
+            raise TypeError("vm.json does not hold an object")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        d = cls(**{k: v for k, v in data.items() if k in known})
+        d.name = directory.name
+        return d
 
 
 DISK_RE = re.compile(r"^disk[0-9]{1,3}\.qcow2$")
@@ -144,11 +160,12 @@ def opt(value: object) -> str:
 
 def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> list[str]:
     """The argv that runs ``d`` detached (``-daemonize``): disks from ``directory``,
-    sockets, serial log and pid file in ``run``. Two QMP monitors (one client each, see
-    ``docs/protocols.md``, section "QMP"): ``qmp.sock`` for the backend,
-    ``console-qmp.sock`` for the VGA console server. Every file in an option string has
-    its commas escaped and an explicit format (the ISO is ``raw``: never probed, so a file
-    that looks like qcow2 cannot name a backing file)."""
+    sockets, serial log and pid file in ``run``. QMP monitors (one client each, see
+    ``docs/protocols.md``, section "QMP"): ``qmp.sock`` and ``qmp-<N>.sock`` for the
+    corrals following the VM (:mod:`.monitors`), ``console-qmp.sock`` for the VGA console
+    server. Every file in an option string has its commas escaped and an explicit format
+    (the ISO is ``raw``: never probed, so a file that looks like qcow2 cannot name a
+    backing file)."""
     run_ = opt(run)
     argv = [
         QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
@@ -158,7 +175,7 @@ def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> lis
         "-chardev", f"socket,id=ser0,path={run_}/serial.sock,server=on,wait=off,"
                     f"logfile={run_}/serial.log,logappend=on",
         "-serial", "chardev:ser0",
-        "-qmp", f"unix:{run_}/qmp.sock,server=on,wait=off",
+        *monitor_args(run),  # one per corral following the VM (see .monitors)
         # a second monitor, for the VGA console server (QMP takes one client each)
         "-qmp", f"unix:{run_}/console-qmp.sock,server=on,wait=off",
         "-device", "virtio-balloon-pci,id=balloon0",

@@ -1,6 +1,7 @@
 """What changes on the QEMU remote, as events: those of the VMs' QMP connections (pumped by
 :class:`~backends.qemu.machines.Machines`) and of the backend's own verbs, and VMs defined
-or removed outside corral (the directory changes)."""
+or removed outside corral (the directory changes) and VMs started by another corral (a
+new pid file)."""
 
 from __future__ import annotations
 
@@ -36,5 +37,6 @@ class Events(Backend):
                     yield BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                        action="remote-changed")
                 last = mtime
+                await self.vms.notice_outside_starts()
                 continue
             yield event

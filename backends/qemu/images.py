@@ -12,6 +12,14 @@ from typing import AsyncIterator, Callable
 from ..errors import InvalidInput, OperationFailed
 
 
+def _failed(what: str, err: bytes) -> OperationFailed:
+    text = err.decode(errors="replace").strip()
+    if "No space left on device" in text:
+        return OperationFailed(f"{what} failed: the disk is full (free some space and try "
+                               f"again). qemu-img said: {text}")
+    return OperationFailed(f"{what} failed: {text}")
+
+
 @contextlib.asynccontextmanager
 async def _killed_when_cancelled(proc: asyncio.subprocess.Process) -> AsyncIterator[None]:
     try:
@@ -34,7 +42,7 @@ async def qemu_img(*args: str) -> str:
     async with _killed_when_cancelled(proc):
         out, err = await proc.communicate()
     if proc.returncode != 0:
-        raise OperationFailed(f"qemu-img {args[0]} failed: {err.decode().strip()}")
+        raise _failed(f"qemu-img {args[0]}", err)
     return out.decode()
 
 
@@ -86,5 +94,4 @@ async def convert(src: str, dst: str, label: str, say: Callable[[str], None]) ->
         _, err = await asyncio.gather(pump(), proc.stderr.read())
         await proc.wait()
     if proc.returncode != 0:
-        raise OperationFailed(f"qemu-img convert of {src} failed: "
-                              f"{err.decode(errors='replace').strip()}")
+        raise _failed(f"qemu-img convert of {src}", err)

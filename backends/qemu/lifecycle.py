@@ -10,10 +10,17 @@ import signal
 import time
 from pathlib import Path
 
-from qemu.qmp.error import QMPError
-
 from ..base import Backend
-from ..errors import Conflict, NotFound, OperationFailed, StopTimedOut, Unreachable
+from ..console.serial_log import trim as trim_serial_log
+from ..errors import (
+    BackendError,
+    Conflict,
+    NotFound,
+    NotResponding,
+    OperationFailed,
+    StopTimedOut,
+    Unreachable,
+)
 from ..models import (
     Instance,
     InstanceRef,
@@ -23,6 +30,8 @@ from ..models import (
     ServerInfo,
 )
 from .definition import QEMU
+from .files import sweep
+from .kvm import SILENT_BOOT, expects_serial_output
 from .machines import Machines
 
 
@@ -38,9 +47,11 @@ class Lifecycle(Backend):
                                                     stdout=asyncio.subprocess.PIPE)
         out, _ = await proc.communicate()
         self.vms.root.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(sweep, self.vms.root)  # what a killed corral left
         for name in self.vms.names():  # VMs that outlived an earlier corral
             await self.vms.adopt(name)
         version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
+        self.vms.kvm.fallback.qemu_version = version
         return ServerInfo(server="qemu", version=version, auth="local")
 
     async def close(self) -> None:
@@ -79,6 +90,8 @@ class Lifecycle(Backend):
             qmp = vms.qmp.get(ref.name)
             if pid is None or qmp is None:
                 continue
+            # the serial log grows while no console server trims it
+            await asyncio.to_thread(trim_serial_log, str(vms.run_dir(ref.name) / "serial.log"))
             try:
                 fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf(
@@ -92,9 +105,9 @@ class Lifecycle(Backend):
             percent = (cpu_s - prev[0]) / (now - prev[1]) * 100 if prev and now > prev[1] else None
             memory = rss
             try:
-                balloon = await qmp.execute("query-balloon")
-                memory = int(balloon.get("actual", rss))
-            except QMPError:
+                balloon = await vms.execute(ref, "query-balloon", within=3)
+                memory = int(balloon.get("actual", rss))  # type: ignore[union-attr]
+            except BackendError:
                 pass
             d = vms.definition(ref.name)
             disk = sum((vms.dir(ref.name) / disk).stat().st_blocks * 512
@@ -115,11 +128,34 @@ class Lifecycle(Backend):
         vms.refuse_if_busy(ref)
         vms.refuse_if_base(ref, "started")
         await vms.launch(ref, d)
+        if ref.name in vms.kvm.started and expects_serial_output(d.kernel, d.cmdline):
+            task = asyncio.ensure_future(self._watch_kvm_boot(ref, vms.pid(ref.name)))
+            self._boot_watches.add(task)
+            task.add_done_callback(self._boot_watches.discard)
         if d.memory_target_mib and d.memory_target_mib < d.memory_mib:
             await vms.execute(ref, "balloon", value=d.memory_target_mib << 20)
         if d.disks and any(d.io_limits.values()):
             await vms.apply_io_limits(ref, d)
         vms.emit("instance-started", ref)
+
+    _boot_watches: set[asyncio.Task[None]] = set()
+
+    async def _watch_kvm_boot(self, ref: InstanceRef, pid: int | None) -> None:
+        """A kernel with its console on ttyS0 prints within a second under working KVM;
+        silence for :data:`SILENT_BOOT` s means KVM is broken here (the guest hangs)."""
+        vms = self.vms
+        await asyncio.sleep(SILENT_BOOT)
+        run = vms.run_dir(ref.name)
+        printed = any((run / f).exists() and (run / f).stat().st_size
+                      for f in ("serial.log", "serial.log.prev"))
+        if printed or pid is None or vms.pid(ref.name) != pid or ref.name not in vms.kvm.started:
+            return
+        _, auto = vms.kvm.started[ref.name]
+        vms.why[ref.name] = vms.kvm.blame(
+            f"The guest printed nothing on its serial console in {SILENT_BOOT:.0f} s under "
+            f"KVM (it hangs)", auto).replace("Start the VM again",
+                                             "Force-stop it and start it again")
+        vms.emit("instance-updated", ref, vms.why[ref.name])
 
     async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
         """``force``: QMP ``quit`` (SIGKILL when that fails or QEMU lingers); otherwise the
@@ -129,7 +165,7 @@ class Lifecycle(Backend):
             vms.expect_exit.add(ref.name)
             try:
                 await vms.execute(ref, "quit")
-            except (OperationFailed, Conflict):
+            except (OperationFailed, Conflict, NotResponding):
                 pid = vms.pid(ref.name)
                 if pid is None:
                     raise

@@ -4,12 +4,24 @@ the definition for the next start."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..base import Backend
 from ..errors import BackendError, InvalidInput
 from ..models import InstanceRef, LimitField
+from ..units import is_whole
 from ..units import size_or_none as parse_size
+from .definition import VMDefinition
 from .images import info, qemu_img
 from .machines import IO_KEYS, Machines
+
+IO_MAX = 1 << 50
+"""The largest IO limit accepted (QEMU's own bound is of this order)."""
+
+
+def _whole(raw: str) -> bool:
+    """An ASCII whole number no larger than :data:`IO_MAX`."""
+    return is_whole(raw) and int(raw) <= IO_MAX
 
 
 class Limits(Backend):
@@ -100,7 +112,7 @@ class Limits(Backend):
         for key, raw in changes.items():
             raw = raw.strip()
             if key == "cpus":
-                if not raw.isdigit() or not 1 <= int(raw) <= d.max_cpus:
+                if not _whole(raw) or not 1 <= int(raw) <= d.max_cpus:
                     raise InvalidInput(f"vCPUs must be from 1 to {d.max_cpus}.")
                 plan[key] = int(raw)
             elif key in ("memory", "memory_max"):
@@ -120,52 +132,79 @@ class Limits(Backend):
                     raise InvalidInput(f"Disks only grow: give a size above {size} bytes.")
                 plan[key] = n
             elif key in IO_KEYS:
-                if raw and not raw.isdigit():
-                    raise InvalidInput(f"{key} must be a whole number (0 or empty: no limit).")
+                if raw and not _whole(raw):
+                    raise InvalidInput(f"{key} must be a whole number from 0 to {IO_MAX} "
+                                       f"(0 or empty: no limit).")
                 if not d.disks:
                     raise InvalidInput(f"{ref} has no disk to throttle.")
                 plan[key] = int(raw or 0)
             else:
                 raise InvalidInput(f"Unknown resource '{key}'.")
+        return await self._apply(ref, d, plan, running)
+
+    async def _apply(self, ref: InstanceRef, d: VMDefinition, plan: dict[str, int],
+                     running: bool) -> dict[str, str]:
+        """Save the new definition first (written beside the old one: a full disk stops
+        everything before QEMU changes), then change QEMU live, then put the new definition
+        in place; what was changed live is undone when that last step fails."""
+        before = dataclasses.replace(d, io_limits=dict(d.io_limits))
         result: dict[str, str] = {}
         if "cpus" in plan:
-            target = plan["cpus"]
-            if running:
-                current = len(await self.vms.execute(ref, "query-cpus-fast"))  # type: ignore
-                if target > current:
-                    slots = [s for s in await self.vms.execute(ref, "query-hotpluggable-cpus")
-                             if "qom-path" not in s]  # type: ignore[union-attr]
-                    for i, slot in enumerate(slots[: target - current]):
-                        await self.vms.execute(ref, "device_add", driver=slot["type"],
-                                               id=f"cpu-hot{current + i}", **slot["props"])
-                    result["cpus"] = "live"
-                else:
-                    result["cpus"] = "restart"
-            else:
-                result["cpus"] = "restart"
-            d.cpus = target
+            d.cpus = plan["cpus"]
         if "memory_max" in plan:
             d.memory_mib = plan["memory_max"]
             d.memory_target_mib = min(d.memory_target_mib, d.memory_mib)
             result["memory_max"] = "restart"
         if "memory" in plan:
             d.memory_target_mib = plan["memory"]
-            if running:
-                await self.vms.execute(ref, "balloon", value=plan["memory"] << 20)
             result["memory"] = "live" if running else "restart"
-        if "disk" in plan:
-            if running:
-                await self.vms.execute(ref, "block_resize", **{"node-name": "disk0",
-                                                               "size": plan["disk"]})
-            else:
-                await qemu_img("resize", str(self.vms.dir(ref.name) / d.disks[0]),
-                               str(plan["disk"]))
-            result["disk"] = "live" if running else "restart"
         io = {k: v for k, v in plan.items() if k in IO_KEYS}
-        if io:
-            d.io_limits.update(io)
-            if running:
+        d.io_limits.update(io)
+        result.update({k: "live" if running else "restart" for k in io})
+        pending = d.prepare_save(self.vms.dir(ref.name))
+        undo: list[tuple[str, dict]] = []
+        try:
+            if "cpus" in plan:
+                result["cpus"] = await self._set_cpus(ref, plan["cpus"], running)
+            if "memory" in plan and running:
+                await self.vms.execute(ref, "balloon", value=plan["memory"] << 20)
+                undo.append(("balloon", {"value": (before.memory_target_mib
+                                                   or before.memory_mib) << 20}))
+            if "disk" in plan:
+                if running:
+                    await self.vms.execute(ref, "block_resize", **{"node-name": "disk0",
+                                                                   "size": plan["disk"]})
+                else:
+                    await qemu_img("resize", str(self.vms.dir(ref.name) / d.disks[0]),
+                                   str(plan["disk"]))
+                result["disk"] = "live" if running else "restart"
+            if io and running:
                 await self.vms.apply_io_limits(ref, d)
-            result.update({k: "live" if running else "restart" for k in io})
-        d.save(self.vms.dir(ref.name))
+                undo.append(("io", {}))
+            pending.commit()
+        except BaseException:
+            pending.discard()
+            for what, args in reversed(undo):
+                try:
+                    if what == "balloon":
+                        await self.vms.execute(ref, "balloon", **args)
+                    else:
+                        await self.vms.apply_io_limits(ref, before)
+                except BackendError:
+                    pass
+            raise
         return result
+
+    async def _set_cpus(self, ref: InstanceRef, target: int, running: bool) -> str:
+        """Hot-add vCPUs up to ``target`` ("live"), or leave it to the next start."""
+        if not running:
+            return "restart"
+        current = len(await self.vms.execute(ref, "query-cpus-fast"))  # type: ignore
+        if target <= current:
+            return "restart"
+        slots = [s for s in await self.vms.execute(ref, "query-hotpluggable-cpus")
+                 if "qom-path" not in s]  # type: ignore[union-attr]
+        for i, slot in enumerate(slots[: target - current]):
+            await self.vms.execute(ref, "device_add", driver=slot["type"],
+                                   id=f"cpu-hot{current + i}", **slot["props"])
+        return "live"

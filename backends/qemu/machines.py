@@ -12,6 +12,8 @@ does not do: ``docs/protocols.md``, section "QMP".
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
 import time
 from datetime import datetime
@@ -20,7 +22,13 @@ from pathlib import Path
 from qemu.qmp import QMPClient, Runstate
 from qemu.qmp.error import QMPError
 
-from ..errors import Conflict, NotFound, OperationFailed
+from ..errors import (
+    AcceleratorUnusable,
+    Conflict,
+    NotFound,
+    NotResponding,
+    OperationFailed,
+)
 from ..models import (
     BackendEvent,
     EventKind,
@@ -32,6 +40,8 @@ from ..models import (
 )
 from ..paths import runtime_dir
 from .definition import VMDefinition, command_line
+from .kvm import KVMWatch, kvm_error
+from .monitors import MONITORS, Claim, claim, runtime_files
 
 EVENT_ACTIONS = {
     "STOP": "instance-paused",
@@ -41,7 +51,7 @@ EVENT_ACTIONS = {
     "POWERDOWN": "instance-updated",
 }
 """QMP events and the lifecycle actions they are reported as."""
-RUNTIME_FILES = ("qemu.pid", "qmp.sock", "serial.sock", "console-qmp.sock")
+RUNTIME_FILES = ("qemu.pid", *runtime_files(), "serial.sock", "console-qmp.sock")
 """What a QEMU leaves in its runtime directory that is stale once it is gone (the serial
 log stays: it is the console's history)."""
 IO_KEYS = {"read_bps": "bps_rd", "write_bps": "bps_wr", "read_iops": "iops_rd",
@@ -52,6 +62,27 @@ IO_KEYS = {"read_bps": "bps_rd", "write_bps": "bps_wr", "read_iops": "iops_rd",
 def runtime_root() -> Path:
     """Private runtime directory of the VMs (see :func:`backends.paths.runtime_dir`)."""
     return runtime_dir("qemu")
+
+
+def is_vm_process(argv: list[bytes], name: str, pidfile: Path) -> bool:
+    """Whether a command line (``/proc/<pid>/cmdline`` split at NULs) is the QEMU corral
+    started for the VM ``name``: a qemu-system binary with exactly this ``-name`` and this
+    ``-pidfile`` (not a substring of some other command line: a VM named ``accel`` must
+    not match every VM)."""
+    if not argv or not os.path.basename(argv[0]).startswith(b"qemu-system"):
+        return False
+    pairs = dict(itertools.pairwise(argv))
+    return (pairs.get(b"-name") == os.fsencode(name)
+            and pairs.get(b"-pidfile") == os.fsencode(str(pidfile)))
+
+
+def process_stopped(pid: int | None) -> bool:
+    """Whether the process is stopped by a signal (SIGSTOP, SIGTSTP) or traced."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return pid is not None and state in ("T", "t")
 
 
 def kvm_usable() -> bool:
@@ -67,6 +98,9 @@ class Machines:
         self.root = Path(remote.address)
         self.default_accel = default_accel
         self.qmp: dict[str, QMPClient] = {}
+        self.kvm = KVMWatch(self.root)
+        self.claims: dict[str, Claim] = {}
+        """The QMP monitor each connected VM's connection holds (:mod:`.monitors`)."""
         self.status: dict[str, InstanceStatus] = {}
         self.why: dict[str, str] = {}
         """Why a VM is stopped or unknown when corral did not expect it."""
@@ -75,6 +109,10 @@ class Machines:
         self.cpu: dict[str, tuple[float, float]] = {}
         """Last CPU seconds and when they were read, for a percentage."""
         self.expect_exit: set[str] = set()
+        self.qmp_timeout = 10.0
+        """Seconds a QMP command may take (a SIGSTOPped QEMU never answers)."""
+        self.silent: set[str] = set()
+        """Running VMs whose QEMU stopped answering QMP."""
         self.busy: dict[str, str] = {}
         """VMs being exported, imported, cloned or renamed: what is happening to them."""
 
@@ -98,10 +136,10 @@ class Machines:
         except (OSError, ValueError):
             return None
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return None
-        return pid if b"qemu-system" in cmdline and name.encode() in cmdline else None
+        return pid if is_vm_process(argv, name, self.run_dir(name) / "qemu.pid") else None
 
     def ref(self, name: str) -> InstanceRef:
         return InstanceRef(self.remote, name)
@@ -190,10 +228,15 @@ class Machines:
 
     # The QEMU process ----------------------------------------------------------------------
 
+    def is_auto(self, d: VMDefinition) -> bool:
+        return d.accel == "auto" and self.default_accel == "auto"
+
     def accel(self, d: VMDefinition) -> str:
+        """The accelerator ``d`` starts with: 'auto' is KVM when /dev/kvm is usable and
+        KVM was not found broken on this host (:mod:`.kvm`), else TCG."""
         accel = d.accel if d.accel != "auto" else self.default_accel
         if accel == "auto":
-            accel = "kvm" if kvm_usable() else "tcg"
+            accel = "kvm" if kvm_usable() and not self.kvm.fallback.reason() else "tcg"
         return accel
 
     def argv(self, d: VMDefinition) -> list[str]:
@@ -209,8 +252,10 @@ class Machines:
         run.mkdir(parents=True, exist_ok=True)
         os.chmod(run, 0o700)
         self.clear_runtime(ref.name)
+        self.status.pop(ref.name, None)  # not "stopped": notice_outside_starts leaves it
+        accel = self.accel(d)
         proc = await asyncio.create_subprocess_exec(
-            *self.argv(d), stdin=asyncio.subprocess.DEVNULL,
+            *command_line(d, self.dir(d.name), run, accel), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)
         try:
@@ -220,8 +265,17 @@ class Machines:
             raise OperationFailed(f"QEMU did not start {ref} within 60 s.") from None
         if proc.returncode != 0:
             message = err.decode(errors="replace").strip().splitlines()
-            raise OperationFailed(f"QEMU refused to start {ref}: "
-                                  f"{message[-1] if message else 'exit ' + str(proc.returncode)}")
+            last = message[-1] if message else f"exit {proc.returncode}"
+            if accel == "kvm" and kvm_error(err.decode(errors="replace")):
+                auto = self.is_auto(d)
+                raise AcceleratorUnusable(
+                    self.kvm.blame(f"QEMU could not start {ref} with KVM ({last})", auto),
+                    retry_slower=auto)
+            raise OperationFailed(f"QEMU refused to start {ref}: {last}")
+        if accel == "kvm":
+            self.kvm.note_start(ref.name, time.monotonic(), self.is_auto(d))
+        else:
+            self.kvm.forget(ref.name)
         self.why.pop(ref.name, None)
         self.status.pop(ref.name, None)
         await self.adopt(ref.name)
@@ -237,18 +291,52 @@ class Machines:
                 self.clear_runtime(name)
             self.status[name] = InstanceStatus.STOPPED
             return
-        qmp = QMPClient(name)
-        try:
-            await asyncio.wait_for(qmp.connect(str(self.run_dir(name) / "qmp.sock")), 5)
-            status = await qmp.execute("query-status")
-        except (QMPError, OSError, asyncio.TimeoutError) as e:
-            self.status[name] = InstanceStatus.UNKNOWN
-            self.why[name] = f"QEMU runs but its QMP socket does not answer ({e or 'timeout'})"
-            return
+        tried: set[str] = set()
+        while True:
+            claimed = claim(self.run_dir(name), tried)
+            if claimed is None:
+                self.status[name] = InstanceStatus.UNKNOWN
+                self.why[name] = (
+                    "QEMU runs but none of its free QMP monitors answers (stopped with "
+                    "SIGSTOP, hung, or held by other QMP clients)" if tried else
+                    f"no free QMP monitor: all {MONITORS} are in use by other corral "
+                    f"sessions (or QEMU was started by an older corral)")
+                return
+            qmp = QMPClient(name)
+            try:
+                # a monitor another QMP client (not a corral) holds never greets us
+                async with asyncio.timeout(min(1.5, self.qmp_timeout)):
+                    await qmp.connect(str(claimed.socket))
+                    status = await qmp.execute("query-status")
+                break
+            except (QMPError, OSError, TimeoutError):
+                claimed.release()
+                tried.add(claimed.socket.name)
+                with contextlib.suppress(Exception):
+                    await qmp.disconnect()
+                if process_stopped(self.pid(name)):  # no monitor will answer: say so now
+                    self.status[name] = InstanceStatus.UNKNOWN
+                    self.why[name] = "QEMU is stopped (SIGSTOP): it answers nothing"
+                    return
+        self.claims[name] = claimed
         self.qmp[name] = qmp
         self.status[name] = (InstanceStatus.RUNNING if status.get("running")
                              else InstanceStatus.FROZEN)
         self.listeners[name] = asyncio.ensure_future(self._listen(name, qmp))
+
+    async def notice_outside_starts(self) -> None:
+        """Adopt VMs this corral thinks stopped whose QEMU runs now (started by another
+        corral, or from a shell): one stat of a pid file per stopped VM."""
+        for name, status in list(self.status.items()):
+            if status is not InstanceStatus.STOPPED or name in self.busy or name in self.qmp:
+                continue
+            if not (self.run_dir(name) / "qemu.pid").exists() or self.pid(name) is None:
+                continue
+            self.status.pop(name, None)
+            await self.adopt(name)
+            if name in self.qmp:
+                self.why.pop(name, None)
+                self.emit("instance-started", self.ref(name), "started outside this corral")
 
     async def _listen(self, name: str, qmp: QMPClient) -> None:
         """Follow one VM: its QMP events, and the connection itself (it drops when QEMU
@@ -286,14 +374,19 @@ class Machines:
                 await qmp.disconnect()
             except Exception:  # noqa: BLE001 - after quit it raises an empty error
                 pass
+        self._release(name)
         expected = name in self.expect_exit
         self.expect_exit.discard(name)
+        self.silent.discard(name)
         for _ in range(20):  # give the process a moment to exit
             if self.pid(name) is None:
                 break
             await asyncio.sleep(0.05)
         self.status[name] = InstanceStatus.STOPPED
-        self.why[name] = "" if expected else "QEMU exited (it was stopped or killed outside corral)"
+        early = "" if expected else self.kvm.early_exit(name, time.monotonic())
+        self.kvm.forget(name)
+        self.why[name] = early or ("" if expected else
+                                   "QEMU exited (it was stopped or killed outside corral)")
         self.cpu.pop(name, None)
         self.clear_runtime(name)
         self.emit("instance-stopped", self.ref(name), self.why[name])
@@ -308,6 +401,13 @@ class Machines:
             except Exception:  # noqa: BLE001
                 pass
         self.qmp.clear()
+        for name in list(self.claims):
+            self._release(name)
+
+    def _release(self, name: str) -> None:
+        claimed = self.claims.pop(name, None)
+        if claimed is not None:
+            claimed.release()
 
     async def connection(self, ref: InstanceRef) -> QMPClient:
         if ref.name not in self.qmp:
@@ -319,18 +419,58 @@ class Machines:
             raise Conflict(f"{ref} is not running.")
         return qmp
 
-    async def execute(self, ref: InstanceRef, command: str, **arguments) -> object:
+    async def execute(self, ref: InstanceRef, command: str, *, within: float = 0,
+                      **arguments) -> object:
         """Run a QMP command on the running VM; its ``return`` value.
 
         Raises:
             NotFound: no such VM.  Conflict: it is not running.
             OperationFailed: QEMU refused the command.
+            NotResponding: no answer within ``within`` (default :attr:`qmp_timeout`) s.
         """
         qmp = await self.connection(ref)
+        limit = within or self.qmp_timeout
         try:
-            return await qmp.execute(command, arguments or None)
+            async with asyncio.timeout(limit):
+                answer = await qmp.execute(command, arguments or None)
         except QMPError as e:
             raise OperationFailed(f"QEMU refused {command} for {ref}: {e}") from e
+        except TimeoutError:
+            self.not_answering(ref.name)
+            raise NotResponding(f"The QEMU of {ref} does not answer ({command}, "
+                                f"{limit:g} s): it is stopped (SIGSTOP) or hung. "
+                                f"It can be force-stopped.") from None
+        if ref.name in self.silent:
+            await self._answering_again(ref.name, qmp)
+        return answer
+
+    def not_answering(self, name: str) -> None:
+        """QMP timed out: the VM shows as unknown, with the reason, until it answers."""
+        if name not in self.silent:
+            self.silent.add(name)
+            self.status[name] = InstanceStatus.UNKNOWN
+            self.why[name] = "QEMU does not answer (stopped with SIGSTOP, or hung)"
+            self.emit("instance-updated", self.ref(name), self.why[name])
+
+    async def _answering_again(self, name: str, qmp: QMPClient) -> None:
+        self.silent.discard(name)
+        try:
+            async with asyncio.timeout(self.qmp_timeout):
+                status = await qmp.execute("query-status")
+        except (QMPError, TimeoutError):
+            self.not_answering(name)
+            return
+        self.why.pop(name, None)
+        self.status[name] = (InstanceStatus.RUNNING if status.get("running")
+                             else InstanceStatus.FROZEN)
+        self.emit("instance-updated", self.ref(name), "QEMU answers again")
+
+    async def check_silent(self) -> None:
+        """Ask the VMs that stopped answering whether they answer again."""
+        for name in list(self.silent):
+            qmp = self.qmp.get(name)
+            if qmp is not None:
+                await self._answering_again(name, qmp)
 
     async def wait_stopped(self, ref: InstanceRef, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

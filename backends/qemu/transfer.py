@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -28,6 +27,14 @@ from .definition import (
     check_name,
     new_mac,
     qcow2_backing,
+)
+from .files import (
+    drop_rename_journal,
+    export_scratch,
+    in_words,
+    mark_partial,
+    unmark_partial,
+    write_rename_journal,
 )
 from .images import convert, image_info, info, qemu_img
 from .imported import check_imported
@@ -103,7 +110,7 @@ class Transfer(Backend):
                 flatten = (not with_snapshots or bool(backing)
                            or found.get("format") != "qcow2")
                 plan.append((f"disk{i}.qcow2", src, flatten))
-            tmp = tempfile.mkdtemp(prefix=".corral-export-", dir=parent)
+            tmp = str(export_scratch(self.vms.root, part))  # swept if corral is killed
             members: list[tuple[str, str | bytes]] = []
             for arcname, src, flatten in plan:
                 if flatten:
@@ -119,7 +126,7 @@ class Transfer(Backend):
             try:
                 await in_thread(write_archive, part, members, compress, progress=say)
             except OSError as e:
-                raise OperationFailed(f"Writing {part} failed: {e.strerror or e}") from e
+                raise OperationFailed(in_words(e, part)) from e
             try:
                 os.link(part, path)  # never replaces a file that appeared meanwhile
             except FileExistsError:
@@ -172,6 +179,7 @@ class Transfer(Backend):
             raise Conflict(f"A VM named '{name}' already exists.") from None
         self.vms.busy[name] = "being imported"
         try:
+            mark_partial(directory)
             def allowed(member: str) -> bool:
                 return member in ("vm.json", "OVMF_VARS.fd") or bool(DISK_RE.match(member))
 
@@ -181,7 +189,8 @@ class Transfer(Backend):
             except DamagedArchive as e:
                 raise InvalidInput(f"{path} is not a corral QEMU export: {e}.") from None
             except OSError as e:
-                raise OperationFailed(f"Importing {path} failed: {e.strerror or e}") from e
+                raise OperationFailed(f"Importing {path} failed. "
+                                      f"{in_words(e, str(directory))}") from e
             assert isinstance(kept, dict)
             if "vm.json" not in kept:
                 raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
@@ -214,6 +223,7 @@ class Transfer(Backend):
                     raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e
             d.name, d.linked_to = name, ""
             d.save(directory)
+            unmark_partial(directory)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -259,6 +269,7 @@ class Transfer(Backend):
         self.vms.busy[ref.name] = "being cloned"
         self.vms.busy[new_name] = "being created"
         try:
+            mark_partial(directory)
             new = dataclasses.replace(d, name=new_name, mac=new_mac(), linked_to="",
                                       io_limits=dict(d.io_limits), disks=list(d.disks),
                                       created_at=datetime.now(timezone.utc).isoformat())
@@ -283,8 +294,11 @@ class Transfer(Backend):
                 await asyncio.to_thread(shutil.copyfile, source_dir / "OVMF_VARS.fd",
                                         directory / "OVMF_VARS.fd")
             new.save(directory)
-        except BaseException:
+            unmark_partial(directory)
+        except BaseException as e:
             shutil.rmtree(directory, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise OperationFailed(in_words(e, str(directory))) from e
             raise
         finally:
             self.vms.busy.pop(ref.name, None)
@@ -333,7 +347,15 @@ class Transfer(Backend):
         done: list[tuple[Path, str]] = []
         relinked: list[str] = []
         try:
-            os.rename(old_dir, new_dir)
+            # a kill -9 from here on is completed or undone at the next start
+            write_rename_journal(old_dir, ref.name, new_name, [
+                (str(disk), backing, str(new_dir) + os.sep + backing[len(prefix):])
+                for _, disk, backing in dependants])
+            try:
+                os.rename(old_dir, new_dir)
+            except BaseException:
+                drop_rename_journal(old_dir)
+                raise
             try:
                 for _, disk, backing in dependants:
                     await qemu_img("rebase", "-u", "-F", "qcow2", "-b",
@@ -347,6 +369,7 @@ class Transfer(Backend):
                         relinked.append(other)
                 d.name = new_name
                 d.save(new_dir)
+                drop_rename_journal(new_dir)
             except BaseException:
                 for disk, backing in reversed(done):
                     with contextlib.suppress(BaseException):
@@ -358,6 +381,7 @@ class Transfer(Backend):
                         od.linked_to = ref.name
                         od.save(self.vms.dir(other))
                 os.rename(new_dir, old_dir)
+                drop_rename_journal(old_dir)
                 raise
         finally:
             self.vms.busy.pop(ref.name, None)

@@ -9,6 +9,7 @@ from backends.base import Backend
 from backends.errors import BackendError
 from backends.models import Capability, Instance, InstanceRef, Snapshot
 
+from ..format import printable
 from ..services.inventory import Inventory
 
 if TYPE_CHECKING:
@@ -76,8 +77,10 @@ class Context:
     def notify(self, message: str, *, title: str = "", severity: str = "information",
                timeout: float | None = None) -> None:
         """Tell the user ``message``, shown as plain text: names, daemon errors and guest
-        output may hold ``[`` and must never be read as markup."""
-        self.app.notify(message, title=title, severity=severity,  # type: ignore[arg-type]
+        output may hold ``[`` and must never be read as markup, nor control characters
+        reach the terminal."""
+        self.app.notify(printable(message, lines=True), title=printable(title),
+                        severity=severity,  # type: ignore[arg-type]
                         timeout=timeout, markup=False)
 
     def fail(self, error: BackendError, what: str, *, timeout: float = 10) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.errors import BackendError, StopTimedOut
+from backends.errors import AcceleratorUnusable, BackendError, StopTimedOut
 from backends.models import Capability, InstanceStatus
 
 from ..screens.dialogs import ConfirmDialog
@@ -53,6 +53,15 @@ async def run_verb(ctx: Context, verb: str) -> None:
                 label = "Force stop" if verb == "stop" else "Force restart"
                 if await ctx.ask(ConfirmDialog(f"{label} {ref}?", e.message, label)):
                     await inv.act(ref, verb, PENDING[verb], force=True)
+        elif verb == "start":
+            try:
+                await inv.act(ref, verb, PENDING[verb])
+            except AcceleratorUnusable as e:
+                if not e.retry_slower:
+                    raise
+                if await ctx.ask(ConfirmDialog(f"Start {ref} with TCG?", e.message,
+                                               "Start with TCG")):
+                    await inv.act(ref, verb, PENDING[verb])
         else:
             await inv.act(ref, verb, PENDING[verb])
     except BackendError as e:

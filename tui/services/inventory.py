@@ -263,7 +263,8 @@ class Inventory:
     def _handle(self, name: str, event: BackendEvent) -> None:
         if event.kind is EventKind.CONNECTION:
             self.statuses[name].operations.clear()
-            self._set_state(name, ConnectionState.DISCONNECTED, event.message)
+            self._set_state(name, ConnectionState.NOT_RESPONDING if event.action ==
+                            "not-responding" else ConnectionState.DISCONNECTED, event.message)
             return
         if event.kind is EventKind.OPERATION and event.operation is not None:
             ops = self.statuses[name].operations
@@ -416,11 +417,8 @@ class Inventory:
             self._notify(ref.remote, {ref})
 
     async def refresh(self, name: str) -> None:
-        """Full listing of one remote (after connect and reconnect, and on request).
-
-        Raises:
-            BackendError: the listing failed (the previous rows stay).
-        """
+        """Full listing of one remote (after (re)connecting, and on request). Raises
+        BackendError when the listing failed (the previous rows stay)."""
         backend = self.backends.get(name)
         if backend is None:
             return

@@ -185,7 +185,7 @@ class DetailsPane(Vertical):
                 text.append(f" = {first}\n")
         if not text:
             text.append("No configuration reported by this backend.")
-        return text
+        return fmt.printable_text(text)
 
     @staticmethod
     def events_text(events) -> Text:
@@ -194,7 +194,8 @@ class DetailsPane(Vertical):
             stamp = when.astimezone().strftime("%H:%M:%S") if when else "—"
             text.append(f"{stamp}  ", style="bold")
             text.append(f"{what}\n")
-        return text or Text("Nothing happened to it since corral started.")
+        return fmt.printable_text(text) if text else Text(
+            "Nothing happened to it since corral started.")
 
     @property
     def snapshots_active(self) -> bool:
@@ -235,7 +236,7 @@ class DetailsPane(Vertical):
         for label, value in rows:
             text.append(f"{label:>10}  ", style="bold")
             text.append(f"{value}\n")
-        return text
+        return fmt.printable_text(text)
 
     @staticmethod
     def limits_line(inst: Instance, fields: list[LimitField] | None) -> str:

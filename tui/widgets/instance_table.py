@@ -31,7 +31,7 @@ class SortCell(Text):
     """A cell that sorts by a value of its own, not by its text."""
 
     def __init__(self, text: str, sort_key: Any, style: str | Style = "") -> None:
-        super().__init__(text, style=style, no_wrap=True, overflow="ellipsis")
+        super().__init__(fmt.printable(text), style=style, no_wrap=True, overflow="ellipsis")
         self.sort_key = sort_key
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from rich.segment import Segment
@@ -46,13 +47,19 @@ class OutputPump:
     BUDGET = 0.006
     """Seconds of emulator work between two yields to the event loop."""
     MIN_SLICE, MAX_SLICE = 4096, 262_144
+    MAX_PENDING = 2 << 20
+    """Bytes that may wait for the emulator. A guest that writes faster than the emulator
+    reads (``yes`` on a container console) loses its oldest waiting output, down to half
+    of this, and the pane says so where the gap is: memory stays bounded."""
 
     def __init__(self, emulator: TerminalEmulator, fed: Callable[[], None]) -> None:
         """``fed`` is called after every slice (the pane schedules a repaint)."""
         self.emulator = emulator
         self._fed = fed
-        self._pending: list[bytes] = []
+        self._pending: deque[bytes] = deque()
         self._size = 0
+        self.skipped = 0
+        """Bytes dropped so far (shown in the pane as gaps)."""
         self._task: asyncio.Task | None = None
         self._rate = 2_000_000.0
         """Bytes per second the emulator managed lately (sizes the slices)."""
@@ -63,12 +70,27 @@ class OutputPump:
     def put(self, data: bytes) -> None:
         self._pending.append(data)
         self._size += len(data)
+        if self._size > self.MAX_PENDING:
+            self._drop()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     def cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
+
+    def _drop(self) -> None:
+        pending = self._pending
+        dropped = 0
+        while pending and self._size > self.MAX_PENDING // 2:
+            piece = pending.popleft()
+            self._size -= len(piece)
+            dropped += len(piece)
+        self.skipped += dropped
+        marker = (f"\x1b[0m\r\n[corral: {dropped} bytes of output skipped: the guest "
+                  f"writes faster than this pane can show]\r\n").encode()
+        pending.appendleft(marker)
+        self._size += len(marker)
 
     def _take(self, limit: int) -> bytes:
         pending = self._pending
@@ -82,7 +104,7 @@ class OutputPump:
                 pending[0] = piece[room:]
                 size += room
                 break
-            out.append(pending.pop(0))
+            out.append(pending.popleft())
             size += len(piece)
         self._size -= size
         return b"".join(out)

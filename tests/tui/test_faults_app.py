@@ -1,0 +1,240 @@
+"""What the real world does to a running corral, done for real (Pilot against the lab's
+daemons): a daemon stopped with SIGSTOP, a daemon killed and started again, names and
+messages full of markup and control characters. corral keeps working and loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+from backends.models import ConnectionState
+from tui.app import make_app
+from tui.widgets.remote_list import RemoteList
+
+from .test_real_app import remote_state, rows, select, status, wait_for, write_config
+
+
+async def responsive(pilot, app) -> float:
+    """Seconds a key press takes to be handled."""
+    started = time.monotonic()
+    await pilot.press("down")
+    await pilot.pause()
+    return time.monotonic() - started
+
+
+class LoopLag:
+    """The longest the event loop was blocked (a 50 ms sleep overshooting), measured
+    while the app runs: what a user feels as a frozen UI, free of the machine's load on
+    rendering."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.05)
+            self.worst = max(self.worst, time.monotonic() - t - 0.05)
+
+    def stop(self) -> float:
+        self._task.cancel()
+        return self.worst
+
+
+async def test_sigstopped_daemon_shows_no_answer_and_comes_back(lab, lab_env, unique,
+                                                                 tmp_path):
+    name = unique()
+    lab.lxd2.cli("launch", "busybox", name)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    stopped = False
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, f"lab2:{name}") == "running",
+                           what="the lab2 instance")
+            os.kill(lab.lxd2.pid, signal.SIGSTOP)
+            stopped, started = True, time.monotonic()
+            lag = LoopLag()
+            worst = 0.0
+            seen = []
+            while remote_state(app, "lab2") is not ConnectionState.NOT_RESPONDING:
+                st = app.inventory.statuses["lab2"]
+                if not seen or seen[-1][1:] != (st.state.value, st.message):
+                    seen.append((round(time.monotonic() - started, 1), st.state.value,
+                                 st.message))
+                assert time.monotonic() - started < 40, f"lab2 after SIGSTOP: {seen}"
+                took = await responsive(pilot, app)
+                if took > 0.3:
+                    seen.append((round(time.monotonic() - started, 1), "slow key", took))
+                worst = max(worst, took)
+                await pilot.pause(0.2)
+            detect = time.monotonic() - started
+            remotes = app.screen.query_one(RemoteList)
+            await wait_for(pilot, lambda: "no answer" in str(remotes.get_row("lab2")[2]),
+                           what="'no answer' in the remotes pane")
+            assert remote_state(app, "local") is ConnectionState.CONNECTED  # others go on
+            blocked = lag.stop()
+            assert blocked < 1.0, f"the event loop was blocked {blocked:.2f} s: {seen}"
+            os.kill(lab.lxd2.pid, signal.SIGCONT)
+            stopped, resumed = False, time.monotonic()
+            await wait_for(pilot, lambda: remote_state(app, "lab2") is ConnectionState.CONNECTED
+                           and status(app, f"lab2:{name}") == "running", timeout=40,
+                           what="lab2 back after SIGCONT")
+            back = time.monotonic() - resumed
+            print(f"SIGSTOP: 'no answer' after {detect:.1f} s (event loop blocked at most "
+                  f"{blocked * 1000:.0f} ms, slowest key {worst * 1000:.0f} ms); "
+                  f"SIGCONT: connected again after {back:.1f} s")
+    finally:
+        if stopped:
+            os.kill(lab.lxd2.pid, signal.SIGCONT)
+        lab.lxd2.cli("delete", "--force", name, check=False)
+
+
+async def test_killed_and_restarted_daemon_reconnects_with_correct_rows(lab, lab_env, unique,
+                                                                         tmp_path):
+    up, down = unique("up"), unique("down")
+    lab.lxd2.cli("launch", "busybox", up)
+    lab.lxd2.cli("init", "busybox", down)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, f"lab2:{up}") == "running"
+                           and status(app, f"lab2:{down}") == "stopped", what="rows")
+            killed = time.monotonic()
+            await asyncio.to_thread(lab.lxd2.kill)
+            await wait_for(pilot, lambda: remote_state(app, "lab2") is not
+                           ConnectionState.CONNECTED, timeout=20, what="lab2 gone")
+            detect = time.monotonic() - killed
+            await asyncio.to_thread(lab.lxd2.start)
+            # while corral was away, the world changed
+            await asyncio.to_thread(lab.lxd2.cli, "start", down)
+            started = time.monotonic()
+            await wait_for(pilot, lambda: remote_state(app, "lab2") is ConnectionState.CONNECTED
+                           and status(app, f"lab2:{down}") == "running", timeout=60,
+                           what="lab2 reconnected with fresh rows")
+            back = time.monotonic() - started
+            # and events flow again
+            await asyncio.to_thread(lab.lxd2.cli, "stop", "--force", up)
+            await wait_for(pilot, lambda: status(app, f"lab2:{up}") == "stopped",
+                           what="an event after the reconnect")
+            print(f"SIGKILL: lost after {detect:.1f} s; rows right {back:.1f} s after restart")
+    finally:
+        if not lab.lxd2.alive():
+            lab.lxd2.start()
+        lab.lxd2.cli("delete", "--force", up, check=False)
+        lab.lxd2.cli("delete", "--force", down, check=False)
+
+
+async def test_markup_and_control_characters_in_daemon_text(lab, lab_env, unique, tmp_path):
+    name = unique()
+    hostile = "[/] [@click=app.quit]x[/] [bold red]\x1b[2J\x07\x1b]0;owned\x07 \u202e tail"
+    lab.lxd1.cli("init", "busybox", name)
+    lab.lxd1.cli("config", "set", name, "user.note", hostile)
+    lab.lxd1.cli("config", "set", name, "image.description", hostile)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="instance")
+            select(app, f"local:{name}")
+            await pilot.pause(0.5)  # the details pane renders the description and config
+            row = " ".join(rows(app)[f"local:{name}"])
+            assert "\x1b" not in row and "\x07" not in row
+            assert app.is_running  # no MarkupError, no quit by a click link
+            await pilot.press("down", "up")
+            assert app.is_running
+    finally:
+        lab.lxd1.cli("delete", "--force", name, check=False)
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def test_console_flood_for_30_s_keeps_memory_bounded_and_the_ui_responsive(
+        lab, lab_env, unique, tmp_path):
+    from .test_consoles_app import open_tab, type_line, wait_screen
+
+    name = unique()
+    lab.lxd1.cli("launch", "busybox", name)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"local:{name}" in rows(app), what="instance")
+            view = await open_tab(pilot, app, f"local:{name}", "e")
+            await wait_screen(pilot, app, " #")
+            before = rss_mib()
+            lag = LoopLag()
+            await type_line(pilot, "timeout 30 yes corral-flood-of-text-to-the-console; "
+                                   "echo flood-$((40+2))-over")
+            started, peak, flowing = time.monotonic(), before, 0
+            while time.monotonic() - started < 31:
+                await pilot.pause(0.5)
+                peak = max(peak, rss_mib())
+                flowing += any("corral-flood-of-text" in line
+                               for line in view.emulator.screen_text())
+            assert flowing > 30, "the flood was not on the screen"
+            await wait_screen(pilot, app, "flood-42-over", timeout=60)
+            blocked = lag.stop()
+            worst_key = await responsive(pilot, app)
+            print(f"30 s console flood: RSS {before:.0f} -> peak {peak:.0f} MiB, "
+                  f"{view._output.skipped / 2**20:.1f} MiB skipped, event loop blocked at most "
+                  f"{blocked * 1000:.0f} ms, a key after it {worst_key * 1000:.0f} ms")
+            assert peak - before < 150, f"RSS grew {peak - before:.0f} MiB"
+            assert blocked < 1.0
+    finally:
+        lab.lxd1.cli("delete", "--force", name, check=False)
+
+
+async def test_qemu_killed_under_an_open_console_pane(tmp_path, monkeypatch):
+    """kill -9 of a VM's QEMU while its serial console is open in a pane: the pane says
+    the console closed, the row turns stopped with the reason, corral goes on."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import qemu_guest
+
+    from backends.qemu import QEMUBackend, qemu_remote
+
+    from .test_consoles_app import open_tab, wait_screen
+
+    kernel, initrd = qemu_guest.guest()
+    run = f"/tmp/cq-kill-{os.getpid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+    qemu = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
+    await qemu.connect()
+    await qemu.create("victim", kernel=str(kernel), initrd=str(initrd), memory_mib=128,
+                      cmdline="console=ttyS0", accel="tcg")
+    await qemu.start(qemu.vms.ref("victim"))
+    pid = qemu.vms.pid("victim")
+    await qemu.close()
+    app = make_app(write_config(tmp_path), env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
+                                                "XDG_RUNTIME_DIR": run})
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: status(app, "qemu:victim") == "running",
+                           what="the running VM")
+            await open_tab(pilot, app, "qemu:victim", "c")
+            await wait_screen(pilot, app, "corral-guest ready", timeout=60)
+            killed = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+            await wait_for(pilot, lambda: status(app, "qemu:victim") == "stopped",
+                           what="the row stopped")
+            detect = time.monotonic() - killed
+            await wait_screen(pilot, app, "console closed")
+            inst = app.inventory.instances[next(r for r in app.inventory.instances
+                                                if str(r) == "qemu:victim")]
+            assert "killed outside corral" in inst.extra["reason"]
+            assert app.is_running
+            print(f"kill -9 of QEMU under an open pane: row stopped after {detect:.2f} s")
+    finally:
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+        import shutil
+
+        shutil.rmtree(run, ignore_errors=True)
