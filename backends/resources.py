@@ -10,7 +10,7 @@ implements the verbs, as for instances.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import Unsupported
 from .models import Capability, InstanceRef, Resource, ResourceKind
@@ -109,7 +109,7 @@ class ResourceVerbs:
     async def detach_volume(self, pool: str, name: str, ref: InstanceRef) -> None:
         raise self._unsupported("detach storage volumes")
 
-    async def copy_volume(self, pool: str, name: str, target: "ResourceVerbs",
+    async def copy_volume(self, pool: str, name: str, target: ResourceVerbs,
                           target_pool: str, new_name: str, *,
                           progress: Callable[[str], None] | None = None) -> None:
         """Copy a volume into ``target_pool`` of ``target`` (this backend or another of
@@ -137,7 +137,7 @@ class ResourceVerbs:
     async def remove_image_alias(self, alias: str) -> None:
         raise self._unsupported("remove image aliases")
 
-    async def copy_image(self, fingerprint: str, target: "ResourceVerbs", *,
+    async def copy_image(self, fingerprint: str, target: ResourceVerbs, *,
                          aliases: tuple[str, ...] = (),
                          progress: Callable[[str], None] | None = None) -> None:
         """Copy an image to ``target`` (a remote of the same kind), with ``aliases``."""

@@ -113,6 +113,9 @@ ACTIONS: tuple[Action, ...] = (
            "view.filter"),
     Action("clear", "Clear", "Close details / clear the filter", V, "escape",
            "view.clear", show=False),
+    Action("command", "Views", "Switch the table: :profiles :networks :storage :projects "
+           ":images :operations :remotes (:instances or esc back)", V, "colon",
+           "view.command", "command"),
     Action("retry", "Reconnect", "Reconnect the selected remote now", V, "R", "remote.retry",
            "retry_remote", show=False),
     Action("refresh", "Refresh", "List every connected remote again", V, "ctrl+r", "view.refresh",

@@ -20,6 +20,7 @@ from .commands import InstanceCommands
 from .config import Config, load_config
 from .screens.main import MainScreen
 from .services.inventory import BackendFactory, Inventory
+from .services.projects import apply_remembered
 
 
 class CorralApp(App[None]):
@@ -68,6 +69,7 @@ class CorralApp(App[None]):
                 known = ", ".join(r.name for r in found.remotes) or "none"
                 found.problems.append(ConfigProblem(
                     "--remote", f"no remote named {', '.join(unknown)} (known: {known})"))
+        remotes = apply_remembered(remotes)  # the project each remote was last shown in
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
         if not remotes and not self.problems:

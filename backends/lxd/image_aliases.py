@@ -3,7 +3,8 @@ target pulls it from this one, as ``lxc image copy`` does)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 from ..base import Backend

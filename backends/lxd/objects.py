@@ -5,7 +5,8 @@ changed meanwhile)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from pylxd import exceptions as pylxd_exc

@@ -5,7 +5,8 @@ the migration API in pull mode, as instances are copied in :mod:`.transfer`)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 from pylxd import exceptions as pylxd_exc
@@ -13,6 +14,7 @@ from pylxd import exceptions as pylxd_exc
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed, Unsupported
 from ..models import InstanceRef, Resource
+from ..units import format_size
 from . import convert
 from . import resource_convert as rc
 from .objects import change, check_name, metadata
@@ -22,7 +24,7 @@ from .rest import Rest
 def _size_text(size: int) -> str:
     if size <= 0:
         raise InvalidInput("A volume size must be more than 0 bytes.")
-    return f"{size}B"
+    return format_size(size)
 
 
 class Storage(Backend):

@@ -41,6 +41,9 @@ from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_i
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from ..widgets.terminal import TerminalView
+from ..views.command import CommandLine
+from ..views.pane import ResourcePane
+from ..views.switching import ViewSwitching
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
 from .tables import OperationsScreen
@@ -51,8 +54,8 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
         setattr(widget, attribute, value)
 
 
-class MainScreen(Screen[None]):
-    """Every instance of every remote, live."""
+class MainScreen(ViewSwitching, Screen[None]):
+    """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     """Below 120 columns (a small SSH terminal) the remotes pane gives its room to the
@@ -103,9 +106,11 @@ class MainScreen(Screen[None]):
                 yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
                             id="filter")
                 yield InstanceTable(id="instances")
+                yield ResourcePane(self.inventory, id="resources")
                 yield DetailsPane(self.inventory, id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
+        yield CommandLine(self.offered_views, id="command")
         yield Static("", id="activity")
         yield Footer()
 
@@ -182,6 +187,7 @@ class MainScreen(Screen[None]):
         self._update_remote_info()
         self._update_activity()
         self._refresh_bindings_if_needed()
+        self.view_inventory_changed(dirty)
 
     def _refresh_bindings_if_needed(self) -> None:
         """Re-evaluate the footer keys only when what the selection allows changed (the
@@ -292,12 +298,15 @@ class MainScreen(Screen[None]):
             return
         box.remove_class("-invalid")
         box.border_title = None
+        if self.view_filter(event.value):
+            return
         self.query_one(InstanceTable).sync(self.inventory, self.terms, None)
         self._update_titles()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:
-        self.query_one(InstanceTable).focus()
+        self.query_one(ResourcePane).table.focus() if self.in_resource_view else \
+            self.query_one(InstanceTable).focus()
 
     # Actions: generated from the action table ------------------------------------------
 
@@ -306,8 +315,8 @@ class MainScreen(Screen[None]):
         if isinstance(self.focused, TerminalView):
             return False  # keys go to the console: the footer shows none of ours
         entry = BY_METHOD.get(action)
-        if entry is None:
-            return True
+        if entry is None or not self.view_allows(entry):
+            return entry is None
         try:
             tabs = bool(self.query_one(ConsoleDock).tabs)
             snapshots_of = self.query_one(DetailsPane).snapshots_of
@@ -416,9 +425,12 @@ class MainScreen(Screen[None]):
         if box.has_focus or (box.has_class("-visible") and not details.has_class("-visible")):
             box.value = ""
             box.remove_class("-visible")
-            self.query_one(InstanceTable).focus()
-        elif details.has_class("-visible"):
+            (self.query_one(ResourcePane).table if self.in_resource_view
+             else self.query_one(InstanceTable)).focus()
+        elif details.has_class("-visible") and not self.in_resource_view:
             details.remove_class("-visible")
+        else:
+            self.view_back()
 
     def action_retry_remote(self) -> None:
         remotes = self.query_one(RemoteList)

@@ -84,6 +84,8 @@ class Inventory:
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_pending: set[str] = set()
         self._wakeups: dict[str, asyncio.Event] = {}
+        self.on_resource: Callable[[str, BackendEvent], None] | None = None
+        """Told of lifecycle events about anything but instances (profiles, networks…)."""
 
     # Helpers ---------------------------------------------------------------------------
 
@@ -151,9 +153,9 @@ class Inventory:
 
     async def run_remote(self, name: str) -> None:
         """Connect, list and follow one remote forever; reconnect with backoff."""
-        remote = self.remotes[name]
         backoff = Backoff(cap=self.reconnect_cap)
         while True:
+            remote = self.remotes[name]  # read again: the project shown may change
             if remote.problem:
                 self._set_state(name, ConnectionState.ERROR, remote.problem)
                 await self._sleep_or_wake(name, None)
@@ -282,6 +284,8 @@ class Inventory:
             return
         ref = event.ref
         if ref is None:
+            if self.on_resource is not None and event.kind is EventKind.LIFECYCLE:
+                self.on_resource(name, event)
             return
         if ref.project != self.remotes[name].project:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from backends.models import ConnectionState, Operation, Remote, ServerInfo
@@ -18,3 +19,6 @@ class RemoteStatus:
     listed: bool = False
     """The first listing arrived."""
     operations: dict[str, Operation] = field(default_factory=dict)
+    results: deque[Operation] = field(default_factory=lambda: deque(maxlen=200))
+    """What corral itself did here row by row (bulk actions), newest last, as finished
+    operations: the operations view lists them beside the daemon's."""

@@ -1,0 +1,79 @@
+"""What the main screen needs to switch between the instance table and the resource views
+(``:``), kept here so that the screen itself only composes and dispatches."""
+
+from __future__ import annotations
+
+from textual.css.query import NoMatches
+
+from ..actions import Action, Scope
+from .command import CommandLine
+from .pane import ResourcePane
+from .specs import BY_NAME, ViewSpec, offered
+
+
+class ViewSwitching:
+    """Mixed into :class:`~tui.screens.main.MainScreen`: the ``:`` command and the view
+    shown (``instances`` or a resource view)."""
+
+    view_name: str = "instances"
+
+    def offered_views(self) -> list[ViewSpec]:
+        return offered(self.inventory)  # type: ignore[attr-defined]
+
+    def action_command(self) -> None:
+        self.query_one(CommandLine).open()  # type: ignore[attr-defined]
+
+    def on_command_line_chosen(self, event: CommandLine.Chosen) -> None:
+        self.show_view(event.spec.name)
+
+    def show_view(self, name: str, parent: str = "") -> None:
+        """Show view ``name`` (``instances``: the instance table)."""
+        spec = BY_NAME[name]
+        self.view_name = name
+        pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        self.sub_title = f"view: {spec.title.lower()}"  # type: ignore[attr-defined]
+        if name == "instances":
+            self.remove_class("-resource-view")  # type: ignore[attr-defined]
+            self.query_one("#instances").focus()  # type: ignore[attr-defined]
+        else:
+            self.add_class("-resource-view")  # type: ignore[attr-defined]
+            pane.show(spec, parent)
+            pane.table.focus()
+        self.refresh_bindings()  # type: ignore[attr-defined]
+
+    @property
+    def in_resource_view(self) -> bool:
+        return self.view_name != "instances"
+
+    def view_allows(self, entry: Action) -> bool:
+        """Instance verbs are not offered while a resource view is shown."""
+        return not (self.in_resource_view and entry.scope in (Scope.INSTANCE, Scope.SNAPSHOT))
+
+    def view_filter(self, text: str) -> bool:
+        """Apply the filter to the resource view shown; False when the instances are."""
+        if not self.in_resource_view:
+            return False
+        self.query_one(ResourcePane).set_filter(text)  # type: ignore[attr-defined]
+        return True
+
+    def view_back(self) -> bool:
+        """``esc`` in a resource view (nothing else to close): back to the instances, or
+        from a pool's volumes to the pools. True when it did."""
+        if not self.in_resource_view:
+            return False
+        pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        if pane.table.marked:
+            pane.table.clear_marks()
+        elif pane.spec is not None and pane.spec.name == "volumes" and pane.parent_key:
+            self.show_view("storage")
+        else:
+            self.show_view("instances")
+        return True
+
+    def view_inventory_changed(self, dirty: dict) -> None:
+        try:
+            pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        except NoMatches:
+            return
+        connection = any(refs is None for refs in dirty.values())
+        pane.inventory_changed(set(dirty), connection)
