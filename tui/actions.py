@@ -17,7 +17,17 @@ from textual.binding import Binding
 
 from backends.models import Capability, ConnectionState, InstanceRef
 
-from .flows import consoles, create, guest, images, lifecycle, limits, snapshots, transfer
+from .flows import (
+    consoles,
+    create,
+    guest,
+    images,
+    lifecycle,
+    limits,
+    objects,
+    snapshots,
+    transfer,
+)
 from .flows.context import Context
 from .services.inventory import Inventory
 
@@ -134,6 +144,12 @@ ACTIONS: tuple[Action, ...] = (
     Action("limits", "Limits", "Change CPU, memory, disk, IO and network limits (says "
            "live/restart)", I, "L", "instance.limits", "edit_limits", (Cap.RESOURCES,),
            limits.edit_limits),
+    Action("edit", "Edit YAML", "Edit the instance (config, devices, profiles) as YAML in "
+           "$EDITOR; a change made meanwhile is refused", I, "E", "instance.edit",
+           "edit_yaml", (Cap.YAML_EDIT,), objects.edit_yaml, palette="Edit {ref} as YAML"),
+    Action("profiles", "Profiles", "Assign or unassign profiles, in order", I, "P",
+           "instance.profiles", "edit_profiles", (Cap.PROFILES,), objects.profiles,
+           menu=True, palette="Profiles of {ref}"),
     # Snapshots (n on the table; the others are keys of the snapshots tab)
     Action("snapshot", "Snapshot", "Take a snapshot of the selected instance", I, "n",
            "snapshot.new", "new_snapshot", (Cap.SNAPSHOTS,), snapshots.new),

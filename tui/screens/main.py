@@ -119,6 +119,7 @@ class MainScreen(ViewSwitching, Screen[None]):
         table = self.query_one(InstanceTable)
         table.border_title = "Instances"
         table.on_sorted = lambda col, rev: self._update_titles()
+        table.on_marks = self.marks_changed
         table.focus()
         self.query_one(RemoteList).sync(self.inventory)
         # The app started the remotes before this screen existed: show what already arrived.
@@ -206,7 +207,8 @@ class MainScreen(ViewSwitching, Screen[None]):
         shown = table.row_count
         arrow = "↓" if not table.sort_reverse else "↑"
         count = f"{shown}/{total}" if self.terms else f"{total}"
-        _set_if_changed(table, "border_title", f"Instances ({count})")
+        marks = f" · {len(table.marked)} marked" if table.marked else ""
+        _set_if_changed(table, "border_title", f"Instances ({count}){marks}")
         _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
 
     def _update_activity(self) -> None:
@@ -323,7 +325,8 @@ class MainScreen(ViewSwitching, Screen[None]):
         except NoMatches:
             return None
         ref = snapshots_of or self.selected if entry.scope is Scope.SNAPSHOT else self.selected
-        return availability(entry, self.inventory, ref, consoles_open=tabs)
+        return True if self.marks_allow(entry) else \
+            availability(entry, self.inventory, ref, consoles_open=tabs)
 
     def on_key(self, event) -> None:
         """A greyed-out instance key was pressed: say why instead of doing nothing."""
@@ -365,7 +368,8 @@ class MainScreen(ViewSwitching, Screen[None]):
             if ref and pane.snapshots_of == ref else frozenset()
         return Context(self.app, self.inventory, self.settings, ref=ref, remote=remote,
                        consoles=self.query_one(ConsoleDock), snapshot=snapshot,
-                       snapshot_names=names, details_changed=pane.reload)
+                       snapshot_names=names, details_changed=pane.reload,
+                       marked=tuple(sorted(self.query_one(InstanceTable).marked)))
 
     def run_action(self, action: Action, *, ref: InstanceRef | None = None,
                    remote: str | None = None) -> None:

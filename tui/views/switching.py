@@ -49,6 +49,14 @@ class ViewSwitching:
         """Instance verbs are not offered while a resource view is shown."""
         return not (self.in_resource_view and entry.scope in (Scope.INSTANCE, Scope.SNAPSHOT))
 
+    def marks_allow(self, entry: Action) -> bool:
+        """With instances marked, the lifecycle verbs are offered whatever the selected
+        row's state: they act on the marked ones (each row's refusal is reported)."""
+        marked = self.query_one("#instances").marked  # type: ignore[attr-defined]
+        return bool(marked) and not self.in_resource_view and \
+            entry.one_at_a_time == "lifecycle" and entry.scope is Scope.INSTANCE \
+            and entry.name in ("start", "stop", "restart", "delete", "freeze", "unfreeze")
+
     def view_filter(self, text: str) -> bool:
         """Apply the filter to the resource view shown; False when the instances are."""
         if not self.in_resource_view:
@@ -69,6 +77,12 @@ class ViewSwitching:
         else:
             self.show_view("instances")
         return True
+
+    def marks_changed(self, refs: set) -> None:
+        """Instance marks changed: repaint those rows and the title."""
+        self.query_one("#instances").sync(self.inventory, self.terms, refs)  # type: ignore
+        self._update_titles()  # type: ignore[attr-defined]
+        self.refresh_bindings()  # type: ignore[attr-defined]
 
     def view_inventory_changed(self, dirty: dict) -> None:
         try:
