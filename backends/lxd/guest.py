@@ -6,7 +6,8 @@ pure and run before anything is sent."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed, Unsupported

@@ -66,9 +66,10 @@ class ImageAliases(Backend):
         if not addresses:
             raise OperationFailed(f"'{self.remote.name}' does not listen on the network: "
                                   f"'{target.remote.name}' cannot fetch images from it.")
-        secret_meta = await change(rest, f"image {fingerprint[:12]}", lambda: rest.wait(
-            client.api.images[fingerprint].secret.post(json={}), 30))
-        secret = str((secret_meta.get("metadata") or {}).get("secret") or "")
+        # the token is an operation that runs until the target has used it
+        token = await change(rest, f"image {fingerprint[:12]}", lambda: client.api.images[
+            fingerprint].secret.post(json={}).json())
+        secret = str(((token.get("metadata") or {}).get("metadata") or {}).get("secret") or "")
         body = {"source": {"type": "image", "mode": "pull", "server": f"https://{addresses[0]}",
                            "protocol": rest.product.lower(), "certificate": str(env.get("certificate") or ""),
                            "fingerprint": fingerprint, "secret": secret},

@@ -3,7 +3,8 @@ an image, list the images, delete one."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 from pylxd import exceptions as pylxd_exc

@@ -23,8 +23,9 @@ Live or restart, and where that comes from:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from pylxd import exceptions as pylxd_exc
 

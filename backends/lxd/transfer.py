@@ -14,7 +14,8 @@ certificate corral hands over.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pylxd import exceptions as pylxd_exc
 

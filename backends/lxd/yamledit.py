@@ -10,7 +10,7 @@ import yaml
 from pylxd import exceptions as pylxd_exc
 
 from ..base import Backend
-from ..errors import InvalidInput
+from ..errors import InvalidInput, OperationFailed
 from ..models import ResourceKind
 from .objects import EDITABLE, WORDS, node, refusal
 from .rest import Rest
@@ -90,6 +90,9 @@ class YamlEdit(Backend):
                 response = node(rest, kind, name, parent).put(json=body, headers=headers)
                 rest.wait(response, 120)
             except pylxd_exc.LXDAPIException as e:
-                raise refusal(e, what) from e
+                error = refusal(e, what)
+                if isinstance(error, OperationFailed):  # a value the daemon refused
+                    raise InvalidInput(error.message, title="Refused") from e
+                raise error from e
 
         await rest.call(_do, timeout=150)
