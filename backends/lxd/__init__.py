@@ -3,4 +3,4 @@ server's ``environment.server`` and ``api_extensions``)."""
 
 from .backend import IncusBackend, LXDBackend
 
-__all__ = ["IncusBackend", "LXDBackend"]
+__all__ = ["LXDBackend", "IncusBackend"]

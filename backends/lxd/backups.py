@@ -15,9 +15,8 @@ import asyncio
 import os
 import threading
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
 
 from pylxd import exceptions as pylxd_exc
 
@@ -61,7 +60,7 @@ class Backups(Backend):
         await self.get_instance(ref)  # NotFound in words before anything is made
         client = rest.client
         backup = f"corral-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        expires = datetime.now(UTC) + timedelta(days=1)
+        expires = datetime.now(timezone.utc) + timedelta(days=1)
         body: dict[str, Any] = {
             "name": backup, "instance_only": not with_snapshots,
             "container_only": not with_snapshots, "optimized_storage": False,

@@ -31,7 +31,7 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 class _NoFrames(logging.LoggerAdapter):
     """A websockets logger that never logs frames at DEBUG (they would carry the secret)."""
 
-    def isEnabledFor(self, level: int) -> bool:
+    def isEnabledFor(self, level: int) -> bool:  # noqa: N802 - logging's name
         return level > logging.DEBUG and self.logger.isEnabledFor(level)
 
 

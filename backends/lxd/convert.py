@@ -4,9 +4,8 @@ responses."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlparse
 
 from .. import units
@@ -350,4 +349,4 @@ def rfc3339(when: datetime) -> str:
     """A time as LXD takes it (UTC, whole seconds); a naive datetime is local time."""
     if when.tzinfo is None:
         when = when.astimezone()  # naive: local time
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

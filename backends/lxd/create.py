@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from pylxd import exceptions as pylxd_exc
 
 from ..base import Backend
-from ..cloudinit import user_data_problem
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from ..units import format_size
+from ..cloudinit import user_data_problem
 from . import convert
 from .convert import name_problem
 from .rest import Rest
@@ -241,7 +240,7 @@ class Create(Backend):
                 raise
             except BackendError:
                 raise
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001
                 err = rest.map_error(e)
                 if isinstance(err, Conflict):
                     raise err from e
@@ -271,7 +270,7 @@ class Create(Backend):
                         await asyncio.wait_for(asyncio.shield(started), 60 + self.timeout * 2)
                     except (BackendError, asyncio.CancelledError):
                         raise
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001
                         raise rest.map_error(e) from e
                 except BackendError as e:
                     raise OperationFailed(

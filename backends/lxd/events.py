@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from typing import AsyncIterator
 from urllib.parse import urlencode
 
 from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
@@ -46,7 +46,8 @@ class Events(Backend):
                                 rest.status[event.ref] = InstanceStatus.RUNNING
                             yield event
                 message = f"event stream of '{name}' closed"
-            except (OSError, WebSocketException, InvalidHandshake, TimeoutError, AuthError) as e:
+            except (OSError, WebSocketException, InvalidHandshake, asyncio.TimeoutError,
+                    TimeoutError, AuthError) as e:
                 message = str(e) if isinstance(e, AuthError) else self._event_error(e)
             yield BackendEvent(EventKind.CONNECTION, name, action="disconnected", message=message)
             await asyncio.sleep(backoff.next())

@@ -6,8 +6,7 @@ pure and run before anything is sent."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed, Unsupported

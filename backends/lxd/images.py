@@ -3,8 +3,7 @@ an image, list the images, delete one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 from pylxd import exceptions as pylxd_exc

@@ -23,9 +23,8 @@ Live or restart, and where that comes from:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from pylxd import exceptions as pylxd_exc
 

@@ -21,9 +21,8 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlencode
 
 import pylxd
@@ -184,7 +183,7 @@ class Rest:
             return result
         except BackendError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - mapped at the edge on purpose
             raise self.map_error(e) from e
 
     async def stream(self, fn: Callable[[threading.Event], Any]) -> Any:
@@ -204,7 +203,7 @@ class Rest:
             raise
         except BackendError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001
             raise self.map_error(e) from e
 
     @staticmethod

@@ -14,8 +14,7 @@ certificate corral hands over.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from pylxd import exceptions as pylxd_exc
 
