@@ -61,6 +61,24 @@ async def run_editor(app: App, text: str, name: str) -> str | None:
         os.unlink(path)
 
 
+NOTE = "# corral: "
+CURRENT = "# --- the current version (corral) ---"
+
+
+def annotate(text: str, notes: list[str], *, current: str = "") -> str:
+    """The user's text with corral's notes on top (and the current version commented out
+    at the end), earlier notes removed: comments, so the YAML means the same."""
+    lines = text.splitlines()
+    while lines and lines[0].startswith(NOTE):
+        lines.pop(0)
+    if CURRENT in lines:
+        lines = lines[:lines.index(CURRENT)]
+    out = [NOTE + n for n in notes] + lines
+    if current:
+        out += [CURRENT] + ["# " + line for line in current.splitlines()]
+    return "\n".join(out) + "\n"
+
+
 async def edit_object(app: App, backend: Backend, kind: ResourceKind, name: str,
                       parent: str = "", *, what: str = "") -> bool:
     """The whole edit: read, edit, send; again while the user wants. True when saved."""
@@ -101,6 +119,10 @@ async def edit_object(app: App, backend: Backend, kind: ResourceKind, name: str,
             except BackendError as e2:
                 say(e2.message, f"Edit {what}: {e2.title}")
                 return False
+            text = annotate(text, [f"{what} was changed by someone else while you edited it.",
+                                   "Your text is below; the current version is at the end, "
+                                   "commented out.", "Saving writes your text over it."],
+                            current=original)
             continue
         except (InvalidInput, BackendError) as e:
             note = f"{e.message}\n\nNothing was changed; your text is kept."
@@ -109,6 +131,7 @@ async def edit_object(app: App, backend: Backend, kind: ResourceKind, name: str,
                                        ("drop", "Discard my changes")], note))
             if choice != "again":
                 return False
+            text = annotate(text, [f"not saved: {e.message}"])
             continue
         say(f"Saved {what}.", "Edit", "information")
         return True
