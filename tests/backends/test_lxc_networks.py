@@ -3,6 +3,7 @@ made on the host is listed, with its address, and the containers whose config us
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import uuid
 
@@ -11,7 +12,7 @@ from backends.lxc import LXCBackend
 from backends.models import Capability, Remote
 
 
-async def test_host_bridges_are_listed_read_only(lxc_path):
+def test_host_bridges_are_listed_read_only(lxc_path):
     name = f"ctb{uuid.uuid4().hex[:6]}"
     subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
     try:
@@ -23,7 +24,7 @@ async def test_host_bridges_are_listed_read_only(lxc_path):
         assert Capability.NETWORKS in backend.capabilities
         assert Capability.NETWORK_MANAGE not in backend.capabilities
         assert contract_problems(LXCBackend) == []
-        nets = {n.name: n for n in await backend.list_networks()}
+        nets = {n.name: n for n in asyncio.run(backend.list_networks())}
         assert name in nets
         net = nets[name]
         assert net.read_only and net.get("type") == "bridge" and net.get("managed") == "no"

@@ -19,7 +19,7 @@ from tui.views.pane import ResourcePane
 from tui.widgets.instance_table import InstanceTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import rows, wait_for, write_config  # noqa: E402
+from test_real_app import rows, wait_for, write_config
 
 CONNECTED = ("local", "lab2", "inc1")
 
@@ -87,17 +87,23 @@ async def test_views_list_what_the_clis_list(lab, lab_env, tmp_path):
                                ("storage", ("storage", "list")),
                                ("proj", ("project", "list"))):
                 await switch(pilot, word)
-                want = {(n, x) for n, d in daemons.items() for x in cli_names(d, *args)}
-                await wait_for(pilot, lambda: mine(app) == want,
-                               what=lambda: f"{word}: {mine(app)} != {want}")
+
+                def want(args=args):
+                    # read again each time: the host's own interfaces (unmanaged networks)
+                    # come and go with other programs, and send no events
+                    pane(app).reload(None)
+                    return {(n, x) for n, d in daemons.items() for x in cli_names(d, *args)}
+
+                await wait_for(pilot, lambda: mine(app) == want(),
+                               what=lambda word=word: f"{word}: {mine(app)} != {want()}")
                 spec = pane(app).spec
                 assert app.main_screen.sub_title == f"view: {spec.title.lower()}"
                 assert pane(app).table.border_title.startswith(spec.title)
             await switch(pilot, "images")
-            want = {(n, i["aliases"][0]["name"] if i["aliases"] else i["fingerprint"][:12])
-                    for n, d in daemons.items()
-                    for i in json.loads(d.cli("image", "list", "--format", "json").stdout)}
-            await wait_for(pilot, lambda: mine(app) == want, what="images")
+            images = {(n, i["aliases"][0]["name"] if i["aliases"] else i["fingerprint"][:12])
+                      for n, d in daemons.items()
+                      for i in json.loads(d.cli("image", "list", "--format", "json").stdout)}
+            await wait_for(pilot, lambda: mine(app) == images, what="images")
             # the filter and back to the instances with esc
             await switch(pilot, "profiles")
             await wait_for(pilot, lambda: (("lab2", prof) in mine(app)), what="profiles")

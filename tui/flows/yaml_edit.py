@@ -119,10 +119,10 @@ async def edit_object(app: App, backend: Backend, kind: ResourceKind, name: str,
             except BackendError as e2:
                 say(e2.message, f"Edit {what}: {e2.title}")
                 return False
-            text = annotate(text, [f"{what} was changed by someone else while you edited it.",
-                                   "Your text is below; the current version is at the end, "
-                                   "commented out.", "Saving writes your text over it."],
-                            current=original)
+            notes = [f"{what} was changed by someone else while you edited it.",
+                     "Your text is below; the current version is at the end, commented out.",
+                     "Saving writes your text over it."]
+            text = annotate(text, notes, current=original)
             continue
         except (InvalidInput, BackendError) as e:
             note = f"{e.message}\n\nNothing was changed; your text is kept."

@@ -22,7 +22,7 @@ from ..services.inventory import Inventory
 from . import actions
 from .context import ViewContext
 from .rows import Row, from_status, parse_filter
-from .specs import BY_NAME, ViewSpec, load_rows, remotes_for
+from .specs import BY_NAME, ViewSpec, load_rows, remotes_for, remotes_views
 from .table import ResourceTable
 
 
@@ -32,12 +32,8 @@ class ResourcePane(Vertical):
     SCOPED_CSS = False
     DEFAULT_CSS = """
     ResourcePane { display: none; height: 1fr; }
-    MainScreen.-resource-view ResourcePane { display: block; }
-    MainScreen.-resource-view #instances, MainScreen.-resource-view #details {
-        display: none;
-    }
-    #resource-table { height: 1fr; border: round $panel; border-title-color: $foreground-muted; }
-    #resource-table:focus { border: round $primary; border-title-color: $primary; }
+    ResourceTable { height: 1fr; border: round $panel; border-title-color: $foreground-muted; }
+    ResourceTable:focus { border: round $primary; border-title-color: $primary; }
     #resource-details { display: none; height: 12; border: round $panel; padding: 0 1; }
     #resource-details.-visible { display: block; }
     """
@@ -61,31 +57,79 @@ class ResourcePane(Vertical):
         self.on_title: Callable[[], None] | None = None
         self._cache: dict[tuple[str, str], dict[str, Row]] = {}
         self._pending: set[str | None] = set()
+        self._tables: dict[str, ResourceTable] = {}
+        """One table per view, kept while hidden: switching back repaints from its
+        cached rendering instead of building every cell again."""
+        self._current: ResourceTable | None = None
+        self._words: list = []
 
     def compose(self) -> ComposeResult:
-        yield ResourceTable(id="resource-table")
         yield Static("", id="resource-details")
 
     def on_mount(self) -> None:
-        self.table.on_changed = self._changed
         self.inventory.on_resource = self._resource_event
 
     @property
     def table(self) -> ResourceTable:
-        return self.query_one(ResourceTable)
+        """The table of the view shown."""
+        if self._current is None:
+            self._current = self._table_for("instances")
+        return self._current
+
+    def _table_for(self, name: str) -> ResourceTable:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = ResourceTable(classes="resource-table")
+            table.on_changed = self._changed
+            self.mount(table, before=self.query_one("#resource-details"))
+        return table
 
     # Switching ---------------------------------------------------------------------
 
     def show(self, spec: ViewSpec, parent: str = "") -> None:
         """Fill the pane with ``spec`` (cached rows at once, then read afresh)."""
-        table = self.table
         self.spec, self.parent_key = spec, parent
         self.problems = {}
+        table = self._table_for(spec.name)
+        for other in self._tables.values():
+            other.display = other is table
+        self._current = table
         table.show_view(spec)
-        cached = self._cache.get((spec.name, parent))
-        table.set_rows(None, list(cached.values()) if cached else [])
+        table.set_filter(self._words)
+        cached = self._cached_rows(spec, parent)
+        table.set_rows(None, cached)
         self._changed()
-        self.reload(None)
+        if cached:
+            # shown from what was read (events keep it current); read again once the
+            # frame is painted, so that parsing the answer does not delay the paint
+            self.set_timer(0.25, lambda: self.reload(None) if self.spec is spec else None)
+        else:
+            self.reload(None)
+
+    def _cached_rows(self, spec: ViewSpec, parent: str) -> list[Row]:
+        """What was last read for the view (a pool's volumes: from every volume read)."""
+        cached = self._cache.get((spec.name, parent))
+        if cached is None and parent:
+            only, _, pool = parent.partition("/")
+            cached = {k: r for k, r in self._cache.get((spec.name, ""), {}).items()
+                      if r.remote == only and r.parent == pool}
+        return list(cached.values()) if cached else []
+
+    def prefetch(self, remote: str) -> None:
+        """Read every view ``remote`` can fill into the cache (in the background), so that
+        the first switch to a view paints at once."""
+        async def run() -> None:
+            for spec in remotes_views(self.inventory, remote):
+                rows, problem = await load_rows(self.inventory, spec, remote)
+                if problem:
+                    continue
+                cached = self._cache.setdefault((spec.name, ""), {})
+                for key in [k for k, r in cached.items() if r.remote == remote]:
+                    del cached[key]
+                cached.update((r.key, r) for r in rows)
+
+        self.run_worker(run(), group=f"view-prefetch-{remote}", exclusive=True,
+                        exit_on_error=False, description=f"Read the views of {remote}")
 
     def reload(self, remote: str | None) -> None:
         """Read the rows of ``remote`` (None: every remote) again, coalesced."""
@@ -132,10 +176,13 @@ class ResourcePane(Vertical):
 
     def _resource_event(self, remote: str, event: BackendEvent) -> None:
         spec = self.spec
-        for name, cached in list(self._cache.items()):
-            view = BY_NAME[name[0]]
-            if any(event.action.startswith(p) for p in view.events) and spec is not view:
-                self._cache.pop(name, None)  # stale: read afresh when shown
+        stale = {name for name, _ in self._cache
+                 if any(event.action.startswith(p) for p in BY_NAME[name].events)
+                 and (spec is None or name != spec.name or not self.is_shown)}
+        for key in [k for k in self._cache if k[0] in stale]:
+            del self._cache[key]
+        if stale:
+            self.prefetch(remote)  # read afresh in the background
         if spec is not None and self.is_shown and any(
                 event.action.startswith(p) for p in spec.events):
             self.reload(remote)
@@ -143,6 +190,10 @@ class ResourcePane(Vertical):
     def inventory_changed(self, remotes: set[str], connection: bool) -> None:
         """Remotes changed (a connection, operations): the remotes and operations views
         follow; other views when a remote (dis)connected."""
+        if connection:
+            for name in remotes:
+                if name in self.inventory.backends:
+                    self.prefetch(name)
         spec = self.spec
         if spec is None or not self.is_shown:
             return
@@ -154,7 +205,7 @@ class ResourcePane(Vertical):
 
     @property
     def is_shown(self) -> bool:
-        return self.screen.has_class("-resource-view") if self.is_mounted else False
+        return self.is_mounted and self.display
 
     # Title, details ------------------------------------------------------------------
 
@@ -194,12 +245,12 @@ class ResourcePane(Vertical):
                                                                sorted(conf.items())))
         box.update(Text("\n".join(lines)))
 
-    @on(DataTable.RowHighlighted, "#resource-table")
+    @on(DataTable.RowHighlighted, ".resource-table")
     def _highlighted(self) -> None:
         self._show_details()
         self.screen.refresh_bindings()
 
-    @on(DataTable.RowSelected, "#resource-table")
+    @on(DataTable.RowSelected, ".resource-table")
     def _selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if self.spec is not None and (self.spec.name, "open") in actions.BY_VIEW:
@@ -223,7 +274,8 @@ class ResourcePane(Vertical):
         self.table.clear_marks()
 
     def set_filter(self, text: str) -> None:
-        self.table.set_filter(parse_filter(text))
+        self._words = parse_filter(text)
+        self.table.set_filter(self._words)
 
     # Verbs ---------------------------------------------------------------------------
 

@@ -142,6 +142,14 @@ def remotes_for(inv: Inventory, spec: ViewSpec) -> list[str]:
             and (spec.needs is None or spec.needs in b.capabilities)]
 
 
+def remotes_views(inv: Inventory, remote: str) -> list[ViewSpec]:
+    """The views ``remote`` fills from the daemon (what is worth reading ahead)."""
+    backend = inv.backends.get(remote)
+    if backend is None:
+        return []
+    return [v for v in VIEWS if v.load is not None and v.needs in backend.capabilities]
+
+
 async def load_rows(inv: Inventory, spec: ViewSpec, remote: str, parent: str = ""
                     ) -> tuple[list[Row], str]:
     """The rows of one remote in ``spec``, and a problem in words ("" when none)."""

@@ -16,6 +16,7 @@ class ViewSwitching:
     shown (``instances`` or a resource view)."""
 
     view_name: str = "instances"
+    _details_were_open: bool = False
 
     def offered_views(self) -> list[ViewSpec]:
         return offered(self.inventory)  # type: ignore[attr-defined]
@@ -32,11 +33,22 @@ class ViewSwitching:
         self.view_name = name
         pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
         self.sub_title = f"view: {spec.title.lower()}"  # type: ignore[attr-defined]
+        # display flags, not a class on the screen: a screen class restyles every widget
+        # (~100 ms with a full table), a flag only lays out again
+        instances = self.query_one("#instances")  # type: ignore[attr-defined]
+        details = self.query_one("#details")  # type: ignore[attr-defined]
         if name == "instances":
-            self.remove_class("-resource-view")  # type: ignore[attr-defined]
-            self.query_one("#instances").focus()  # type: ignore[attr-defined]
+            pane.display = False
+            instances.styles.clear_rule("display")  # the stylesheet decides again
+            if self._details_were_open:
+                details.add_class("-visible")
+            instances.focus()
         else:
-            self.add_class("-resource-view")  # type: ignore[attr-defined]
+            if instances.styles.get_rule("display") is None:  # coming from instances
+                self._details_were_open = details.has_class("-visible")
+                details.remove_class("-visible")
+            instances.display = False
+            pane.display = True
             pane.show(spec, parent)
             pane.table.focus()
         self.refresh_bindings()  # type: ignore[attr-defined]

@@ -30,8 +30,8 @@ class ResourceTable(DataTable):
         Binding("O", "reverse_sort", "Reverse", show=False, id="resources.reverse"),
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)
         self.spec: ViewSpec | None = None
         self.items: dict[str, Row] = {}
         """Every row of the view (all remotes), filtered or not."""
