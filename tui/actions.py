@@ -87,9 +87,13 @@ class Action:
     def action(self) -> str:
         return self.method or self.name
 
+    priority: bool = False
+    """Handled before the focused widget sees the key, so that keys typed right after it
+    reach what it opened (the ``:`` line), not the table."""
+
     def binding(self, prefix: str = "") -> Binding:
         return Binding(self.key, prefix + self.action, self.label, show=self.show,
-                       id=self.binding_id or None, tooltip=self.help)
+                       id=self.binding_id or None, tooltip=self.help, priority=self.priority)
 
 
 I, R, S, C, V = Scope.INSTANCE, Scope.REMOTE, Scope.SNAPSHOT, Scope.CONSOLE, Scope.VIEW
@@ -125,7 +129,7 @@ ACTIONS: tuple[Action, ...] = (
            "view.clear", show=False),
     Action("command", "Views", "Switch the table: :profiles :networks :storage :projects "
            ":images :operations :remotes (:instances or esc back)", V, "colon",
-           "view.command", "command"),
+           "view.command", "command", priority=True),
     Action("retry", "Reconnect", "Reconnect the selected remote now", V, "R", "remote.retry",
            "retry_remote", show=False),
     Action("refresh", "Refresh", "List every connected remote again", V, "ctrl+r", "view.refresh",

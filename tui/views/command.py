@@ -62,7 +62,8 @@ class CommandLine(Input):
         self.border_title = "Switch view (tab completes, enter shows, esc closes)"
         self.remove_class("-invalid")
         self.add_class("-visible")
-        self.focus()
+        # at once, not later: keys typed right after ':' must land here, not on the table
+        self.screen.set_focus(self)
 
     def action_close(self) -> None:
         self.remove_class("-visible")

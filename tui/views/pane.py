@@ -13,6 +13,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from backends.models import BackendEvent, Resource
@@ -46,6 +47,13 @@ class ResourcePane(Vertical):
         Binding("ctrl+u", "clear_marks", "Clear marks", show=False, id="resource.unmark"),
         Binding("i", "toggle_details", "Details", show=False, id="resource.details"),
     ]
+
+    class OpenView(Message):
+        """A verb asks the screen to show another view (a pool's volumes)."""
+
+        def __init__(self, name: str, parent: str) -> None:
+            super().__init__()
+            self.name, self.parent = name, parent
 
     def __init__(self, inventory: Inventory, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -299,7 +307,7 @@ class ResourcePane(Vertical):
         return ViewContext(
             self.app, self.inventory, self.spec, row=table.selected,
             parent=self.parent_key, marked=table.marked_rows(),
-            open_view=lambda name, parent: self.show(BY_NAME[name], parent),
+            open_view=lambda name, parent: self.post_message(self.OpenView(name, parent)),
             reload=self.reload, switch_project=self._switch_project,
             rows_of=lambda remote: [r for r in table.items.values() if r.remote == remote])
 

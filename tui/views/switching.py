@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from textual.css.query import NoMatches
+from textual.widgets import Input
 
 from ..actions import Action, Scope
 from .command import CommandLine
@@ -27,12 +28,16 @@ class ViewSwitching:
     def on_command_line_chosen(self, event: CommandLine.Chosen) -> None:
         self.show_view(event.spec.name)
 
+    def on_resource_pane_open_view(self, event: ResourcePane.OpenView) -> None:
+        self.show_view(event.name, event.parent)
+
     def show_view(self, name: str, parent: str = "") -> None:
         """Show view ``name`` (``instances``: the instance table)."""
         spec = BY_NAME[name]
         self.view_name = name
         pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
-        self.sub_title = f"view: {spec.title.lower()}"  # type: ignore[attr-defined]
+        where = f" of {parent}" if parent else ""
+        self.sub_title = f"view: {spec.title.lower()}{where}"  # type: ignore[attr-defined]
         # display flags, not a class on the screen: a screen class restyles every widget
         # (~100 ms with a full table), a flag only lays out again
         instances = self.query_one("#instances")  # type: ignore[attr-defined]
@@ -58,8 +63,12 @@ class ViewSwitching:
         return self.view_name != "instances"
 
     def view_allows(self, entry: Action) -> bool:
-        """Instance verbs are not offered while a resource view is shown."""
-        return not (self.in_resource_view and entry.scope in (Scope.INSTANCE, Scope.SNAPSHOT))
+        """Instance (and remote: new instance, import) verbs are not offered while a
+        resource view is shown; ``:`` is typed as itself into any input."""
+        if entry.name == "command" and isinstance(self.focused, Input):  # type: ignore
+            return False
+        return not (self.in_resource_view and entry.scope in (Scope.INSTANCE, Scope.SNAPSHOT,
+                                                               Scope.REMOTE))
 
     def marks_allow(self, entry: Action) -> bool:
         """With instances marked, the lifecycle verbs are offered whatever the selected

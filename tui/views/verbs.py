@@ -86,7 +86,7 @@ async def edit(ctx: ViewContext) -> None:
                    severity="warning")
         return
     await edit_object(ctx.app, ctx.backend(row.remote), row.kind, row.name, row.parent,
-                      what=f"{row.kind.value} {row.remote}:{row.name}")
+                      what=f"{WORDS.get(ctx.spec.name, row.kind.value)} {row.remote}:{row.name}")
     ctx.reload(row.remote)
 
 
