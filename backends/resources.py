@@ -173,7 +173,8 @@ RESOURCE_CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
                          "resize_volume", "delete_volume", "attach_volume", "detach_volume",
                          "copy_volume"),
     Capability.PROJECTS: ("list_projects", "create_project", "delete_project"),
-    Capability.IMAGE_ALIASES: ("add_image_alias", "remove_image_alias", "copy_image"),
+    Capability.IMAGE_ALIASES: ("add_image_alias", "remove_image_alias", "copy_image",
+                               "refresh_image"),
     Capability.YAML_EDIT: ("get_yaml", "put_yaml"),
 }
 """The verbs of each ability of this module."""

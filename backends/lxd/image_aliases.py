@@ -49,6 +49,31 @@ class ImageAliases(Backend):
         except NotFound:
             raise NotFound(f"There is no alias '{alias}' on '{self.remote.name}'.") from None
 
+    async def refresh_image(self, fingerprint: str, *,
+                            progress: Callable[[str], None] | None = None) -> bool:
+        report = progress or (lambda text: None)
+        rest = self.rest
+        client = rest.client
+        try:
+            data = await rest.call(lambda: client.api.images[fingerprint].get().json()[
+                "metadata"])
+        except NotFound:
+            raise NotFound(f"There is no image {fingerprint[:12]} on "
+                           f"'{self.remote.name}'.") from None
+        source = data.get("update_source") or {}
+        if not source.get("server"):
+            raise InvalidInput(f"Image {fingerprint[:12]} was not copied from an image "
+                               f"server: there is nothing to refresh it from.")
+        report(f"asking {source.get('server')}")
+        op = await change(rest, f"image {fingerprint[:12]}", lambda: convert.operation_id(
+            client.api.images[fingerprint].refresh.post(json={}).json()))
+        done = await rest.follow(op, report, timeout=3600)
+        if done.get("status") != "Success":
+            raise OperationFailed(f"Refreshing image {fingerprint[:12]} failed: "
+                                  f"{done.get('err') or done.get('status')}.")
+        report("done")
+        return bool((done.get("metadata") or {}).get("refreshed"))
+
     async def copy_image(self, fingerprint: str, target: Any, *,
                          aliases: tuple[str, ...] = (),
                          progress: Callable[[str], None] | None = None) -> None:

@@ -196,6 +196,7 @@ CALLS: dict[str, Call] = {
     "add_image_alias": lambda b, r, s, d: b.add_image_alias("0" * 64, r.name + "-a"),
     "remove_image_alias": lambda b, r, s, d: b.remove_image_alias("contract-ghost"),
     "copy_image": lambda b, r, s, d: b.copy_image("0" * 64, b),
+    "refresh_image": lambda b, r, s, d: b.refresh_image("0" * 64),
     "get_yaml": lambda b, r, s, d: b.get_yaml(ResourceKind.INSTANCE, r.name),
     "put_yaml": lambda b, r, s, d: b.put_yaml(ResourceKind.INSTANCE, r.name, "{}", ""),
 }

@@ -240,6 +240,14 @@ async def test_image_aliases_seen_by_the_cli(remote):
     assert alias not in listed[image.fingerprint]
 
 
+async def test_refreshing_an_imported_image_is_refused_in_words(remote):
+    backend, daemon = remote
+    image = next(i for i in await backend.list_images() if "busybox" in i.aliases)
+    with pytest.raises(InvalidInput, match="nothing to refresh it from"):
+        await backend.refresh_image(image.fingerprint)
+    assert image.fingerprint in {i["fingerprint"] for i in cli_json(daemon, "image", "list")}
+
+
 async def test_image_copy_to_another_lxd_remote_with_progress(lab, lab_env):
     remotes = {r.name: r for r in discover(lab_env).remotes}
     here, there = (get_backend(remotes[n], timeout=10) for n in ("local", "lab2"))

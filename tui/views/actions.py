@@ -54,6 +54,7 @@ KEYS: dict[str, tuple[str, str, str]] = {
     "alias-add": ("a", "resource.alias_add", "Add an alias to this image"),
     "alias-remove": ("X", "resource.alias_remove", "Remove an alias of this image"),
     "cancel": ("x", "resource.cancel", "Cancel this operation"),
+    "refresh": ("U", "resource.refresh", "Refresh this image from the server it came from"),
 }
 
 C = Capability
@@ -85,6 +86,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("images", "alias-add", "Add alias", C.IMAGE_ALIASES, vs.add_alias),
     Verb("images", "alias-remove", "Remove alias", C.IMAGE_ALIASES, vs.remove_alias),
     Verb("images", "copy", "Copy to", C.IMAGE_ALIASES, vs.copy_image),
+    Verb("images", "refresh", "Refresh", C.IMAGE_ALIASES, vs.refresh_image),
     Verb("operations", "cancel", "Cancel", C.OPERATIONS, vs.cancel_operation),
 )
 BY_VIEW: dict[tuple[str, str], Verb] = {(x.view, x.verb): x for x in VERBS}

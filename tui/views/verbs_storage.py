@@ -230,6 +230,25 @@ async def copy_image(ctx: ViewContext) -> None:
     ctx.reload(remote)
 
 
+async def refresh_image(ctx: ViewContext) -> None:
+    row = ctx.row
+    if row is None:
+        return
+    inv = ctx.inventory
+
+    def progress(text: str) -> None:
+        inv.show_activity(row.remote, f"refreshing image {row.name}: {text}")
+
+    try:
+        newer = await ctx.attempt(f"Refresh image {row.name}", ctx.backend(row.remote)
+                                  .refresh_image(row.obj.fingerprint, progress=progress))
+    finally:
+        inv.show_activity(row.remote, "")
+    if newer is not None:
+        ctx.notify(f"Image {row.name}: "
+                   + ("a newer version was fetched." if newer else "already current."))
+
+
 # Operations ------------------------------------------------------------------------
 
 
