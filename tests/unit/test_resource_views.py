@@ -120,3 +120,22 @@ def test_the_views_action_table_follows_capabilities():
     assert actions.allowed("images", "leases", full, has_row=True, read_only=False) is False
     keys = [b.key for b in actions.bindings()]
     assert len(keys) == len(set(keys))
+
+
+def test_only_views_a_remote_can_fill_are_offered():
+    from backends.fake import FakeBackend
+    from backends.lxc import LXCBackend
+    from backends.models import ConnectionState, Remote
+    from tui.services.inventory import Inventory
+    from tui.views.specs import BY_NAME, offered, remotes_for
+
+    remotes = [Remote("lxc", "lxc", "/tmp/nothing"), Remote("fake", "fake", "fake://")]
+    inv = Inventory(remotes, on_change=lambda *args: None)
+    inv.backends = {"lxc": LXCBackend(remotes[0]), "fake": FakeBackend(remotes[1])}
+    for status in inv.statuses.values():
+        status.state = ConnectionState.CONNECTED
+    names = {v.name for v in offered(inv)}
+    assert names == {"instances", "networks", "operations", "remotes"}  # LXC: host bridges
+    assert remotes_for(inv, BY_NAME["networks"]) == ["lxc"]
+    del inv.backends["lxc"]
+    assert {v.name for v in offered(inv)} == {"instances", "operations", "remotes"}
