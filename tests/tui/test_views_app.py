@@ -19,7 +19,7 @@ from tui.views.pane import ResourcePane
 from tui.widgets.instance_table import InstanceTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import rows, wait_for, write_config
+from test_real_app import rows, select, wait_for, write_config
 
 CONNECTED = ("local", "lab2", "inc1")
 
@@ -295,3 +295,45 @@ async def test_bulk_stop_of_three_marked_and_a_partial_failure(lab, lab_env, uni
         lab.lxd1.cli("config", "unset", names[1], "security.protection.delete", check=False)
         for n in names:
             lab.lxd1.cli("delete", "-f", n, check=False)
+
+
+INSTANCE_EDITOR = textwrap.dedent("""\
+    import sys, yaml
+    path = sys.argv[1]
+    data = yaml.safe_load(open(path))
+    data["config"]["user.edited"] = "by-editor"
+    open(path, "w").write(yaml.safe_dump(data))
+    """)
+
+
+async def test_instance_yaml_edit_and_profiles_in_order(lab, lab_env, unique, tmp_path,
+                                                        monkeypatch):
+    name, prof = unique(), short("ip-")
+    lab.incus1.cli("profile", "create", prof)
+    lab.incus1.cli("init", "busybox", name)
+    script = tmp_path / "editor.py"
+    script.write_text(INSTANCE_EDITOR)
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+    monkeypatch.delenv("VISUAL", raising=False)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await connected(pilot, app)
+            await wait_for(pilot, lambda: f"inc1:{name}" in rows(app), what="instance")
+            select(app, f"inc1:{name}")
+            await pilot.press("E")
+            await wait_for(pilot, lambda: yaml.safe_load(lab.incus1.cli(
+                "config", "show", name).stdout)["config"].get("user.edited") == "by-editor",
+                what="the instance edited", timeout=30)
+            select(app, f"inc1:{name}")
+            await pilot.press("P")
+            await wait_for(pilot, lambda: app.screen.query("#dialog-input"), what="profiles")
+            box = app.screen.query_one("#dialog-input")
+            box.value = f"{prof}, default"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: yaml.safe_load(lab.incus1.cli(
+                "config", "show", name).stdout)["profiles"] == [prof, "default"],
+                what="profiles in the order typed", timeout=30)
+    finally:
+        lab.incus1.cli("delete", "-f", name, check=False)
+        lab.incus1.cli("profile", "delete", prof, check=False)
