@@ -337,3 +337,39 @@ async def test_instance_yaml_edit_and_profiles_in_order(lab, lab_env, unique, tm
     finally:
         lab.incus1.cli("delete", "-f", name, check=False)
         lab.incus1.cli("profile", "delete", prof, check=False)
+
+
+async def test_project_switch_is_remembered_per_remote(lab, lab_env, unique, tmp_path,
+                                                       monkeypatch):
+    monkeypatch.setenv("CORRAL_STATE_DIR", str(tmp_path / "state"))
+    proj, name = short("sw-"), unique()
+    # sharing the default project's images and profiles (the root disk)
+    lab.lxd2.cli("project", "create", proj, "-c", "features.images=false",
+                 "-c", "features.profiles=false")
+    lab.lxd2.cli("init", "busybox", name, "--project", proj)
+    try:
+        app = make_app(write_config(tmp_path), env=lab_env)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await connected(pilot, app)
+            assert f"lab2:{name}" not in rows(app)
+            await switch(pilot, "projects")
+            await wait_for(pilot, lambda: ("lab2", proj) in mine(app), what="project row")
+            select_row(app, "lab2", proj)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.inventory.remotes["lab2"].project == proj
+                           and app.inventory.statuses["lab2"].listed
+                           and f"lab2:{name}" in rows(app), what="lab2 in the project",
+                           timeout=30)
+            await wait_for(pilot, lambda: any(r.name == proj and r.cell("shown") == "yes"
+                                              for r in pane(app).table.items.values()
+                                              if r.remote == "lab2"), what="shown: yes")
+            assert app.inventory.remotes["local"].project == "default"
+        # a new run shows lab2 in that project again
+        app = make_app(write_config(tmp_path), env=lab_env)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: f"lab2:{name}" in rows(app), what="remembered",
+                           timeout=30)
+            assert app.inventory.remotes["lab2"].project == proj
+    finally:
+        lab.lxd2.cli("delete", "-f", name, "--project", proj, check=False)
+        lab.lxd2.cli("project", "delete", proj, check=False)
