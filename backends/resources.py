@@ -137,6 +137,17 @@ class ResourceVerbs:
     async def remove_image_alias(self, alias: str) -> None:
         raise self._unsupported("remove image aliases")
 
+    async def refresh_image(self, fingerprint: str, *,
+                            progress: Callable[[str], None] | None = None) -> bool:
+        """Fetch a newer version of an image from the server it was copied from; True
+        when there was one.
+
+        Raises:
+            InvalidInput: the image was not copied from an image server (nothing to
+                refresh it from).
+        """
+        raise self._unsupported("refresh images")
+
     async def copy_image(self, fingerprint: str, target: ResourceVerbs, *,
                          aliases: tuple[str, ...] = (),
                          progress: Callable[[str], None] | None = None) -> None:
