@@ -46,6 +46,8 @@ class ResourcePane(Vertical):
                 tooltip="Mark every row the filter shows (again: unmark them)"),
         Binding("ctrl+u", "clear_marks", "Clear marks", show=False, id="resource.unmark"),
         Binding("i", "toggle_details", "Details", show=False, id="resource.details"),
+        Binding("ctrl+r", "reload_view", "Refresh", show=False, id="resource.refresh_view",
+                tooltip="Read this view's rows again from every remote"),
     ]
 
     class OpenView(Message):
@@ -265,6 +267,9 @@ class ResourcePane(Vertical):
             self.run_verb("open")
         else:
             self.action_toggle_details()
+
+    def action_reload_view(self) -> None:
+        self.reload(None)
 
     def action_toggle_details(self) -> None:
         self.query_one("#resource-details").toggle_class("-visible")
