@@ -206,6 +206,8 @@ class InstanceTable(DataTable):
             state = inv.states.get(ref)
             wanted = inst is not None and matches(terms, inst, state)
             present = key in self.refs
+            if inst is None:
+                self.marked.discard(ref)  # gone: nothing left to act on
             if not wanted:
                 if present:
                     self.remove_row(key)
