@@ -373,3 +373,39 @@ async def test_project_switch_is_remembered_per_remote(lab, lab_env, unique, tmp
     finally:
         lab.lxd2.cli("delete", "-f", name, "--project", proj, check=False)
         lab.lxd2.cli("project", "delete", proj, check=False)
+
+
+async def test_new_profile_as_a_copy_onto_another_remote(lab, lab_env, tmp_path):
+    src, name = short("cs-"), short("cc-")
+    lab.lxd1.cli("profile", "create", src)
+    lab.lxd1.cli("profile", "set", src, "limits.memory=128MiB")
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await connected(pilot, app)
+            await switch(pilot, "profiles")
+            await wait_for(pilot, lambda: ("local", src) in mine(app), what="source row")
+            select_row(app, "local", src)
+            await pilot.press("N")
+
+            def choose(option_id):
+                box = app.screen.query_one("#choice-list")
+                box.highlighted = next(i for i in range(box.option_count)
+                                       if box.get_option_at_index(i).id == option_id)
+                box.action_select()
+
+            await wait_for(pilot, lambda: app.screen.query("#choice-list"), what="how")
+            choose("copy")
+            await wait_for(pilot, lambda: app.screen.query("#choice-list")
+                           and app.screen.query_one("#choice-list").option_count == 3,
+                           what="which remote")
+            choose("inc1")
+            await wait_for(pilot, lambda: app.screen.query("#dialog-input"), what="name")
+            app.screen.query_one("#dialog-input").value = name
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: ("inc1", name) in mine(app), what="the copy")
+            shown = yaml.safe_load(lab.incus1.cli("profile", "show", name).stdout)
+            assert shown["config"] == {"limits.memory": "128MiB"}
+    finally:
+        lab.lxd1.cli("profile", "delete", src, check=False)
+        lab.incus1.cli("profile", "delete", name, check=False)
