@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
 
 from .errors import Unsupported
+from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 
 from .models import (
     BackendEvent,
@@ -40,8 +41,9 @@ from .models import (
 )
 
 
-class Backend(abc.ABC):
-    """Base class of every backend."""
+class Backend(ResourceVerbs, abc.ABC):
+    """Base class of every backend (the verbs on profiles, networks, storage, projects and
+    YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 
     kind: ClassVar[str] = ""
     """Registry key: ``lxd``, ``incus``, ``qemu``, ``lxc``."""
@@ -380,6 +382,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.RENAME: ("rename_instance",),
     Capability.DESCRIPTION: ("set_description",),
     Capability.OPERATIONS: ("list_operations", "cancel_operation"),
+    **RESOURCE_CAPABILITY_METHODS,
 }
 """The methods each optional ability needs. Abilities not listed here (start, stop, …,
 metrics) are the abstract core every backend implements."""
@@ -391,6 +394,7 @@ CAPABILITY_REQUIRES: dict[Capability, Capability] = {
     Capability.SNAPSHOT_SCHEDULE: Capability.SNAPSHOTS,
     Capability.LINKED_CLONE: Capability.CLONE,
     Capability.VGA: Capability.CONSOLE,
+    **RESOURCE_CAPABILITY_REQUIRES,
 }
 """Abilities that only make sense on top of another one."""
 

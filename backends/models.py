@@ -89,6 +89,22 @@ class Capability(str, enum.Enum):
     DESCRIPTION = "description"
     OPERATIONS = "operations"
     """The remote's own list of background operations, with cancel."""
+    PROFILES = "profiles"
+    """List, create (empty or from another's settings), rename and delete profiles, and
+    set an instance's profiles (in order)."""
+    NETWORKS = "networks"
+    """List networks (possibly read-only: the host's bridges)."""
+    NETWORK_MANAGE = "network-manage"
+    """Create and delete bridges; DHCP leases of managed networks."""
+    STORAGE = "storage"
+    """Storage pools and their custom volumes: create, resize, delete, attach, detach,
+    copy."""
+    PROJECTS = "projects"
+    """List, create and delete projects (the remote can be shown in any of them)."""
+    IMAGE_ALIASES = "image-aliases"
+    """Add and remove image aliases, copy images to another remote of the same kind."""
+    YAML_EDIT = "yaml-edit"
+    """Objects can be read and written back as YAML, guarded by their ETag."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,3 +370,53 @@ class ImageInfo:
     architecture: str = ""
     created_at: datetime | None = None
     uploaded_at: datetime | None = None
+    cached: bool = False
+    """Copied in automatically from another server (and removed when unused)."""
+    last_used_at: datetime | None = None
+
+
+class ResourceKind(str, enum.Enum):
+    """The kinds of objects besides instances a remote may hold."""
+
+    PROFILE = "profile"
+    NETWORK = "network"
+    POOL = "storage-pool"
+    VOLUME = "storage-volume"
+    PROJECT = "project"
+    IMAGE = "image"
+    INSTANCE = "instance"
+    """Only as the kind of a YAML edit (``get_yaml``/``put_yaml``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One profile, network, storage pool or volume, or project of a remote.
+
+    ``fields`` are the columns the views show, as ``(key, text)`` pairs in the backend's
+    words; ``used_by`` names what uses it (``instance web1``, ``profile default``)."""
+
+    kind: ResourceKind
+    remote: str
+    name: str
+    project: str = "default"
+    parent: str = ""
+    """The pool a volume lives in; empty otherwise."""
+    description: str = ""
+    used_by: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()
+    read_only: bool = False
+    """Listed for information only (an unmanaged network, the host's bridge)."""
+    config: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def get(self, key: str, default: str = "") -> str:
+        """The text of field ``key``."""
+        for k, v in self.fields:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def key(self) -> str:
+        """Unique per remote: kind, project, pool and name."""
+        return f"{self.remote}\x1f{self.project}\x1f{self.parent}\x1f{self.name}"

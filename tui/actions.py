@@ -17,7 +17,17 @@ from textual.binding import Binding
 
 from backends.models import Capability, ConnectionState, InstanceRef
 
-from .flows import consoles, create, guest, images, lifecycle, limits, snapshots, transfer
+from .flows import (
+    consoles,
+    create,
+    guest,
+    images,
+    lifecycle,
+    limits,
+    objects,
+    snapshots,
+    transfer,
+)
 from .flows.context import Context
 from .services.inventory import Inventory
 
@@ -77,9 +87,13 @@ class Action:
     def action(self) -> str:
         return self.method or self.name
 
+    priority: bool = False
+    """Handled before the focused widget sees the key, so that keys typed right after it
+    reach what it opened (the ``:`` line), not the table."""
+
     def binding(self, prefix: str = "") -> Binding:
         return Binding(self.key, prefix + self.action, self.label, show=self.show,
-                       id=self.binding_id or None, tooltip=self.help)
+                       id=self.binding_id or None, tooltip=self.help, priority=self.priority)
 
 
 I, R, S, C, V = Scope.INSTANCE, Scope.REMOTE, Scope.SNAPSHOT, Scope.CONSOLE, Scope.VIEW
@@ -113,6 +127,9 @@ ACTIONS: tuple[Action, ...] = (
            "view.filter"),
     Action("clear", "Clear", "Close details / clear the filter", V, "escape",
            "view.clear", show=False),
+    Action("command", "Views", "Switch the table: :profiles :networks :storage :projects "
+           ":images :operations :remotes (:instances or esc back)", V, "colon",
+           "view.command", "command", priority=True),
     Action("retry", "Reconnect", "Reconnect the selected remote now", V, "R", "remote.retry",
            "retry_remote", show=False),
     Action("refresh", "Refresh", "List every connected remote again", V, "ctrl+r", "view.refresh",
@@ -131,6 +148,12 @@ ACTIONS: tuple[Action, ...] = (
     Action("limits", "Limits", "Change CPU, memory, disk, IO and network limits (says "
            "live/restart)", I, "L", "instance.limits", "edit_limits", (Cap.RESOURCES,),
            limits.edit_limits),
+    Action("edit", "Edit YAML", "Edit the instance (config, devices, profiles) as YAML in "
+           "$EDITOR; a change made meanwhile is refused", I, "E", "instance.edit",
+           "edit_yaml", (Cap.YAML_EDIT,), objects.edit_yaml, palette="Edit {ref} as YAML"),
+    Action("profiles", "Profiles", "Assign or unassign profiles, in order", I, "P",
+           "instance.profiles", "edit_profiles", (Cap.PROFILES,), objects.profiles,
+           menu=True, palette="Profiles of {ref}"),
     # Snapshots (n on the table; the others are keys of the snapshots tab)
     Action("snapshot", "Snapshot", "Take a snapshot of the selected instance", I, "n",
            "snapshot.new", "new_snapshot", (Cap.SNAPSHOTS,), snapshots.new),

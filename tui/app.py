@@ -24,6 +24,7 @@ from .config import Config, load_config
 from .screens.main import MainScreen
 from .services.cache import InventoryCache, cache_path
 from .services.inventory import BackendFactory, Inventory
+from .services.projects import apply_remembered
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class CorralApp(App[None]):
                 known = ", ".join(r.name for r in found.remotes) or "none"
                 found.problems.append(ConfigProblem(
                     "--remote", f"no remote named {', '.join(unknown)} (known: {known})"))
+        remotes = apply_remembered(remotes)  # the project each remote was last shown in
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
         if not remotes and not self.problems:

@@ -3,7 +3,7 @@
 One backend per lxcpath, composed by concern: :mod:`.lifecycle` (connect, listing, usage
 figures, start/stop/…/delete), :mod:`.events` (``watch``: lxc-monitor and the lxcpath's
 mtime), :mod:`.create` (templates, image tarballs, the launch wizard), :mod:`.limits`
-(cgroup limits), :mod:`.snapshots`, :mod:`.transfer` (clone, rename, description,
+(cgroup limits), :mod:`.snapshots`, :mod:`.networks` (the host's bridges, read-only), :mod:`.transfer` (clone, rename, description,
 export/import; the archive check in :mod:`.archive`) and :mod:`.consoles` (console and
 attach shell). They share one :class:`~.tools.LXCTools` (``self.lxc``): the lxcpath, its
 tools and its containers' configs.
@@ -19,6 +19,7 @@ from .create import Create
 from .events import Events
 from .lifecycle import Lifecycle
 from .limits import Limits
+from .networks import Networks
 from .snapshots import Snapshots
 from .tools import LXCTools
 from .transfer import Transfer
@@ -26,7 +27,8 @@ from .transfer import Transfer
 __all__ = ["LXCBackend", "default_lxcpath", "lxc_remotes"]
 
 
-class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Backend):
+class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Networks,
+                 Backend):
     """Containers of one lxcpath."""
 
     kind = "lxc"
@@ -36,6 +38,7 @@ class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Console
         Capability.METRICS, Capability.SNAPSHOTS, Capability.CREATE, Capability.RESOURCES,
         Capability.CONSOLE, Capability.EXEC, Capability.EXPORT, Capability.IMPORT,
         Capability.CLONE, Capability.LINKED_CLONE, Capability.RENAME, Capability.DESCRIPTION,
+        Capability.NETWORKS,
     })
     console_kinds = frozenset({"console"})
     backup_extension = ".tar.gz"

@@ -6,7 +6,9 @@ figures, start/stop/…/delete), :mod:`.events` (``watch``), :mod:`.create` (sou
 the launch), :mod:`.limits` (resource limits), :mod:`.snapshots`, :mod:`.consoles` (console,
 exec shell, SPICE hand-off), :mod:`.backups` (export/import), :mod:`.transfer` (clone,
 copy/move, rename, description), :mod:`.images`, :mod:`.guest` (password, NICs) and
-:mod:`.operations`. They share one :class:`~.rest.Rest` (``self.rest``): the connection, the
+:mod:`.operations`, and the objects beside instances: :mod:`.profiles`, :mod:`.networks`,
+:mod:`.storage`, :mod:`.projects`, :mod:`.image_aliases`, :mod:`.yamledit` (shared parts in
+:mod:`.objects`, pure conversions in :mod:`.resource_convert`). They share one :class:`~.rest.Rest` (``self.rest``): the connection, the
 remote's thread pool, waiting for operations, and what the concerns remember between calls.
 The pure parts (JSON -> models, texts, names) are in :mod:`.convert`.
 """
@@ -20,19 +22,26 @@ from .consoles import Consoles
 from .create import Create
 from .events import Events
 from .guest import Guest
+from .image_aliases import ImageAliases
 from .images import Images
 from .lifecycle import Lifecycle
 from .limits import Limits
+from .networks import Networks
 from .operations import Operations
+from .profiles import Profiles
+from .projects import Projects
 from .rest import Rest
 from .snapshots import Snapshots
+from .storage import Storage
 from .transfer import Transfer
+from .yamledit import YamlEdit
 
 __all__ = ["IncusBackend", "LXDBackend"]
 
 
 class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups, Transfer,
-                 Images, Guest, Operations, Backend):
+                 Images, Guest, Operations, Profiles, Networks, Storage, Projects,
+                 ImageAliases, YamlEdit, Backend):
     """An LXD remote (also used for Incus, which speaks the same API)."""
 
     kind = "lxd"
@@ -47,6 +56,9 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         Capability.EXPORT, Capability.IMPORT, Capability.CLONE, Capability.COPY_MOVE,
         Capability.RENAME, Capability.DESCRIPTION, Capability.PUBLISH, Capability.IMAGES,
         Capability.PASSWORD, Capability.NICS, Capability.OPERATIONS,
+        Capability.PROFILES, Capability.NETWORKS, Capability.NETWORK_MANAGE,
+        Capability.STORAGE, Capability.PROJECTS, Capability.IMAGE_ALIASES,
+        Capability.YAML_EDIT,
     })
     console_kinds = frozenset({"console"})
     """A VM's screen is SPICE graphics (``SPICE``: handed to remote-viewer), not VGA text."""

@@ -257,6 +257,8 @@ def to_image(data: Mapping[str, Any]) -> ImageInfo:
         architecture=str(data.get("architecture") or ""),
         created_at=parse_time(data.get("created_at")),
         uploaded_at=parse_time(data.get("uploaded_at")),
+        cached=bool(data.get("cached")),
+        last_used_at=parse_time(data.get("last_used_at")),
     )
 
 

@@ -50,6 +50,7 @@ from backends.models import (
     InstanceRef,
     InstanceStatus,
     Remote,
+    ResourceKind,
     ServerInfo,
     Snapshot,
 )
@@ -169,6 +170,35 @@ CALLS: dict[str, Call] = {
     "list_operations": lambda b, r, s, d: b.list_operations(),
     "cancel_operation": lambda b, r, s, d: b.cancel_operation(
         "00000000-0000-0000-0000-000000000000"),
+    # profiles, networks, storage, projects, image aliases, YAML (backends/resources.py)
+    "list_profiles": lambda b, r, s, d: b.list_profiles(),
+    "get_profile": lambda b, r, s, d: b.get_profile("contract-ghost"),
+    "create_profile": lambda b, r, s, d: b.create_profile(r.name + "-p"),
+    "rename_profile": lambda b, r, s, d: b.rename_profile("contract-ghost", r.name + "-p"),
+    "delete_profile": lambda b, r, s, d: b.delete_profile("contract-ghost"),
+    "set_instance_profiles": lambda b, r, s, d: b.set_instance_profiles(r, ["default"]),
+    "list_networks": lambda b, r, s, d: b.list_networks(),
+    "create_network": lambda b, r, s, d: b.create_network("ctghost0"),
+    "delete_network": lambda b, r, s, d: b.delete_network("ctghost0"),
+    "network_leases": lambda b, r, s, d: b.network_leases("ctghost0"),
+    "list_storage_pools": lambda b, r, s, d: b.list_storage_pools(),
+    "list_volumes": lambda b, r, s, d: b.list_volumes("contract-ghost"),
+    "create_volume": lambda b, r, s, d: b.create_volume("contract-ghost", r.name + "-v"),
+    "resize_volume": lambda b, r, s, d: b.resize_volume("contract-ghost", "v", 2**20),
+    "delete_volume": lambda b, r, s, d: b.delete_volume("contract-ghost", "v"),
+    "attach_volume": lambda b, r, s, d: b.attach_volume("contract-ghost", "v", r, "/mnt"),
+    "detach_volume": lambda b, r, s, d: b.detach_volume("contract-ghost", "v", r),
+    "copy_volume": lambda b, r, s, d: b.copy_volume("contract-ghost", "v", b,
+                                                    "contract-ghost", "v2"),
+    "list_projects": lambda b, r, s, d: b.list_projects(),
+    "create_project": lambda b, r, s, d: b.create_project(r.name + "-pj"),
+    "delete_project": lambda b, r, s, d: b.delete_project("contract-ghost"),
+    "add_image_alias": lambda b, r, s, d: b.add_image_alias("0" * 64, r.name + "-a"),
+    "remove_image_alias": lambda b, r, s, d: b.remove_image_alias("contract-ghost"),
+    "copy_image": lambda b, r, s, d: b.copy_image("0" * 64, b),
+    "refresh_image": lambda b, r, s, d: b.refresh_image("0" * 64),
+    "get_yaml": lambda b, r, s, d: b.get_yaml(ResourceKind.INSTANCE, r.name),
+    "put_yaml": lambda b, r, s, d: b.put_yaml(ResourceKind.INSTANCE, r.name, "{}", ""),
 }
 
 

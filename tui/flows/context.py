@@ -45,6 +45,8 @@ class Context:
     """Names of the snapshots shown for ``ref`` (to refuse a taken name as it is typed)."""
     details_changed: Callable[[], None] = lambda: None
     """Tell the details pane that what it shows of ``ref`` changed (snapshots, limits)."""
+    marked: tuple[InstanceRef, ...] = ()
+    """The instances marked in the table (lifecycle verbs act on all of them)."""
 
     def __post_init__(self) -> None:
         if self.remote is None and self.ref is not None:

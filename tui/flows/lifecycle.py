@@ -6,6 +6,7 @@ from backends.errors import AcceleratorUnusable, BackendError, StopTimedOut
 from backends.models import Capability, InstanceStatus
 
 from ..screens.dialogs import ConfirmDialog
+from . import bulk
 from .context import Context
 
 VERB_CAPABILITY = {
@@ -36,6 +37,9 @@ def refusal(ctx: Context, verb: str) -> str | None:
 async def run_verb(ctx: Context, verb: str) -> None:
     """Run a lifecycle verb, asking first where it destroys (delete) and offering force
     where a graceful stop timed out."""
+    if ctx.marked:
+        await run_marked(ctx, verb)
+        return
     ref = ctx.ref
     assert ref is not None
     why = refusal(ctx, verb)
@@ -66,6 +70,38 @@ async def run_verb(ctx: Context, verb: str) -> None:
             await inv.act(ref, verb, PENDING[verb])
     except BackendError as e:
         ctx.fail(e, f"{verb.capitalize()} {ref}")
+
+
+async def run_marked(ctx: Context, verb: str) -> None:
+    """``verb`` on every marked instance: one confirmation listing them, each tried (a
+    failure does not stop the others), each result in the operations view. A running
+    instance is deleted by force (the confirmation says so); a stop that times out is
+    that row's failure (force is offered on one instance at a time)."""
+    inv = ctx.inventory
+    refs = list(ctx.marked)
+    cannot = [r for r in refs if VERB_CAPABILITY[verb] not in inv.capabilities(r)]
+    note = ""
+    if cannot:
+        note = (f"Not possible now for {len(cannot)}, which are tried anyway and reported: "
+                f"{', '.join(str(r) for r in cannot[:6])}.")
+    running = [r for r in refs if (i := inv.instances.get(r)) is not None
+               and i.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)]
+    if verb == "delete" and running:
+        note += f"\n{len(running)} running: stopped by force first. This cannot be undone."
+    if not await bulk.confirm(ctx.app, verb, [str(r) for r in refs], note.strip(),
+                              destructive=verb in ("delete", "stop", "restart")):
+        return
+
+    def work(ref):
+        kwargs: dict = {}
+        if verb in ("stop", "restart"):
+            kwargs["timeout"] = ctx.settings.stop_timeout
+        if verb == "delete":
+            kwargs["force"] = ref in running
+        return inv.act(ref, verb, PENDING[verb], **kwargs)
+
+    await bulk.run_all(ctx.app, inv, verb, [
+        bulk.Target(r.remote, r.name, lambda r=r: work(r), instance=True) for r in refs])
 
 
 async def stop_first(ctx: Context, why: str) -> bool:

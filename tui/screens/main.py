@@ -43,6 +43,9 @@ from ..widgets.footer import QuietFooter
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from ..widgets.terminal import TerminalView
+from ..views.command import CommandLine
+from ..views.pane import ResourcePane
+from ..views.switching import ViewSwitching
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
 from .tables import OperationsScreen
@@ -53,12 +56,11 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
         setattr(widget, attribute, value)
 
 
-class MainScreen(Screen[None]):
-    """Every instance of every remote, live."""
+class MainScreen(ViewSwitching, Screen[None]):
+    """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    """Below 120 columns (a small SSH terminal) the remotes pane gives its room to the
-    table and consoles; ``1`` brings it back."""
+    """Below 120 columns the remotes pane gives its room away; ``1`` brings it back."""
 
     BINDINGS = bindings(Scope.INSTANCE, Scope.REMOTE, Scope.VIEW, Scope.CONSOLE)
 
@@ -89,8 +91,7 @@ class MainScreen(Screen[None]):
         self._dirty: dict[str, set[InstanceRef] | None] = {}
         self._apply_scheduled = False
         self._sample_soon_scheduled = False
-        self._ready = False
-        """Set once mounted; changes before that are shown by on_mount in one go."""
+        self._ready = False  # once mounted; changes before that are shown by on_mount
         self._bindings_key: tuple | None = None
 
     def compose(self) -> ComposeResult:
@@ -105,9 +106,11 @@ class MainScreen(Screen[None]):
                 yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
                             id="filter")
                 yield InstanceTable(id="instances")
+                yield ResourcePane(self.inventory, id="resources")
                 yield DetailsPane(self.inventory, id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
+        yield CommandLine(self.offered_views, id="command")
         yield Static("", id="activity", markup=False)
         yield QuietFooter()
 
@@ -116,6 +119,7 @@ class MainScreen(Screen[None]):
         table = self.query_one(InstanceTable)
         table.border_title = "Instances"
         table.on_sorted = lambda col, rev: self._update_titles()
+        table.on_marks = self.marks_changed
         table.focus()
         self.query_one(RemoteList).sync(self.inventory)
         # The app started the remotes before this screen existed: show what already arrived.
@@ -184,6 +188,7 @@ class MainScreen(Screen[None]):
         self._update_remote_info()
         self._update_activity()
         self._refresh_bindings_if_needed()
+        self.view_inventory_changed(dirty)
 
     def _refresh_bindings_if_needed(self) -> None:
         """Re-evaluate the footer keys only when what the selection allows changed (the
@@ -202,7 +207,8 @@ class MainScreen(Screen[None]):
         shown = table.row_count
         arrow = "↓" if not table.sort_reverse else "↑"
         count = f"{shown}/{total}" if self.terms else f"{total}"
-        _set_if_changed(table, "border_title", f"Instances ({count})")
+        marks = f" · {len(table.marked)} marked" if table.marked else ""
+        _set_if_changed(table, "border_title", f"Instances ({count}){marks}")
         _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
 
     def _update_activity(self) -> None:
@@ -294,12 +300,15 @@ class MainScreen(Screen[None]):
             return
         box.remove_class("-invalid")
         box.border_title = None
+        if self.view_filter(event.value):
+            return
         self.query_one(InstanceTable).sync(self.inventory, self.terms, None)
         self._update_titles()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:
-        self.query_one(InstanceTable).focus()
+        self.query_one(ResourcePane).table.focus() if self.in_resource_view else \
+            self.query_one(InstanceTable).focus()
 
     # Actions: generated from the action table ------------------------------------------
 
@@ -308,15 +317,16 @@ class MainScreen(Screen[None]):
         if isinstance(self.focused, TerminalView):
             return False  # keys go to the console: the footer shows none of ours
         entry = BY_METHOD.get(action)
-        if entry is None:
-            return True
+        if entry is None or not self.view_allows(entry):
+            return entry is None
         try:
             tabs = bool(self.query_one(ConsoleDock).tabs)
             snapshots_of = self.query_one(DetailsPane).snapshots_of
         except NoMatches:
             return None
         ref = snapshots_of or self.selected if entry.scope is Scope.SNAPSHOT else self.selected
-        return availability(entry, self.inventory, ref, consoles_open=tabs)
+        return True if self.marks_allow(entry) else \
+            availability(entry, self.inventory, ref, consoles_open=tabs)
 
     def on_key(self, event) -> None:
         """A greyed-out instance key was pressed: say why instead of doing nothing."""
@@ -358,7 +368,8 @@ class MainScreen(Screen[None]):
             if ref and pane.snapshots_of == ref else frozenset()
         return Context(self.app, self.inventory, self.settings, ref=ref, remote=remote,
                        consoles=self.query_one(ConsoleDock), snapshot=snapshot,
-                       snapshot_names=names, details_changed=pane.reload)
+                       snapshot_names=names, details_changed=pane.reload,
+                       marked=tuple(sorted(self.query_one(InstanceTable).marked)))
 
     def run_action(self, action: Action, *, ref: InstanceRef | None = None,
                    remote: str | None = None) -> None:
@@ -418,9 +429,12 @@ class MainScreen(Screen[None]):
         if box.has_focus or (box.has_class("-visible") and not details.has_class("-visible")):
             box.value = ""
             box.remove_class("-visible")
-            self.query_one(InstanceTable).focus()
-        elif details.has_class("-visible"):
+            (self.query_one(ResourcePane).table if self.in_resource_view
+             else self.query_one(InstanceTable)).focus()
+        elif details.has_class("-visible") and not self.in_resource_view:
             details.remove_class("-visible")
+        else:
+            self.view_back()
 
     def action_retry_remote(self) -> None:
         remotes = self.query_one(RemoteList)

@@ -30,6 +30,7 @@ from backends.models import (
     Remote,
 )
 
+from .sampling import Sampling
 from .status import RemoteStatus
 
 _IMPLIED_STATUS = {
@@ -51,7 +52,7 @@ def _default_factory(remote: Remote, timeout: float) -> Backend:
     return get_backend(remote, timeout=timeout)
 
 
-class Inventory:
+class Inventory(Sampling):
     """Owns the backends and the merged view of all instances."""
 
     def __init__(
@@ -83,6 +84,8 @@ class Inventory:
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_pending: set[str] = set()
         self._wakeups: dict[str, asyncio.Event] = {}
+        self.on_resource: Callable[[str, BackendEvent], None] | None = None
+        """Told of lifecycle events about anything but instances (profiles, networks…)."""
 
     # Helpers ---------------------------------------------------------------------------
 
@@ -157,9 +160,9 @@ class Inventory:
 
     async def run_remote(self, name: str) -> None:
         """Connect, list and follow one remote forever; reconnect with backoff."""
-        remote = self.remotes[name]
         backoff = Backoff(cap=self.reconnect_cap)
         while True:
+            remote = self.remotes[name]  # read again: the project shown may change
             if remote.problem:
                 self._set_state(name, ConnectionState.ERROR, remote.problem)
                 await self._sleep_or_wake(name, None)
@@ -289,6 +292,8 @@ class Inventory:
             return
         ref = event.ref
         if ref is None:
+            if self.on_resource is not None and event.kind is EventKind.LIFECYCLE:
+                self.on_resource(name, event)
             return
         if ref.project != self.remotes[name].project:
             return
@@ -430,50 +435,6 @@ class Inventory:
             self._store(inst)
         self.statuses[name].listed = True
         self._notify(name, None)
-
-    async def sample(self, name: str, refs: list[InstanceRef], *, notify: bool = True) -> None:
-        """Fetch usage figures of the running ones of these instances, and snapshot counts
-        of those not counted yet (only rows the user can see are sampled)."""
-        backend = self.backends.get(name)
-        if backend is None or not refs or \
-                self.statuses[name].state is not ConnectionState.CONNECTED:
-            return
-        running = [r for r in refs if (i := self.instances.get(r)) is not None
-                   and i.status is InstanceStatus.RUNNING]
-        uncounted = [r for r in refs if (i := self.instances.get(r)) is not None
-                     and i.snapshot_count is None]
-        counts_snapshots = Capability.SNAPSHOTS in backend.capabilities
-        states: dict[InstanceRef, InstanceState] = {}
-        counts: dict[InstanceRef, int] = {}
-        try:
-            if running and Capability.METRICS in backend.capabilities:
-                states = await backend.get_states(running)
-            if uncounted and counts_snapshots:
-                counts = await backend.snapshot_counts(uncounted)
-        except BackendError:
-            return
-        for ref in running:
-            if ref in states:
-                self.states[ref] = states[ref]
-            else:
-                self.states.pop(ref, None)
-        for ref, n in counts.items():
-            inst = self.instances.get(ref)
-            if inst is not None:
-                self.instances[ref] = replace(inst, snapshot_count=n)
-        if notify:
-            self._notify(name, set(running) | set(counts))
-
-    async def sample_visible(self, visible: Iterable[InstanceRef]) -> None:
-        by_remote: dict[str, list[InstanceRef]] = {}
-        for ref in visible:
-            if ref in self.instances:
-                by_remote.setdefault(ref.remote, []).append(ref)
-        # one notification (so one repaint) for all remotes
-        await asyncio.gather(*(self.sample(n, refs, notify=False)
-                               for n, refs in by_remote.items()))
-        for name, refs in by_remote.items():
-            self._notify(name, set(refs))
 
     # Actions ---------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from backends.models import ConnectionState, Operation, Remote, ServerInfo
@@ -20,3 +21,6 @@ class RemoteStatus:
     cached_at: float | None = None
     """Unix time of the last run's listing shown until the first one of this run."""
     operations: dict[str, Operation] = field(default_factory=dict)
+    results: deque[Operation] = field(default_factory=lambda: deque(maxlen=200))
+    """What corral itself did here row by row (bulk actions), newest last, as finished
+    operations: the operations view lists them beside the daemon's."""

@@ -84,6 +84,12 @@ class InstanceTable(DataTable):
                 tooltip="Sort by the next column"),
         Binding("O", "reverse_sort", "Reverse", show=False, id="table.reverse",
                 tooltip="Reverse the sort order"),
+        Binding("space", "mark", "Mark", id="table.mark",
+                tooltip="Mark or unmark this instance (start/stop/restart/delete act on "
+                        "every marked one)"),
+        Binding("asterisk", "mark_visible", "Mark all", id="table.mark_all",
+                tooltip="Mark every instance the filter shows (again: unmark them)"),
+        Binding("ctrl+u", "clear_marks", "Clear marks", show=False, id="table.unmark"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -98,6 +104,8 @@ class InstanceTable(DataTable):
         self.sort_reverse = False
         self._colors: dict[str, str] = {}
         self.on_sorted: Callable[[str, bool], None] | None = None
+        self.marked: set[InstanceRef] = set()
+        """Marked instances (kept until cleared, also while filtered out)."""
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -171,7 +179,8 @@ class InstanceTable(DataTable):
         ipv4 = ", ".join(state.ipv4) if state else ""
         mem_used = state.memory_usage if state else -1
         return (
-            SortCell(inst.name, (inst.name, ref.remote)),
+            SortCell(f"● {inst.name}" if ref in self.marked else inst.name,
+                     (inst.name, ref.remote), "bold" if ref in self.marked else ""),
             SortCell(ref.remote, (ref.remote, inst.name)),
             SortCell(fmt.itype(inst.type), (inst.type.value, inst.name),
                      Style(color=c["vm-badge"] or None) if is_vm else ""),
@@ -205,6 +214,8 @@ class InstanceTable(DataTable):
             state = inv.states.get(ref)
             wanted = inst is not None and matches(terms, inst, state)
             present = key in self.refs
+            if inst is None:
+                self.marked.discard(ref)  # gone: nothing left to act on
             if not wanted:
                 if present:
                     self.remove_row(key)
@@ -214,7 +225,8 @@ class InstanceTable(DataTable):
                 continue
             assert inst is not None
             online = _live(inv, ref.remote)
-            inputs = (inst, state, inv.pending.get(ref), online, self._colors_version)
+            inputs = (inst, state, inv.pending.get(ref), online, self._colors_version,
+                      ref in self.marked)
             if present and self._inputs.get(key) == inputs:
                 continue
             self._inputs[key] = inputs
@@ -337,6 +349,37 @@ class InstanceTable(DataTable):
         if self.row_count:
             self.sort(self.sort_column, key=lambda cell: cell.sort_key,
                       reverse=self.sort_reverse)
+
+    # Marks -----------------------------------------------------------------------------
+
+    def action_mark(self) -> None:
+        ref = self.selected_ref
+        if ref is None:
+            return
+        self.marked.symmetric_difference_update({ref})
+        self._remark({ref})
+        if self.cursor_row < self.row_count - 1:
+            self.move_cursor(row=self.cursor_row + 1, animate=False)
+
+    def action_mark_visible(self) -> None:
+        shown = set(self.refs.values())
+        changed = shown - self.marked if not shown <= self.marked else shown
+        if shown and shown <= self.marked:
+            self.marked -= shown
+        else:
+            self.marked |= shown
+        self._remark(changed)
+
+    def action_clear_marks(self) -> None:
+        changed, self.marked = set(self.marked), set()
+        self._remark(changed)
+
+    def _remark(self, refs: set[InstanceRef]) -> None:
+        if self.on_marks:
+            self.on_marks(refs)
+
+    on_marks: Callable[[set[InstanceRef]], None] | None = None
+    """Told which rows' marks changed (the screen re-syncs them)."""
 
     # Actions ---------------------------------------------------------------------------
 

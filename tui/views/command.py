@@ -1,0 +1,91 @@
+"""The ``:`` command line: type a view's name or alias (completed as typed, ``tab`` or
+``→`` takes the completion), ``enter`` switches the main table to it, ``esc`` closes."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.binding import Binding
+from textual.message import Message
+from textual.suggester import Suggester
+from textual.widgets import Input
+
+from .specs import ViewSpec, resolve
+
+
+class ViewSuggester(Suggester):
+    """Completes view names (and aliases, to their view's name)."""
+
+    def __init__(self, names: callable) -> None:
+        super().__init__(use_cache=False, case_sensitive=False)
+        self.names = names
+
+    async def get_suggestion(self, value: str) -> str | None:
+        word = value.lstrip(":").lower()
+        if not word:
+            return None
+        for spec in self.names():
+            if spec.name.startswith(word):
+                return spec.name
+        for spec in self.names():
+            if any(a.startswith(word) for a in spec.aliases):
+                return spec.name
+        return None
+
+
+class CommandLine(Input):
+    """Hidden until ``:``; tells the screen which view was chosen."""
+
+    SCOPED_CSS = False
+    DEFAULT_CSS = """
+    CommandLine { display: none; height: 3; border: round $accent; }
+    CommandLine.-visible { display: block; }
+    CommandLine.-invalid { border: round $error; }
+    """
+    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "close", "Close", show=False),
+                Binding("tab", "complete", "Complete", show=False)]
+
+    class Chosen(Message):
+        def __init__(self, spec: ViewSpec) -> None:
+            super().__init__()
+            self.spec = spec
+
+    def __init__(self, offered: callable, *, id: str | None = None) -> None:
+        super().__init__(placeholder="view: instances profiles networks storage projects "
+                                     "images operations remotes", id=id,
+                         suggester=ViewSuggester(offered))
+        self.offered = offered
+
+    def open(self) -> None:
+        self.value = ""
+        self.border_title = "Switch view (tab completes, enter shows, esc closes)"
+        self.remove_class("-invalid")
+        self.add_class("-visible")
+        # at once, not later: keys typed right after ':' must land here, not on the table
+        self.screen.set_focus(self)
+
+    def action_close(self) -> None:
+        self.remove_class("-visible")
+        self.value = ""
+        self.screen.focus_next()
+
+    def action_complete(self) -> None:
+        if self._suggestion:
+            self.value = self._suggestion
+            self.cursor_position = len(self.value)
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        spec = resolve(self._suggestion or event.value) or resolve(event.value)
+        offered = {s.name for s in self.offered()}
+        if spec is None or spec.name not in offered:
+            self.add_class("-invalid")
+            names = ", ".join(sorted(offered))
+            self.border_title = f"No view '{event.value.strip()}' here; views: {names}"
+            return
+        self.remove_class("-invalid")
+        self.remove_class("-visible")
+        self.value = ""
+        self.post_message(self.Chosen(spec))

@@ -1,0 +1,346 @@
+"""The pane a resource view fills in place of the instance table: the rows of every
+connected remote that can fill the view, a details pane under them, and the view's verbs
+(from :mod:`tui.views.actions`). Rows are read when the view opens and again when the
+daemon's events say that something of this kind changed (never polled)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from backends.models import BackendEvent, Resource
+
+from ..services import projects
+from ..services.inventory import Inventory
+from . import actions
+from .context import ViewContext
+from .rows import Row, from_status, parse_filter
+from .specs import BY_NAME, ViewSpec, load_rows, remotes_for, remotes_views
+from .table import ResourceTable
+
+
+class ResourcePane(Vertical):
+    """One resource view at a time (``show``); hidden while the instances are shown."""
+
+    SCOPED_CSS = False
+    DEFAULT_CSS = """
+    ResourcePane { display: none; height: 1fr; }
+    ResourceTable { height: 1fr; border: round $panel; border-title-color: $foreground-muted; }
+    ResourceTable:focus { border: round $primary; border-title-color: $primary; }
+    #resource-details { display: none; height: 12; border: round $panel; padding: 0 1; }
+    #resource-details.-visible { display: block; }
+    """
+
+    BINDINGS = actions.bindings() + [
+        Binding("space", "mark", "Mark", id="resource.mark",
+                tooltip="Mark or unmark this row (verbs act on every marked row)"),
+        Binding("asterisk", "mark_visible", "Mark all", id="resource.mark_all",
+                tooltip="Mark every row the filter shows (again: unmark them)"),
+        Binding("ctrl+u", "clear_marks", "Clear marks", show=False, id="resource.unmark"),
+        Binding("i", "toggle_details", "Details", show=False, id="resource.details"),
+        Binding("ctrl+r", "reload_view", "Refresh", show=False, id="resource.refresh_view",
+                tooltip="Read this view's rows again from every remote"),
+    ]
+
+    class OpenView(Message):
+        """A verb asks the screen to show another view (a pool's volumes)."""
+
+        def __init__(self, name: str, parent: str) -> None:
+            super().__init__()
+            self.name, self.parent = name, parent
+
+    def __init__(self, inventory: Inventory, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.inventory = inventory
+        self.spec: ViewSpec | None = None
+        self.parent_key = ""
+        """``remote/pool`` of the volumes view, "" otherwise."""
+        self.problems: dict[str, str] = {}
+        self.on_title: Callable[[], None] | None = None
+        self._cache: dict[tuple[str, str], dict[str, Row]] = {}
+        self._pending: set[str | None] = set()
+        self._tables: dict[str, ResourceTable] = {}
+        """One table per view, kept while hidden: switching back repaints from its
+        cached rendering instead of building every cell again."""
+        self._current: ResourceTable | None = None
+        self._words: list = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="resource-details", markup=False)
+
+    def on_mount(self) -> None:
+        self.inventory.on_resource = self._resource_event
+
+    @property
+    def table(self) -> ResourceTable:
+        """The table of the view shown."""
+        if self._current is None:
+            self._current = self._table_for("instances")
+        return self._current
+
+    def _table_for(self, name: str) -> ResourceTable:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = ResourceTable(classes="resource-table")
+            table.on_changed = self._changed
+            self.mount(table, before=self.query_one("#resource-details"))
+        return table
+
+    # Switching ---------------------------------------------------------------------
+
+    def show(self, spec: ViewSpec, parent: str = "") -> None:
+        """Fill the pane with ``spec`` (cached rows at once, then read afresh)."""
+        self.spec, self.parent_key = spec, parent
+        self.problems = {}
+        table = self._table_for(spec.name)
+        for other in self._tables.values():
+            other.display = other is table
+        self._current = table
+        table.show_view(spec)
+        table.set_filter(self._words)
+        cached = self._cached_rows(spec, parent)
+        table.set_rows(None, cached)
+        self._changed()
+        if cached:
+            # shown from what was read (events keep it current); read again once the
+            # frame is painted, so that parsing the answer does not delay the paint
+            self.set_timer(0.25, lambda: self.reload(None) if self.spec is spec else None)
+        else:
+            self.reload(None)
+
+    def _cached_rows(self, spec: ViewSpec, parent: str) -> list[Row]:
+        """What was last read for the view (a pool's volumes: from every volume read)."""
+        cached = self._cache.get((spec.name, parent))
+        if cached is None and parent:
+            only, _, pool = parent.partition("/")
+            cached = {k: r for k, r in self._cache.get((spec.name, ""), {}).items()
+                      if r.remote == only and r.parent == pool}
+        return list(cached.values()) if cached else []
+
+    def prefetch(self, remote: str) -> None:
+        """Read every view ``remote`` can fill into the cache (in the background), so that
+        the first switch to a view paints at once."""
+        async def run() -> None:
+            for spec in remotes_views(self.inventory, remote):
+                rows, problem = await load_rows(self.inventory, spec, remote)
+                if problem:
+                    continue
+                cached = self._cache.setdefault((spec.name, ""), {})
+                for key in [k for k, r in cached.items() if r.remote == remote]:
+                    del cached[key]
+                cached.update((r.key, r) for r in rows)
+
+        self.run_worker(run(), group=f"view-prefetch-{remote}", exclusive=True,
+                        exit_on_error=False, description=f"Read the views of {remote}")
+
+    def reload(self, remote: str | None) -> None:
+        """Read the rows of ``remote`` (None: every remote) again, coalesced."""
+        if remote in self._pending or None in self._pending:
+            return
+        self._pending.add(remote)
+        self.run_worker(self._load(remote), group=f"view-load-{remote}", exit_on_error=False)
+
+    async def _load(self, remote: str | None) -> None:
+        await asyncio.sleep(0.05 if remote is not None else 0)  # a burst is one read
+        self._pending.discard(remote)
+        spec, parent = self.spec, self.parent_key
+        if spec is None:
+            return
+        if spec.name == "remotes":
+            self.table.set_rows(None, [from_status(s) for s in
+                                       self.inventory.statuses.values()])
+            return
+        names = remotes_for(self.inventory, spec)
+        if remote is not None:
+            names = [n for n in names if n == remote]
+        pool = ""
+        if parent:
+            only, _, pool = parent.partition("/")
+            names = [n for n in names if n == only]
+        results = await asyncio.gather(*(load_rows(self.inventory, spec, n, pool)
+                                         for n in names))
+        if self.spec is not spec or self.parent_key != parent:
+            return  # the user switched meanwhile
+        for name, (rows, problem) in zip(names, results):
+            if problem:
+                self.problems[name] = problem
+            else:
+                self.problems.pop(name, None)
+            self.table.set_rows(name, rows)
+        if remote is None:  # rows of remotes that went away
+            gone = {r.remote for r in self.table.items.values()} - set(names)
+            for name in gone:
+                self.table.set_rows(name, [])
+        self._cache[(spec.name, parent)] = dict(self.table.items)
+        self._changed()
+
+    # Changes from the daemons --------------------------------------------------------
+
+    def _resource_event(self, remote: str, event: BackendEvent) -> None:
+        spec = self.spec
+        stale = {name for name, _ in self._cache
+                 if any(event.action.startswith(p) for p in BY_NAME[name].events)
+                 and (spec is None or name != spec.name or not self.is_shown)}
+        for key in [k for k in self._cache if k[0] in stale]:
+            del self._cache[key]
+        if stale:
+            self.prefetch(remote)  # read afresh in the background
+        if spec is not None and self.is_shown and any(
+                event.action.startswith(p) for p in spec.events):
+            self.reload(remote)
+
+    def inventory_changed(self, remotes: set[str], connection: bool) -> None:
+        """Remotes changed (a connection, operations): the remotes and operations views
+        follow; other views when a remote (dis)connected."""
+        if connection:
+            for name in remotes:
+                if name in self.inventory.backends:
+                    self.prefetch(name)
+        spec = self.spec
+        if spec is None or not self.is_shown:
+            return
+        if spec.name == "remotes":
+            self.reload(None)
+        elif spec.name == "operations" or connection:
+            for name in remotes:
+                self.reload(name)
+
+    @property
+    def is_shown(self) -> bool:
+        return self.is_mounted and self.display
+
+    # Title, details ------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        table, spec = self.table, self.spec
+        if spec is None:
+            return
+        total, shown = len(table.items), len(table.shown)
+        count = f"{shown}/{total}" if shown != total else f"{total}"
+        where = f" of {self.parent_key}" if self.parent_key else ""
+        marks = f" · {len(table.marked)} marked" if table.marked else ""
+        table.border_title = f"{spec.title}{where} ({count}){marks}"
+        problems = "; ".join(self.problems.values())
+        table.border_subtitle = problems[:150] if problems else \
+            f"sort: {table.sort_column} {'↑' if table.sort_reverse else '↓'}"
+        self._show_details()
+        if self.on_title:
+            self.on_title()
+
+    def _show_details(self) -> None:
+        box = self.query_one("#resource-details", Static)
+        if not box.has_class("-visible"):
+            return
+        row = self.table.selected
+        if row is None:
+            box.update("")
+            return
+        lines = [f"{row.remote}:{row.name}" + (f"  (pool {row.parent})" if row.parent else "")]
+        lines += [f"{k}: {val}" for k, val in row.cells if val]
+        obj = row.obj
+        if isinstance(obj, Resource):
+            if obj.used_by:
+                lines.append("used by: " + ", ".join(obj.used_by))
+            lines += [f"  {k} = {val}" for k, val in sorted(obj.config.items())]
+            for dev, conf in sorted((obj.extra.get("devices") or {}).items()):
+                lines.append(f"  device {dev}: " + ", ".join(f"{a}={b}" for a, b in
+                                                               sorted(conf.items())))
+        box.update(Text("\n".join(lines)))
+
+    @on(DataTable.RowHighlighted, ".resource-table")
+    def _highlighted(self) -> None:
+        self._show_details()
+        self.screen.refresh_bindings()
+
+    @on(DataTable.RowSelected, ".resource-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if self.spec is not None and (self.spec.name, "open") in actions.BY_VIEW:
+            self.run_verb("open")
+        else:
+            self.action_toggle_details()
+
+    def action_reload_view(self) -> None:
+        self.reload(None)
+
+    def action_toggle_details(self) -> None:
+        self.query_one("#resource-details").toggle_class("-visible")
+        self._show_details()
+
+    # Marks -------------------------------------------------------------------------
+
+    def action_mark(self) -> None:
+        self.table.toggle_mark()
+
+    def action_mark_visible(self) -> None:
+        self.table.mark_visible()
+
+    def action_clear_marks(self) -> None:
+        self.table.clear_marks()
+
+    def set_filter(self, text: str) -> None:
+        self._words = parse_filter(text)
+        self.table.set_filter(self._words)
+
+    # Verbs ---------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not action.startswith("verb_"):
+            return True
+        spec = self.spec
+        if spec is None or not self.is_shown:
+            return False
+        verb = action.removeprefix("verb_").replace("_", "-")
+        row = self.table.selected
+        remote = row.remote if row else None
+        caps = self.inventory.remote_capabilities(remote) if remote else frozenset().union(
+            *(self.inventory.remote_capabilities(n) for n in self.inventory.backends))
+        return actions.allowed(spec.name, verb, caps, has_row=row is not None,
+                               read_only=bool(row and row.read_only))
+
+    def context(self) -> ViewContext:
+        assert self.spec is not None
+        table = self.table
+        return ViewContext(
+            self.app, self.inventory, self.spec, row=table.selected,
+            parent=self.parent_key, marked=table.marked_rows(),
+            open_view=lambda name, parent: self.post_message(self.OpenView(name, parent)),
+            reload=self.reload, switch_project=self._switch_project,
+            rows_of=lambda remote: [r for r in table.items.values() if r.remote == remote])
+
+    def run_verb(self, verb: str) -> None:
+        spec = self.spec
+        entry = actions.BY_VIEW.get((spec.name, verb)) if spec else None
+        if entry is None:
+            return
+        ctx = self.context()
+        if not entry.bulk:
+            ctx.marked = []
+        self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
+                        description=f"{spec.name} {verb}")
+
+    def _switch_project(self, remote: str, project: str) -> None:
+        projects.switch(self.inventory, remote, project)
+        self.app.notify(f"{remote} is shown in project {project} (remembered).",
+                        markup=False)
+        self._cache.clear()
+        self.reload(remote)
+
+
+def _verb_method(verb: str):
+    def method(self: ResourcePane) -> None:
+        self.run_verb(verb)
+    method.__name__ = f"action_{actions.method(verb)}"
+    return method
+
+
+for _verb in actions.KEYS:
+    setattr(ResourcePane, f"action_{actions.method(_verb)}", _verb_method(_verb))

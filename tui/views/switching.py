@@ -1,0 +1,114 @@
+"""What the main screen needs to switch between the instance table and the resource views
+(``:``), kept here so that the screen itself only composes and dispatches."""
+
+from __future__ import annotations
+
+from textual.css.query import NoMatches
+from textual.widgets import Input
+
+from ..actions import Action, Scope
+from .command import CommandLine
+from .pane import ResourcePane
+from .specs import BY_NAME, ViewSpec, offered
+
+
+class ViewSwitching:
+    """Mixed into :class:`~tui.screens.main.MainScreen`: the ``:`` command and the view
+    shown (``instances`` or a resource view)."""
+
+    view_name: str = "instances"
+    _details_were_open: bool = False
+
+    def offered_views(self) -> list[ViewSpec]:
+        return offered(self.inventory)  # type: ignore[attr-defined]
+
+    def action_command(self) -> None:
+        self.query_one(CommandLine).open()  # type: ignore[attr-defined]
+
+    def on_command_line_chosen(self, event: CommandLine.Chosen) -> None:
+        self.show_view(event.spec.name)
+
+    def on_resource_pane_open_view(self, event: ResourcePane.OpenView) -> None:
+        self.show_view(event.name, event.parent)
+
+    def show_view(self, name: str, parent: str = "") -> None:
+        """Show view ``name`` (``instances``: the instance table)."""
+        spec = BY_NAME[name]
+        self.view_name = name
+        pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        where = f" of {parent}" if parent else ""
+        self.sub_title = f"view: {spec.title.lower()}{where}"  # type: ignore[attr-defined]
+        # display flags, not a class on the screen: a screen class restyles every widget
+        # (~100 ms with a full table), a flag only lays out again
+        instances = self.query_one("#instances")  # type: ignore[attr-defined]
+        details = self.query_one("#details")  # type: ignore[attr-defined]
+        if name == "instances":
+            pane.display = False
+            instances.styles.clear_rule("display")  # the stylesheet decides again
+            if self._details_were_open:
+                details.add_class("-visible")
+            instances.focus()
+        else:
+            if instances.styles.get_rule("display") is None:  # coming from instances
+                self._details_were_open = details.has_class("-visible")
+                details.remove_class("-visible")
+            instances.display = False
+            pane.display = True
+            pane.show(spec, parent)
+            pane.table.focus()
+        self.refresh_bindings()  # type: ignore[attr-defined]
+
+    @property
+    def in_resource_view(self) -> bool:
+        return self.view_name != "instances"
+
+    def view_allows(self, entry: Action) -> bool:
+        """Instance (and remote: new instance, import) verbs are not offered while a
+        resource view is shown; ``:`` is typed as itself into any input."""
+        if entry.name == "command" and isinstance(self.focused, Input):  # type: ignore
+            return False
+        return not (self.in_resource_view and entry.scope in (Scope.INSTANCE, Scope.SNAPSHOT,
+                                                               Scope.REMOTE))
+
+    def marks_allow(self, entry: Action) -> bool:
+        """With instances marked, the lifecycle verbs are offered whatever the selected
+        row's state: they act on the marked ones (each row's refusal is reported)."""
+        marked = self.query_one("#instances").marked  # type: ignore[attr-defined]
+        return bool(marked) and not self.in_resource_view and \
+            entry.one_at_a_time == "lifecycle" and entry.scope is Scope.INSTANCE \
+            and entry.name in ("start", "stop", "restart", "delete", "freeze", "unfreeze")
+
+    def view_filter(self, text: str) -> bool:
+        """Apply the filter to the resource view shown; False when the instances are."""
+        if not self.in_resource_view:
+            return False
+        self.query_one(ResourcePane).set_filter(text)  # type: ignore[attr-defined]
+        return True
+
+    def view_back(self) -> bool:
+        """``esc`` in a resource view (nothing else to close): back to the instances, or
+        from a pool's volumes to the pools. True when it did."""
+        if not self.in_resource_view:
+            return False
+        pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        if pane.table.marked:
+            pane.table.clear_marks()
+        elif pane.spec is not None and pane.spec.name == "volumes" and pane.parent_key:
+            self.show_view("storage")
+        else:
+            self.show_view("instances")
+        return True
+
+    def marks_changed(self, refs: set) -> None:
+        """Instance marks changed: repaint those rows and the title."""
+        self.query_one("#instances").sync(self.inventory, self.terms, refs)  # type: ignore
+        self._update_titles()  # type: ignore[attr-defined]
+        self.refresh_bindings()  # type: ignore[attr-defined]
+
+    def view_inventory_changed(self, dirty: dict) -> None:
+        try:
+            pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        except NoMatches:
+            return
+        connection = any(refs is None for refs in dirty.values())
+        pane.inventory_changed(set(dirty), connection)
