@@ -49,6 +49,8 @@ class Discovery:
     remotes: list[Remote] = field(default_factory=list)
     image_sources: list[ImageSource] = field(default_factory=list)
     problems: list[ConfigProblem] = field(default_factory=list)
+    looked_in: list[str] = field(default_factory=list)
+    """Every file and socket that was looked for, for the "no remotes" message."""
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -211,6 +213,8 @@ def _flavour(
 
     remotes: dict[str, Remote] = {}
     any_file = False
+    out.looked_in += [str(d / "config.yml") for d in user_dirs]
+    out.looked_in += [str(global_dir / "config.yml"), socket]
     for d in user_dirs:
         got = _read_cli(flavour, d, global_dir, env, out)
         if got is None:

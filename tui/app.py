@@ -70,11 +70,7 @@ class CorralApp(App[None]):
                     "--remote", f"no remote named {', '.join(unknown)} (known: {known})"))
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
-        if not remotes and not self.problems:
-            self.problems.append(
-                "No LXD or Incus remotes found. Add one with `lxc remote add` or "
-                f"`incus remote add`, or under [[remote]] in {config.path}."
-            )
+        self.looked_in = found.looked_in
         if factory is None:
             def factory(remote: Remote, timeout: float) -> Backend:
                 options = {"default_accel": config.qemu_accel} if remote.kind == "qemu" else {}
@@ -136,6 +132,8 @@ class CorralApp(App[None]):
             detach_key=self.config.detach_key,
             shell=self.config.shell,
             record_dir=self.config.record_dir,
+            looked_in=self.looked_in,
+            config_path=str(self.config.path),
         )
         self.push_screen(self.main_screen)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a

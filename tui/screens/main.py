@@ -37,6 +37,7 @@ from ..flows.context import Context, Settings
 from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import ConsoleDock
+from ..widgets.empty_state import EmptyState
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
@@ -73,8 +74,11 @@ class MainScreen(Screen[None]):
         detach_key: str = "ctrl+right_square_bracket",
         shell: tuple[str, ...] = (),
         record_dir: str = "",
+        looked_in: Iterable[str] = (),
+        config_path: str = "",
     ) -> None:
         super().__init__()
+        self.empty = EmptyState(looked_in=looked_in, config_path=config_path, id="empty")
         self.detach_key = detach_key
         self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell))
         self.record_dir = record_dir
@@ -103,6 +107,7 @@ class MainScreen(Screen[None]):
                 yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
                             id="filter")
                 yield InstanceTable(id="instances")
+                yield self.empty
                 yield DetailsPane(self.inventory, id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
@@ -202,6 +207,7 @@ class MainScreen(Screen[None]):
         count = f"{shown}/{total}" if self.terms else f"{total}"
         _set_if_changed(table, "border_title", f"Instances ({count})")
         _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
+        self.empty.show(self.inventory, self.query_one("#filter", Input).value, table, shown)
 
     def _update_activity(self) -> None:
         parts = []
