@@ -17,7 +17,9 @@ from textual.binding import Binding
 
 from backends.models import Capability, ConnectionState, InstanceRef
 
-from .flows import consoles, create, guest, images, lifecycle, limits, snapshots, transfer
+from .flows import (
+    consoles, create, guest, images, lifecycle, limits, remotes, snapshots, transfer,
+)
 from .flows.context import Context
 from .services.inventory import Inventory
 
@@ -119,6 +121,12 @@ ACTIONS: tuple[Action, ...] = (
            show=False),
     Action("remotes", "Remotes", "Focus the remotes pane", V, "1", "view.remotes",
            "focus_remotes", show=False),
+    Action("add-remote", "Add remote", "Add an LXD/Incus remote: its address and a trust "
+           "token, or accept its certificate", V, "plus", "remote.add", "add_remote",
+           flow=remotes.add_remote, show=False, palette="Add a remote…"),
+    Action("remove-remote", "Remove remote", "Remove a remote added in corral (asks first)",
+           R, "minus", "remote.remove", "remove_remote", flow=remotes.remove_remote,
+           show=False),
     Action("instances", "Instances", "Focus the instance table", V, "2", "view.instances",
            "focus_instances", show=False),
     # Creating, changing

@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from backends import Backend, Remote, get_backend
+from backends.remote_store import RemoteStore
 from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
@@ -43,8 +44,13 @@ class CorralApp(App[None]):
     ) -> None:
         super().__init__()
         self.config = config
+        self.env = dict(env if env is not None else os.environ)
+        self.store = RemoteStore(config.path.parent)
+        added, store_problem = self.store.load()
         found = discover(
-            env if env is not None else os.environ,
+            self.env,
+            added=added,
+            added_source=str(self.store.path),
             extra=config.remotes,
             extra_source=str(config.path),
             read_only=config.read_only_remotes,
@@ -70,6 +76,7 @@ class CorralApp(App[None]):
                     "--remote", f"no remote named {', '.join(unknown)} (known: {known})"))
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
+        self.problems += [store_problem] if store_problem else []
         self.looked_in = found.looked_in
         if factory is None:
             def factory(remote: Remote, timeout: float) -> Backend:

@@ -353,8 +353,10 @@ class MainScreen(Screen[None]):
             if ref is None:
                 return None
         elif action.scope is Scope.REMOTE and remote is None:
-            ref = ref or self.query_one(InstanceTable).selected_ref
-            remote = ref.remote if ref else self.query_one(RemoteList).selected_remote
+            listed = self.query_one(RemoteList)  # acting in the remotes pane: its remote
+            ref = ref or (None if listed.has_focus else
+                          self.query_one(InstanceTable).selected_ref)
+            remote = ref.remote if ref else listed.selected_remote
         if ref is not None and remote is None:
             remote = ref.remote
         pane = self.query_one(DetailsPane)
