@@ -89,6 +89,9 @@ class Capability(str, enum.Enum):
     DESCRIPTION = "description"
     OPERATIONS = "operations"
     """The remote's own list of background operations, with cancel."""
+    FILES = "files"
+    """Browse the instance's files, pull and push them (``list_files``, ``read_file``,
+    ``write_file``); symlinks are listed, never followed out of the instance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,3 +356,24 @@ class ImageInfo:
     architecture: str = ""
     created_at: datetime | None = None
     uploaded_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One entry of an instance's file system, as the instance sees it (its uid/gid)."""
+
+    path: str
+    """Absolute path inside the instance."""
+    kind: str
+    """``file``, ``directory``, ``symlink`` or ``other`` (devices, sockets: not copied)."""
+    size: int = 0
+    mode: int = 0o644
+    """Permission bits (``0o7777`` at most)."""
+    uid: int = 0
+    gid: int = 0
+    target: str = ""
+    """A symlink's target, as stored (never resolved)."""
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1] or "/"

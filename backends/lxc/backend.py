@@ -16,6 +16,7 @@ from ..models import Capability, Remote
 from .consoles import Consoles
 from .create import Create
 from .events import Events
+from .files import Files
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .snapshots import Snapshots
@@ -25,7 +26,8 @@ from .transfer import Transfer
 __all__ = ["LXCBackend", "default_lxcpath", "lxc_remotes"]
 
 
-class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Backend):
+class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Files,
+                 Backend):
     """Containers of one lxcpath."""
 
     kind = "lxc"
@@ -35,6 +37,7 @@ class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Console
         Capability.METRICS, Capability.SNAPSHOTS, Capability.CREATE, Capability.RESOURCES,
         Capability.CONSOLE, Capability.EXEC, Capability.EXPORT, Capability.IMPORT,
         Capability.CLONE, Capability.LINKED_CLONE, Capability.RENAME, Capability.DESCRIPTION,
+        Capability.FILES,
     })
     console_kinds = frozenset({"console"})
     backup_extension = ".tar.gz"

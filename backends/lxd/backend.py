@@ -19,6 +19,7 @@ from .backups import Backups
 from .consoles import Consoles
 from .create import Create
 from .events import Events
+from .files import Files
 from .guest import Guest
 from .images import Images
 from .lifecycle import Lifecycle
@@ -32,7 +33,7 @@ __all__ = ["IncusBackend", "LXDBackend"]
 
 
 class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups, Transfer,
-                 Images, Guest, Operations, Backend):
+                 Images, Guest, Operations, Files, Backend):
     """An LXD remote (also used for Incus, which speaks the same API)."""
 
     kind = "lxd"
@@ -46,7 +47,7 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         Capability.CONSOLE, Capability.EXEC, Capability.SPICE,
         Capability.EXPORT, Capability.IMPORT, Capability.CLONE, Capability.COPY_MOVE,
         Capability.RENAME, Capability.DESCRIPTION, Capability.PUBLISH, Capability.IMAGES,
-        Capability.PASSWORD, Capability.NICS, Capability.OPERATIONS,
+        Capability.PASSWORD, Capability.NICS, Capability.OPERATIONS, Capability.FILES,
     })
     console_kinds = frozenset({"console"})
     """A VM's screen is SPICE graphics (``SPICE``: handed to remote-viewer), not VGA text."""
@@ -63,6 +64,8 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         caps = super().instance_capabilities(instance)
         if instance.type is not InstanceType.VM or instance.status is InstanceStatus.STOPPED:
             caps -= {Capability.SPICE}
+        if instance.type is InstanceType.VM and instance.status is not InstanceStatus.RUNNING:
+            caps -= {Capability.FILES}  # a VM's files come through its running agent
         return caps
 
 

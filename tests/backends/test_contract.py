@@ -46,6 +46,7 @@ from backends.models import (
     CreateRequest,
     CreateSource,
     EventKind,
+    FileEntry,
     Instance,
     InstanceRef,
     InstanceStatus,
@@ -169,6 +170,10 @@ CALLS: dict[str, Call] = {
     "list_operations": lambda b, r, s, d: b.list_operations(),
     "cancel_operation": lambda b, r, s, d: b.cancel_operation(
         "00000000-0000-0000-0000-000000000000"),
+    "list_files": lambda b, r, s, d: b.list_files(r, "/"),
+    "read_file": lambda b, r, s, d: b.read_file(r, FileEntry("/etc/hostname", "file"),
+                                                str(d / "pulled")),
+    "write_file": lambda b, r, s, d: b.write_file(r, FileEntry("/tmp/contract", "directory")),
 }
 
 
