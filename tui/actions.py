@@ -18,7 +18,7 @@ from textual.binding import Binding
 from backends.models import Capability, ConnectionState, InstanceRef
 
 from .flows import (
-    consoles, create, guest, images, lifecycle, limits, remotes, snapshots, transfer,
+    consoles, create, files, guest, images, lifecycle, limits, remotes, snapshots, transfer,
 )
 from .flows.context import Context
 from .services.inventory import Inventory
@@ -139,6 +139,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("limits", "Limits", "Change CPU, memory, disk, IO and network limits (says "
            "live/restart)", I, "L", "instance.limits", "edit_limits", (Cap.RESOURCES,),
            limits.edit_limits),
+    Action("files", "Files", "Browse the instance's files: pull, push, edit (LXD/Incus, "
+           "LXC)", I, "f", "instance.files", "open_files", (Cap.FILES,), files.browse,
+           show=False, palette="Files of {ref}"),
     # Snapshots (n on the table; the others are keys of the snapshots tab)
     Action("snapshot", "Snapshot", "Take a snapshot of the selected instance", I, "n",
            "snapshot.new", "new_snapshot", (Cap.SNAPSHOTS,), snapshots.new),

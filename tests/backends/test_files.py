@@ -11,8 +11,7 @@ import subprocess
 
 import pytest
 
-from backends import files
-from backends import get_backend
+from backends import files, get_backend
 from backends.errors import InvalidInput, NotFound, OperationFailed
 from backends.lxc import LXCBackend, lxc_remotes
 from backends.models import FileEntry, InstanceRef

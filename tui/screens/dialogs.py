@@ -100,8 +100,10 @@ class InputDialog(ModalScreen[str | None]):
                         tooltip="Close without acting")]
 
     def __init__(self, title: str, label: str, value: str = "", *, confirm: str = "OK",
-                 check=None) -> None:
+                 check=None, path: bool = False) -> None:
         super().__init__()
+        self.path = path
+        """A local path: Tab completes it (``tui/screens/paths.py``)."""
         self.title_text = title
         self.label = label
         self.value = value
@@ -114,7 +116,12 @@ class InputDialog(ModalScreen[str | None]):
         with Vertical(id="dialog", classes="-safe"):
             yield Label(self.title_text, id="dialog-title")
             yield Static(self.label)
-            yield Input(self.value, id="dialog-input")
+            if self.path:
+                from .paths import PathInput
+
+                yield PathInput(self.value, id="dialog-input")
+            else:
+                yield Input(self.value, id="dialog-input")
             yield Static("", id="dialog-problem")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
