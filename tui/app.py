@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -77,6 +78,8 @@ class CorralApp(App[None]):
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
         self.problems += [store_problem] if store_problem else []
+        for problem in self.problems:
+            logging.getLogger("corral.config").warning("%s", problem)
         self.looked_in = found.looked_in
         if factory is None:
             def factory(remote: Remote, timeout: float) -> Backend:
@@ -102,6 +105,8 @@ class CorralApp(App[None]):
         """A background job failed unexpectedly: say so instead of failing silently."""
         if event.state is WorkerState.ERROR:
             error = event.worker.error
+            logging.getLogger("corral").error("%s failed", event.worker.description,
+                                              exc_info=error)
             self.notify(f"{event.worker.description}: {error}", title="Unexpected error",
                         severity="error", timeout=15)
             group = event.worker.group

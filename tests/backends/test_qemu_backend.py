@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from qemu_guest import wait_serial  # noqa: E402
 
 from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut  # noqa: E402
-from backends.models import EventKind, InstanceRef, InstanceStatus  # noqa: E402
+from backends.models import InstanceRef, InstanceStatus  # noqa: E402
 from backends.qemu import QEMUBackend  # noqa: E402
 
 
