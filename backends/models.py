@@ -149,6 +149,9 @@ class InstanceState:
     cpu_percent: float | None = None
     memory_usage: int = 0
     memory_limit: int | None = None
+    memory_is_allocation: bool = False
+    """``memory_usage`` is what the VM was given (its balloon), not what its guest uses:
+    the guest reports no memory statistics."""
     disk_usage: int | None = None
     disk_limit: int | None = None
     ipv4: tuple[str, ...] = ()

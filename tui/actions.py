@@ -253,7 +253,7 @@ def palette_entries(inventory: Inventory, run: Callable[..., None],
             callback = partial(open_menu, ref) if a.flow is None else partial(run, a, ref=ref)
             out.append((a.palette.format(ref=ref), f"{a.help}: {ref.name} on remote "
                         f"{ref.remote}", callback))
-    for name in inventory.backends:
+    for name in sorted(inventory.backends):
         caps = inventory.remote_capabilities(name)
         for a in ACTIONS:
             if a.scope is Scope.REMOTE and "{remote}" in a.palette and offered(a, caps):

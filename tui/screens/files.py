@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Label, Static
+from textual.widgets import DataTable, Label, Static
 from textual.worker import Worker
 
 from backends import files
@@ -26,6 +26,7 @@ from backends.base import Backend
 from backends.errors import BackendError
 from backends.models import FileEntry, InstanceRef
 
+from ..widgets.footer import FittingFooter
 from .dialogs import InputDialog
 
 EDIT_LIMIT = 1024 * 1024
@@ -79,7 +80,7 @@ class FilesScreen(ModalScreen[None]):
             yield Label("", id="files-title", markup=False)
             yield DataTable(id="files-table", cursor_type="row")
             yield Static("", id="files-status", markup=False)
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

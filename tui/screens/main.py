@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from backends.errors import BackendError
 from backends.models import ConnectionState, InstanceRef
@@ -38,6 +38,7 @@ from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import ConsoleDock
 from ..widgets.empty_state import EmptyState
+from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
@@ -112,7 +113,7 @@ class MainScreen(Screen[None]):
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
         yield Static("", id="activity")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"

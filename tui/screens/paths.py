@@ -1,6 +1,6 @@
 """Local path fields that complete: ``Tab`` completes as a shell does (the common prefix
-of the matching names, ``/`` after a directory), and the first match is suggested as you
-type (``→`` or ``End`` takes it)."""
+of the matching names, ``/`` after a directory; with nothing to complete it moves on),
+and the first match is suggested as you type (``→`` or ``End`` takes it)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,10 @@ class PathInput(Input):
         super().__init__(value, suggester=PathSuggester(), **kwargs)
 
     def action_complete(self) -> None:
+        """Complete; with nothing (more) to complete, Tab moves on as it does elsewhere."""
         done = complete(self.value)
         if done == self.value:
-            self.app.bell()
+            self.screen.focus_next()
+            return
         self.value = done
         self.cursor_position = len(done)

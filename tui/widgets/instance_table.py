@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from rich.style import Style
@@ -60,6 +61,12 @@ _STATUS_VAR = {
 }
 
 
+def natural_key(text: str) -> tuple:
+    """Sorts names as people do (and lxd-ui): ``s2`` before ``s10``, case aside."""
+    parts = re.split(r"(\d+)", text.casefold())
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
 def row_key(ref: InstanceRef) -> str:
     return f"{ref.remote}\x1f{ref.project}\x1f{ref.name}"
 
@@ -90,6 +97,8 @@ class InstanceTable(DataTable):
         self.sort_reverse = False
         self._colors: dict[str, str] = {}
         self.on_sorted: Callable[[str, bool], None] | None = None
+        self._inventory: Inventory | None = None
+        """The inventory of the last sync (for the selected row's reason)."""
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -156,6 +165,11 @@ class InstanceTable(DataTable):
         elif not online:
             status = SortCell(f"{inst.status.value}?", inst.status.value,
                               Style(color=c["status-stopped"] or None, dim=True))
+        elif inst.extra.get("reason"):
+            # stopped for a reason of its own (killed outside corral): marked; the reason
+            # is the table's tooltip while the row is selected
+            status = SortCell(f"{inst.status.value} !", inst.status.value,
+                              Style(color=c["status-error"] or None))
         else:
             status = SortCell(inst.status.value, inst.status.value,
                               Style(color=c[_STATUS_VAR[inst.status]] or None))
@@ -163,9 +177,9 @@ class InstanceTable(DataTable):
         ipv4 = ", ".join(state.ipv4) if state else ""
         mem_used = state.memory_usage if state else -1
         return (
-            SortCell(inst.name, (inst.name, ref.remote)),
-            SortCell(ref.remote, (ref.remote, inst.name)),
-            SortCell(fmt.itype(inst.type), (inst.type.value, inst.name),
+            SortCell(inst.name, (natural_key(inst.name), natural_key(ref.remote))),
+            SortCell(ref.remote, (natural_key(ref.remote), natural_key(inst.name))),
+            SortCell(fmt.itype(inst.type), (inst.type.value, natural_key(inst.name)),
                      Style(color=c["vm-badge"] or None) if is_vm else ""),
             status,
             SortCell(ipv4, ipv4),
@@ -185,6 +199,7 @@ class InstanceTable(DataTable):
         touched, so the cursor and scroll position stay.
         """
         selected = self.selected_ref
+        self._inventory = inv
         if refs is None:
             candidates = set(inv.instances) | set(self.refs.values())
         else:
@@ -206,7 +221,8 @@ class InstanceTable(DataTable):
                 continue
             assert inst is not None
             online = inv.statuses[ref.remote].state is ConnectionState.CONNECTED
-            inputs = (inst, state, inv.pending.get(ref), online, self._colors_version)
+            inputs = (inst, state, inv.pending.get(ref), online, self._colors_version,
+                      inst.extra.get("reason"))  # extra is outside Instance's equality
             if present and self._inputs.get(key) == inputs:
                 continue
             self._inputs[key] = inputs
@@ -228,6 +244,8 @@ class InstanceTable(DataTable):
                 updated[key] = changes
                 resort = resort or self.sort_column in changes
             self._rendered[key] = shown
+        if selected in candidates:
+            self._show_reason()
         if updated:
             self._update_rows(updated, repaint=not resort)
         if resort:
@@ -260,6 +278,19 @@ class InstanceTable(DataTable):
         if repaint:
             for row_key in row_keys:
                 self.refresh_row(self._row_locations.get(row_key))
+
+    def _show_reason(self) -> None:
+        """The table's tooltip says why the selected instance is in its state, when its
+        backend knows (a VM killed outside corral)."""
+        ref = self.selected_ref
+        inst = self._inventory.instances.get(ref) if ref and self._inventory else None
+        reason = inst.extra.get("reason") if inst else None
+        tooltip = f"{ref}: {reason}" if reason else None
+        if self.tooltip != tooltip:
+            self.tooltip = tooltip
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._show_reason()
 
     def apply_sort(self) -> None:
         if self.row_count:
