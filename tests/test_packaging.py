@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_pipx_install_gives_a_working_command(tmp_path):
     env = dict(os.environ, PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(tmp_path / "bin"),
                PIPX_MAN_DIR=str(tmp_path / "man"), HOME=str(tmp_path / "home"))
-    env.pop("CORRAL_CONFIG_FILE", None)
+    # an empty machine: no LXD/Incus, QEMU and LXC switched off
+    (tmp_path / "config.toml").write_text("[qemu]\nenabled = false\n[lxc]\nenabled = false\n")
+    env["CORRAL_CONFIG_FILE"] = str(tmp_path / "config.toml")
     pipx = [sys.executable, "-m", "pipx"]
     done = subprocess.run([*pipx, "install", str(ROOT)], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -34,7 +36,7 @@ def test_pipx_install_gives_a_working_command(tmp_path):
     listed = subprocess.run([str(corral), "--list-remotes"], env=env, capture_output=True,
                             text=True, timeout=60)
     # an empty machine: says what it looked for, and fails
-    assert listed.returncode == 1 and "Looked for" in listed.stderr, listed
+    assert listed.returncode == 1 and "Looked for" in listed.stdout, listed
 
 
 def _imported_top_level(path: Path) -> set[str]:
