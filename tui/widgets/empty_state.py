@@ -34,10 +34,11 @@ def empty_text(inventory: Inventory, filter_text: str, looked_in: Iterable[str] 
         looked = [p for p in looked_in if p]
         if looked:
             lines.append("Looked for " + ", ".join(_home(p) for p in looked) + ".")
-        lines.append("Press + to add a remote (its address and a trust token from "
-                     "`lxc config trust add` / `incus config trust add` on the server),")
-        lines.append("or add one with `lxc remote add` / `incus remote add`"
-                     + (f", or under [[remote]] in {_home(config_path)}." if config_path
+        lines.append("")
+        lines.append("Press + to add one: its address and a trust token, which `lxc config "
+                     "trust add` (or `incus config trust add NAME`) prints on the server.")
+        lines.append("Or add it with `lxc remote add` / `incus remote add`"
+                     + (f", or as a [[remote]] in {_home(config_path)}." if config_path
                         else "."))
         return "\n".join(lines)
     if inventory.instances and filter_text.strip():
