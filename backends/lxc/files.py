@@ -111,6 +111,14 @@ def _words(e: OSError, path: str) -> BackendError:
     return OperationFailed(f"{path}: {why.get(e.errno or 0, e.strerror or str(e))}.")
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is written (a short write is how a full disk
+    first shows; the next write raises ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"
@@ -191,7 +199,7 @@ class Files(Backend):
             try:
                 while chunk := os.read(src, _CHUNK):
                     worker.check()
-                    os.write(dst, chunk)
+                    _write_all(dst, chunk)
                     done += len(chunk)
                     if progress is not None:
                         loop.call_soon_threadsafe(progress, done)
@@ -246,7 +254,7 @@ def _copy_in(worker: Worker, local: str, host: str, uid: int, gid: int, mode: in
         with open(local, "rb") as src:
             while chunk := src.read(_CHUNK):
                 worker.check()
-                os.write(dst, chunk)
+                _write_all(dst, chunk)
                 done += len(chunk)
                 if progress is not None:
                     loop.call_soon_threadsafe(progress, done)

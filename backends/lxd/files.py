@@ -49,8 +49,12 @@ class Files(Backend):
         info = self.rest.info
         return "X-Incus" if info is not None and info.server == "incus" else "X-LXD"
 
-    def _refusal(self, ref: InstanceRef, path: str, e: BaseException) -> BackendError:
+    def _refusal(self, ref: InstanceRef, path: str, e: BaseException, *,
+                 writing: bool = False) -> BackendError:
         if isinstance(e, pylxd_exc.NotFound):
+            if writing:
+                return OperationFailed(f"Cannot create {path} in {ref}: the directory "
+                                       f"{posixpath.dirname(path)} does not exist there.")
             return NotFound(f"{path} does not exist in {ref}.")
         if isinstance(e, pylxd_exc.LXDAPIException):
             try:
@@ -58,7 +62,7 @@ class Files(Backend):
             except ValueError:
                 text = str(e)
             low = text.lower()
-            if "permission denied" in low:
+            if "permission denied" in low or low == "forbidden":
                 return OperationFailed(f"Permission denied for {path} in {ref}.")
             if "no space" in low:
                 return OperationFailed(f"No space left in {ref} for {path}.")
@@ -123,6 +127,9 @@ class Files(Backend):
                         if progress is not None:
                             loop.call_soon_threadsafe(progress, done)
                 os.chmod(local, entry.mode)
+            except OSError as e:  # the local disk: full, gone, refused
+                os.unlink(local)
+                raise OperationFailed(f"Cannot write {local}: {e.strerror or e}.") from None
             except BaseException:
                 os.unlink(local)
                 raise
@@ -161,7 +168,7 @@ class Files(Backend):
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001
-                raise self._refusal(ref, entry.path, e) from e
+                raise self._refusal(ref, entry.path, e, writing=True) from e
             finally:
                 if f is not None:
                     f.close()

@@ -179,3 +179,46 @@ def test_lxc_paths_never_leave_the_root(tmp_path):
     assert resolve(str(root), "/up/etc") == str(root / "etc")
     assert resolve(str(root), "/../../etc") == str(root / "etc")
     assert resolve(str(root), "/abs") == str(root / "abs")  # the last one: not followed
+
+
+async def test_lxd_write_refusals_in_words(lxd_subject, tmp_path):
+    backend, daemon, ref = lxd_subject
+    local = tmp_path / "x"
+    local.write_text("x")
+    with pytest.raises(OperationFailed, match="does not exist there"):
+        await backend.write_file(ref, FileEntry("/no/such/dir/x", "file"), str(local))
+    with pytest.raises(OperationFailed, match="[Pp]ermission denied"):
+        await backend.write_file(ref, FileEntry("/sys/corral", "file"), str(local))
+
+
+async def test_lxc_no_space_is_said_and_leaves_no_partial_file(lxc_subject, tmp_path):
+    backend, path, ref = lxc_subject
+    small = path / "f1" / "rootfs" / "mnt" / "small"
+    small.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)],
+                   check=True)
+    try:
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(1024 * 1024))
+        with pytest.raises(OperationFailed, match="no space left"):
+            await files.push(backend, ref, str(big), "/mnt/small")
+        assert not (small / "big.bin").exists()
+        # a directory in the way of a file, and an unmapped owner in words too
+        (small / "d").mkdir()
+        with pytest.raises(OperationFailed):
+            await backend.write_file(ref, FileEntry("/mnt/small/d", "file"), str(big))
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_a_stopped_lxd_vm_offers_no_files():
+    from backends.lxd.backend import LXDBackend
+    from backends.models import Capability, Instance, InstanceStatus, InstanceType, Remote
+
+    b = LXDBackend(Remote("r", "lxd", "unix:///nowhere"))
+    vm = Instance(InstanceRef("r", "v"), InstanceType.VM, InstanceStatus.STOPPED)
+    ct = Instance(InstanceRef("r", "c"), InstanceType.CONTAINER, InstanceStatus.STOPPED)
+    assert Capability.FILES not in b.instance_capabilities(vm)
+    assert Capability.FILES in b.instance_capabilities(ct)  # containers: the daemon reads the disk
+    running = Instance(InstanceRef("r", "v"), InstanceType.VM, InstanceStatus.RUNNING)
+    assert Capability.FILES in b.instance_capabilities(running)
