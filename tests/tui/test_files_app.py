@@ -98,3 +98,56 @@ def test_tab_completes_local_paths(tmp_path):
     assert complete(str(tmp_path / "b")) == str(tmp_path / "backup")
     assert complete(str(tmp_path / "backups")) == str(tmp_path / "backups") + "/"
     assert complete(str(tmp_path / "zzz")) == str(tmp_path / "zzz")
+
+
+async def test_edit_pushes_back_and_cancel_stops_a_copy(lab, lab_env, tmp_path, unique,
+                                                       monkeypatch):
+    """`e` with $EDITOR (a script here; the terminal hand-over itself, App.suspend, needs a
+    real terminal and is replaced by a no-op) and `x` during a big push."""
+    import contextlib
+
+    name = unique()
+    lab.lxd1.cli("launch", "busybox", name)
+    lab.lxd1.cli("exec", name, "--", "sh", "-c",
+                 "echo 'port=80' > /etc/app.conf && chmod 640 /etc/app.conf && "
+                 "chown 7:8 /etc/app.conf")
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i s/80/8080/ \"$1\"\n")
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n'
+                   '[qemu]\nenabled = false\n')
+    app = make_app(cfg, env=lab_env, remote_names=["local"])
+    monkeypatch.setattr(app, "suspend", contextlib.nullcontext)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            table = app.main_screen.query_one(InstanceTable)
+            await wait_for(pilot, lambda: any(r.name == name for r in table.refs.values()))
+            key = next(k for k, r in table.refs.items() if r.name == name)
+            table.move_cursor(row=table.get_row_index(key))
+            await pilot.press("f")
+            await wait_for(pilot, lambda: isinstance(app.screen, FilesScreen))
+            screen = app.screen
+            screen.load("/etc", select="/etc/app.conf")
+            await wait_for(pilot, lambda: screen.selected is not None
+                           and screen.selected.path == "/etc/app.conf", what="app.conf")
+            await pilot.press("e")
+            await wait_for(pilot, lambda: "saved" in status(screen), what=lambda: status(screen))
+            out = lab.lxd1.cli("exec", name, "--", "sh", "-c",
+                               "cat /etc/app.conf; ls -ln /etc/app.conf").stdout
+            assert "port=8080" in out and "-rw-r-----" in out and " 7 " in out, out
+            # a big push, cancelled with x
+            big = tmp_path / "big.bin"
+            with open(big, "wb") as f:
+                f.truncate(600 * 1024 * 1024)
+            await pilot.press("u")
+            await _answer(pilot, app, str(big))
+            await wait_for(pilot, lambda: "Pushing" in status(screen), what="the push")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: "cancelled" in status(screen),
+                           what=lambda: status(screen))
+            assert not (screen.transfer and screen.transfer.is_running)
+    finally:
+        lab.lxd1.cli("delete", "--force", name)
