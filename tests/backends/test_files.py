@@ -222,3 +222,16 @@ def test_a_stopped_lxd_vm_offers_no_files():
     assert Capability.FILES in b.instance_capabilities(ct)  # containers: the daemon reads the disk
     running = Instance(InstanceRef("r", "v"), InstanceType.VM, InstanceStatus.RUNNING)
     assert Capability.FILES in b.instance_capabilities(running)
+
+
+def test_lxc_owners_through_the_idmap():
+    from backends.lxc.files import IdMap
+
+    ids = IdMap("lxc.idmap = u 0 100000 65536\nlxc.idmap = g 0 100000 65536\n")
+    assert ids.inside("u", 100000) == 0 and ids.inside("u", 101000) == 1000
+    assert ids.outside("g", 1000) == 101000
+    assert ids.inside("u", 5) == 65534  # a host id the container cannot see: nobody
+    with pytest.raises(InvalidInput, match="not mapped"):
+        ids.outside("u", 70000)
+    plain = IdMap("lxc.uts.name = c1\n")  # privileged: the same ids
+    assert plain.inside("u", 1234) == 1234 == plain.outside("u", 1234)
