@@ -36,14 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from . import logfile
+
+    logfile.setup()
     if args.list_remotes:
         from .listing import list_remotes
 
         return list_remotes(args.config, args.remotes)
-    from . import logfile
     from .app import make_app
 
-    logfile.setup()
     app = make_app(args.config, theme=args.theme, remote_names=args.remotes)
     app.run()
     # A call stuck on a hung remote sits in a worker thread that the interpreter would

@@ -56,6 +56,8 @@ def setup(env: Mapping[str, str] | None = None) -> Path | None:
                                                        backupCount=BACKUPS, encoding="utf-8")
         os.chmod(path, 0o600)
     except OSError:
+        # no log then, and nothing on stderr either (it would scribble over the screen)
+        logging.getLogger().addHandler(logging.NullHandler())
         return None
     handler.setLevel(logging.WARNING)
     handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
