@@ -63,6 +63,8 @@ def setup(env: Mapping[str, str] | None = None) -> Path | None:
     handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
+    # urllib3 warns whenever a unix-socket pool of one is briefly exceeded: noise, not news
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     if root.level > logging.WARNING or root.level == logging.NOTSET:
         root.setLevel(logging.WARNING)
     return path

@@ -23,6 +23,8 @@ from ..models import FileEntry, InstanceRef
 from .rest import Rest
 
 _CHUNK = 1 << 20
+_LIST_THREADS = 3
+"""Of the remote's 4 pool threads, how many a directory listing uses at once."""
 
 
 def _entry(path: str, headers: Any, prefix: str, size: int = 0) -> FileEntry:
@@ -75,7 +77,7 @@ class Files(Backend):
         node = self.rest.client.api.instances[ref.name].files
         prefix = self._prefix
 
-        def _do() -> list[FileEntry]:
+        def _names() -> list[str]:
             try:
                 r = node.get(params={"path": path})
             except Exception as e:  # noqa: BLE001 - put in words below
@@ -83,8 +85,11 @@ class Files(Backend):
             if str(r.headers.get(f"{prefix}-Type") or r.headers.get("X-LXD-Type")) \
                     != "directory":
                 raise InvalidInput(f"{path} is not a directory.")
+            return sorted(r.json().get("metadata") or [])
+
+        def _stat(names: list[str]) -> list[FileEntry]:
             entries = []
-            for name in sorted(r.json().get("metadata") or []):
+            for name in names:
                 child = posixpath.join(path, name)
                 head = node.session.head(node._api_endpoint, params={"path": child},  # noqa: SLF001
                                          timeout=self.timeout)
@@ -98,7 +103,13 @@ class Files(Backend):
                 entries.append(entry)
             return entries
 
-        return await self.rest.call(_do, timeout=self.timeout * 10)
+        names = await self.rest.call(_names)
+        # one HEAD (and a GET per symlink) for each entry: in slices over the remote's
+        # pool, which halves the time of a big directory
+        slices = [names[i::_LIST_THREADS] for i in range(_LIST_THREADS)]
+        parts = await asyncio.gather(*(self.rest.call(_stat, part, timeout=self.timeout * 10)
+                                       for part in slices if part))
+        return sorted((e for part in parts for e in part), key=lambda e: e.path)
 
     async def read_file(self, ref: InstanceRef, entry: FileEntry, local: str,
                         progress: Callable[[int], None] | None = None) -> None:

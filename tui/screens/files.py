@@ -74,6 +74,8 @@ class FilesScreen(ModalScreen[None]):
         self.path = path
         self.entries: dict[str, FileEntry] = {}
         self.transfer: Worker | None = None
+        self._cancelling = False
+        """x was pressed: progress still arriving from the copy is not shown."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="files-box"):
@@ -182,23 +184,31 @@ class FilesScreen(ModalScreen[None]):
 
         async def run() -> None:
             self.say(f"{label}…")
+            self._cancelling = False
             try:
                 tally = await work
             except BackendError as e:
                 self.say(f"{label}: {e.message}", error=True)
                 return
+            except asyncio.CancelledError:
+                self.say("Copy cancelled; what was copied so far stays.", error=True)
+                raise
             self.say(f"{label}: done, {tally.text}.")
             self.load(self.path, keep_status=True)
 
         self.transfer = self.run_worker(run(), group="files-transfer", exit_on_error=False)
 
     def _progress(self, label: str):
-        return lambda text: self.say(f"{label}: {text} · x cancels")
+        def show(text: str) -> None:
+            if not self._cancelling:  # reports still queued from the worker thread
+                self.say(f"{label}: {text} · x cancels")
+        return show
 
     def action_cancel(self) -> None:
         if self.transfer is not None and self.transfer.is_running:
+            self._cancelling = True
             self.transfer.cancel()
-            self.say("Copy cancelled; what was copied so far stays.", error=True)
+            self.say("Cancelling the copy…", error=True)
 
     def action_pull(self) -> None:
         entry = self.selected
