@@ -95,3 +95,25 @@ async def test_a_remote_corral_did_not_add_is_not_removed(lab, lab_env, tmp_path
         await wait_for(pilot, lambda: any("was not added in corral" in str(n.message)
                                           for n in app._notifications), what="the refusal")
         assert "lab2" in app.inventory.statuses
+
+
+async def test_tofu_shows_the_fingerprint_to_accept(lab, lab_env, tmp_path):
+    """No token: the certificate's fingerprint is shown; accepted, the remote is added
+    (corral's certificate was trusted on the server by hand beforehand)."""
+    from backends.trust import ensure_client_certificate
+
+    cfg = _config(tmp_path)
+    crt, _key = ensure_client_certificate(cfg.parent)
+    lab.lxd2.cli("config", "trust", "add", str(crt))
+    app = make_app(cfg, env=lab_env)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: app.main_screen is not None)
+        await _fill(pilot, app, "tofu", lab.lxd2.https_address, "")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="accept?")
+        pretty = ":".join(lab.lxd2.fingerprint[i:i + 2] for i in range(0, 64, 2))
+        assert pretty in app.screen.message
+        await pilot.pause(0.3)
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "tofu" in app.inventory.statuses
+                       and app.inventory.statuses["tofu"].state is ConnectionState.CONNECTED,
+                       what="the accepted remote to connect")
