@@ -25,6 +25,7 @@ from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES
 from .models import (
     BackendEvent,
     Capability,
+    FileEntry,
     CreateOptions,
     CreateRequest,
     CreateSource,
@@ -349,12 +350,41 @@ class Backend(ResourceVerbs, abc.ABC):
     async def cancel_operation(self, op_id: str) -> None:
         raise self._unsupported("cancel operations")
 
+    # Files (FILES) -------------------------------------------------------------------
+
+    async def list_files(self, ref: InstanceRef, path: str) -> list[FileEntry]:
+        """The entries of directory ``path`` inside the instance, symlinks not followed.
+
+        Raises:
+            NotFound: no such directory. InvalidInput: not a directory.
+            OperationFailed: refused (not running where that is needed, permission).
+        """
+        raise self._unsupported("browse files")
+
+    async def read_file(self, ref: InstanceRef, entry: FileEntry, local: str,
+                        progress: Callable[[int], None] | None = None) -> None:
+        """Copy the regular file ``entry`` to the new local file ``local`` (its mode kept);
+        ``progress(bytes so far)``. Cancelling stops it and removes ``local``."""
+        raise self._unsupported("pull files")
+
+    async def write_file(self, ref: InstanceRef, entry: FileEntry, local: str | None = None,
+                         progress: Callable[[int], None] | None = None) -> None:
+        """Create or replace ``entry`` inside the instance with its mode, uid and gid: a
+        file with the content of ``local``, a directory, or a symlink to ``entry.target``.
+
+        Raises:
+            OperationFailed: refused (permission, no space, a directory in the way), in
+                words.
+        """
+        raise self._unsupported("push files")
+
 
 READ_ONLY_CAPABILITIES = frozenset({
     Capability.EVENTS, Capability.METRICS, Capability.CONSOLE, Capability.VGA,
     Capability.SPICE, Capability.EXPORT, Capability.IMAGES, Capability.OPERATIONS,
 })
 """What a read-only remote still offers: watching and reading, nothing that changes it."""
+
 
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.EVENTS: ("watch",),
@@ -383,6 +413,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.DESCRIPTION: ("set_description",),
     Capability.OPERATIONS: ("list_operations", "cancel_operation"),
     **RESOURCE_CAPABILITY_METHODS,
+    Capability.FILES: ("list_files", "read_file", "write_file"),
 }
 """The methods each optional ability needs. Abilities not listed here (start, stop, …,
 metrics) are the abstract core every backend implements."""

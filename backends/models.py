@@ -105,6 +105,9 @@ class Capability(str, enum.Enum):
     """Add and remove image aliases, copy images to another remote of the same kind."""
     YAML_EDIT = "yaml-edit"
     """Objects can be read and written back as YAML, guarded by their ETag."""
+    FILES = "files"
+    """Browse the instance's files, pull and push them (``list_files``, ``read_file``,
+    ``write_file``); symlinks are listed, never followed out of the instance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,9 @@ class InstanceState:
     cpu_percent: float | None = None
     memory_usage: int = 0
     memory_limit: int | None = None
+    memory_is_allocation: bool = False
+    """``memory_usage`` is what the VM was given (its balloon), not what its guest uses:
+    the guest reports no memory statistics."""
     disk_usage: int | None = None
     disk_limit: int | None = None
     ipv4: tuple[str, ...] = ()
@@ -420,3 +426,25 @@ class Resource:
     def key(self) -> str:
         """Unique per remote: kind, project, pool and name."""
         return f"{self.remote}\x1f{self.project}\x1f{self.parent}\x1f{self.name}"
+
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One entry of an instance's file system, as the instance sees it (its uid/gid)."""
+
+    path: str
+    """Absolute path inside the instance."""
+    kind: str
+    """``file``, ``directory``, ``symlink`` or ``other`` (devices, sockets: not copied)."""
+    size: int = 0
+    mode: int = 0o644
+    """Permission bits (``0o7777`` at most)."""
+    uid: int = 0
+    gid: int = 0
+    target: str = ""
+    """A symlink's target, as stored (never resolved)."""
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1] or "/"

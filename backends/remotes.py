@@ -49,6 +49,8 @@ class Discovery:
     remotes: list[Remote] = field(default_factory=list)
     image_sources: list[ImageSource] = field(default_factory=list)
     problems: list[ConfigProblem] = field(default_factory=list)
+    looked_in: list[str] = field(default_factory=list)
+    """Every file and socket that was looked for, for the "no remotes" message."""
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -211,6 +213,8 @@ def _flavour(
 
     remotes: dict[str, Remote] = {}
     any_file = False
+    out.looked_in += [str(d / "config.yml") for d in user_dirs]
+    out.looked_in += [str(global_dir / "config.yml"), socket]
     for d in user_dirs:
         got = _read_cli(flavour, d, global_dir, env, out)
         if got is None:
@@ -277,6 +281,8 @@ def discover(
     *,
     extra: Sequence[Mapping[str, Any]] = (),
     extra_source: str = "corral config",
+    added: Sequence[Mapping[str, Any]] = (),
+    added_source: str = "",
     read_only: Sequence[str] = (),
     hidden: Sequence[str] = (),
 ) -> Discovery:
@@ -287,6 +293,8 @@ def discover(
         extra: ``[[remotes]]`` entries from corral's own config; they win over CLI remotes
             of the same name.
         extra_source: the path of corral's config, for messages.
+        added: remotes added in corral (``remotes.toml``, from ``added_source``); they win
+            over CLI remotes and lose to ``extra``.
         read_only: names of remotes to mark read-only.
         hidden: names of remotes to leave out.
 
@@ -301,8 +309,9 @@ def discover(
     for name, r in incus.items():
         shown = name if name not in merged else f"incus-{name}"
         merged[shown] = replace(r, name=shown)
-    for spec in extra:
-        r = _extra_remote(spec, extra_source, out)
+    for spec, source in [*((s, added_source) for s in added),
+                         *((s, extra_source) for s in extra)]:
+        r = _extra_remote(spec, source, out)
         if r is not None:
             merged[r.name] = r
     for name in list(merged):

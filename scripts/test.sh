@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian/Ubuntu machine: installs what the tests need
 # (Debian packages when root: LXD, Incus, LXC, QEMU, busybox; Python deps in .venv) and
-# runs every test against real daemons, which the suite starts and stops itself.
+# runs `ruff check` and every test against real daemons, which the suite starts and stops
+# itself.
 # Extra arguments go to pytest (e.g. -k stop, -m "not lab").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +23,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade "pip>=25.1"
 .venv/bin/python -m pip install -q -e . --group test
+
+# Lint first (pyflakes and bugbear catch real bugs; rules in pyproject.toml [tool.ruff.lint])
+.venv/bin/ruff check .
 
 exec .venv/bin/python -m pytest "$@"

@@ -210,7 +210,7 @@ def _rmdir_cgroups(paths: set[str], timeout: float = 3.0) -> None:
         time.sleep(0.1)
 
 
-def _free_port(_lock=threading.Lock(), _given: set[int] = set()) -> int:
+def _free_port(_lock=threading.Lock(), _given: set[int] = set()) -> int:  # noqa: B006, B008 - shared on purpose
     with _lock:
         for _ in range(50):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

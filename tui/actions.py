@@ -20,11 +20,13 @@ from backends.models import Capability, ConnectionState, InstanceRef
 from .flows import (
     consoles,
     create,
+    files,
     guest,
     images,
     lifecycle,
     limits,
     objects,
+    remotes,
     snapshots,
     transfer,
 )
@@ -136,6 +138,12 @@ ACTIONS: tuple[Action, ...] = (
            show=False),
     Action("remotes", "Remotes", "Focus the remotes pane", V, "1", "view.remotes",
            "focus_remotes", show=False),
+    Action("add-remote", "Add remote", "Add an LXD/Incus remote: its address and a trust "
+           "token, or accept its certificate", V, "plus", "remote.add", "add_remote",
+           flow=remotes.add_remote, show=False, palette="Add a remote…"),
+    Action("remove-remote", "Remove remote", "Remove a remote added in corral (asks first)",
+           R, "minus", "remote.remove", "remove_remote", flow=remotes.remove_remote,
+           show=False),
     Action("instances", "Instances", "Focus the instance table", V, "2", "view.instances",
            "focus_instances", show=False),
     # Creating, changing
@@ -154,6 +162,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("profiles", "Profiles", "Assign or unassign profiles, in order", I, "P",
            "instance.profiles", "edit_profiles", (Cap.PROFILES,), objects.profiles,
            menu=True, palette="Profiles of {ref}"),
+    Action("files", "Files", "Browse the instance's files: pull, push, edit (LXD/Incus, "
+           "LXC)", I, "f", "instance.files", "open_files", (Cap.FILES,), files.browse,
+           show=False, palette="Files of {ref}"),
     # Snapshots (n on the table; the others are keys of the snapshots tab)
     Action("snapshot", "Snapshot", "Take a snapshot of the selected instance", I, "n",
            "snapshot.new", "new_snapshot", (Cap.SNAPSHOTS,), snapshots.new),
@@ -265,7 +276,7 @@ def palette_entries(inventory: Inventory, run: Callable[..., None],
             callback = partial(open_menu, ref) if a.flow is None else partial(run, a, ref=ref)
             out.append((a.palette.format(ref=ref), f"{a.help}: {ref.name} on remote "
                         f"{ref.remote}", callback))
-    for name in inventory.backends:
+    for name in sorted(inventory.backends):
         caps = inventory.remote_capabilities(name)
         for a in ACTIONS:
             if a.scope is Scope.REMOTE and "{remote}" in a.palette and offered(a, caps):

@@ -16,6 +16,7 @@ from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
 from backends import Backend, Remote, get_backend
+from backends.remote_store import RemoteStore
 from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
@@ -55,8 +56,13 @@ class CorralApp(App[None]):
     ) -> None:
         super().__init__()
         self.config = config
+        self.env = dict(env if env is not None else os.environ)
+        self.store = RemoteStore(config.path.parent)
+        added, store_problem = self.store.load()
         found = discover(
-            env if env is not None else os.environ,
+            self.env,
+            added=added,
+            added_source=str(self.store.path),
             extra=config.remotes,
             extra_source=str(config.path),
             read_only=config.read_only_remotes,
@@ -83,11 +89,10 @@ class CorralApp(App[None]):
         remotes = apply_remembered(remotes)  # the project each remote was last shown in
         self.remotes = remotes
         self.problems = [str(p) for p in found.problems] + list(config.problems)
-        if not remotes and not self.problems:
-            self.problems.append(
-                "No LXD or Incus remotes found. Add one with `lxc remote add` or "
-                f"`incus remote add`, or under [[remote]] in {config.path}."
-            )
+        self.problems += [store_problem] if store_problem else []
+        for problem in self.problems:
+            logging.getLogger("corral.config").warning("%s", problem)
+        self.looked_in = found.looked_in
         if factory is None:
             def factory(remote: Remote, timeout: float) -> Backend:
                 options = {"default_accel": config.qemu_accel} if remote.kind == "qemu" else {}
@@ -160,6 +165,8 @@ class CorralApp(App[None]):
         """A background job failed unexpectedly: say so instead of failing silently."""
         if event.state is WorkerState.ERROR:
             error = event.worker.error
+            logging.getLogger("corral").error("%s failed", event.worker.description,
+                                              exc_info=error)
             self.notify(f"{event.worker.description}: {error}", title="Unexpected error",
                         severity="error", timeout=15)
             group = event.worker.group
@@ -211,6 +218,8 @@ class CorralApp(App[None]):
             detach_key=self.config.detach_key,
             shell=self.config.shell,
             record_dir=self.config.record_dir,
+            looked_in=self.looked_in,
+            config_path=str(self.config.path),
         )
         self.push_screen(self.main_screen)
         if self._warm:

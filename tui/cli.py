@@ -29,26 +29,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--remote", action="append", metavar="NAME", dest="remotes",
                         help="show only this remote (repeatable)")
     parser.add_argument("--list-remotes", action="store_true",
-                        help="print the remotes corral finds, and any problem, then exit")
+                        help="print every remote corral shows, with its state, and any problem, "
+                        "then exit (1: none found, or one has a problem)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from . import logfile
+
+    logfile.setup()
     if args.list_remotes:
-        from backends.remotes import discover
+        from .listing import list_remotes
 
-        from .config import load_config
-
-        config = load_config(args.config)
-        found = discover(extra=config.remotes, extra_source=str(config.path),
-                         read_only=config.read_only_remotes, hidden=config.hide_remotes)
-        for r in found.remotes:
-            print(f"{r.name:16} {r.kind:6} {r.address:40} project={r.project}"
-                  + (f"  ({r.problem})" if r.problem else ""))
-        for p in list(found.problems) + list(config.problems):
-            print(f"problem: {p}")
-        return 0
+        return list_remotes(args.config, args.remotes)
     from .app import make_app
 
     app = make_app(args.config, theme=args.theme, remote_names=args.remotes)

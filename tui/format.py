@@ -37,6 +37,8 @@ def memory(state: InstanceState | None, limit: int | None) -> str:
         return ""
     lim = limit
     used = size(state.memory_usage)
+    if state.memory_is_allocation:
+        return f"{used} given"  # the guest reports no use: the allocation, said so
     return f"{used}/{size(lim)}" if lim else used
 
 

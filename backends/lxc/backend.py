@@ -17,6 +17,7 @@ from ..models import Capability, Remote
 from .consoles import Consoles
 from .create import Create
 from .events import Events
+from .files import Files
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .networks import Networks
@@ -28,7 +29,7 @@ __all__ = ["LXCBackend", "default_lxcpath", "lxc_remotes"]
 
 
 class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Networks,
-                 Backend):
+                 Files, Backend):
     """Containers of one lxcpath."""
 
     kind = "lxc"
@@ -39,6 +40,7 @@ class LXCBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Console
         Capability.CONSOLE, Capability.EXEC, Capability.EXPORT, Capability.IMPORT,
         Capability.CLONE, Capability.LINKED_CLONE, Capability.RENAME, Capability.DESCRIPTION,
         Capability.NETWORKS,
+        Capability.FILES,
     })
     console_kinds = frozenset({"console"})
     backup_extension = ".tar.gz"

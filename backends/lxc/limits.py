@@ -268,7 +268,7 @@ class Limits(Backend):
         planned = [(key, cgroup_pairs(key, value.strip(), version))
                    for key, value in changes.items()]
         if running:
-            for key, pairs in planned:
+            for _key, pairs in planned:
                 for cg_key, cg_value in pairs:
                     if cg_value == "":
                         continue  # an empty cpuset means "leave as is" live

@@ -21,6 +21,7 @@ from .backups import Backups
 from .consoles import Consoles
 from .create import Create
 from .events import Events
+from .files import Files
 from .guest import Guest
 from .image_aliases import ImageAliases
 from .images import Images
@@ -41,7 +42,7 @@ __all__ = ["IncusBackend", "LXDBackend"]
 
 class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups, Transfer,
                  Images, Guest, Operations, Profiles, Networks, Storage, Projects,
-                 ImageAliases, YamlEdit, Backend):
+                 ImageAliases, YamlEdit, Files, Backend):
     """An LXD remote (also used for Incus, which speaks the same API)."""
 
     kind = "lxd"
@@ -59,6 +60,7 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         Capability.PROFILES, Capability.NETWORKS, Capability.NETWORK_MANAGE,
         Capability.STORAGE, Capability.PROJECTS, Capability.IMAGE_ALIASES,
         Capability.YAML_EDIT,
+        Capability.FILES,
     })
     console_kinds = frozenset({"console"})
     """A VM's screen is SPICE graphics (``SPICE``: handed to remote-viewer), not VGA text."""
@@ -75,6 +77,8 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         caps = super().instance_capabilities(instance)
         if instance.type is not InstanceType.VM or instance.status is InstanceStatus.STOPPED:
             caps -= {Capability.SPICE}
+        if instance.type is InstanceType.VM and instance.status is not InstanceStatus.RUNNING:
+            caps -= {Capability.FILES}  # a VM's files come through its running agent
         return caps
 
 

@@ -188,7 +188,8 @@ class Create(Backend):
                 try:
                     data = client.api.profiles[p].get().json()["metadata"]
                 except pylxd_exc.NotFound:
-                    raise InvalidInput(f"There is no profile '{p}' on '{self.remote.name}'.")
+                    raise InvalidInput(
+                        f"There is no profile '{p}' on '{self.remote.name}'.") from None
                 devices.update(data.get("devices") or {})
             return devices
 

@@ -144,8 +144,11 @@ class Rest:
                     f"'{name}' ({self.where}) refused the connection. Is the daemon running?"
                 )
             if "Permission denied" in text:
+                group = "incus-admin" if self.product.lower() == "incus" else "lxd"
                 return Unreachable(
-                    f"No permission to use {self.where}. Add yourself to the daemon's group."
+                    f"No permission to use {self.where}: add yourself to the group "
+                    f"'{group}' (sudo usermod -aG {group} $USER, then log in again), "
+                    f"or run corral as root."
                 )
             return Unreachable(f"Cannot reach '{name}' ({self.where}).")
         if isinstance(e, pylxd_exc.NotFound):

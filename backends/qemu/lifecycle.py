@@ -35,6 +35,30 @@ from .kvm import SILENT_BOOT, expects_serial_output
 from .machines import Machines
 
 
+
+BALLOON = "/machine/peripheral/balloon0"
+
+
+async def _guest_used(vms: Machines, ref: InstanceRef) -> int | None:
+    """What the guest says it uses (total - available, from the virtio balloon's
+    statistics), or None while it reports nothing; asks QEMU to poll them (every 5 s)."""
+    try:
+        stats = await vms.execute(ref, "qom-get", within=3, path=BALLOON,
+                                  property="guest-stats")
+    except OperationFailed:  # "guest hasn't updated any stats yet"
+        stats = {}
+    figures = stats.get("stats") or {}  # type: ignore[union-attr]
+    total = int(figures.get("stat-total-memory", -1))
+    free = int(figures.get("stat-available-memory", -1))
+    if free < 0:
+        free = int(figures.get("stat-free-memory", -1))
+    if stats.get("last-update") and total > 0 and 0 <= free <= total:  # type: ignore[union-attr]
+        return total - free
+    await vms.execute(ref, "qom-set", within=3, path=BALLOON,
+                      property="guest-stats-polling-interval", value=5)
+    return None
+
+
 class Lifecycle(Backend):
     """Connect, list, get, states, start, stop, restart, freeze, unfreeze, delete."""
 
@@ -103,10 +127,13 @@ class Lifecycle(Backend):
             prev = vms.cpu.get(ref.name)
             vms.cpu[ref.name] = (cpu_s, now)
             percent = (cpu_s - prev[0]) / (now - prev[1]) * 100 if prev and now > prev[1] else None
-            memory = rss
+            memory, given = rss, True
             try:
                 balloon = await vms.execute(ref, "query-balloon", within=3)
                 memory = int(balloon.get("actual", rss))  # type: ignore[union-attr]
+                used = await _guest_used(vms, ref)
+                if used is not None:
+                    memory, given = used, False
             except BackendError:
                 pass
             d = vms.definition(ref.name)
@@ -114,6 +141,7 @@ class Lifecycle(Backend):
                        for disk in d.disks if (vms.dir(ref.name) / disk).exists())
             out[ref] = InstanceState(cpu_usage_ns=int(cpu_s * 1e9), cpu_percent=percent,
                                      memory_usage=memory, memory_limit=d.memory_mib << 20,
+                                     memory_is_allocation=given,
                                      disk_usage=disk or None, pid=pid, sampled_at=now)
         return out
 

@@ -46,6 +46,7 @@ from backends.models import (
     CreateRequest,
     CreateSource,
     EventKind,
+    FileEntry,
     Instance,
     InstanceRef,
     InstanceStatus,
@@ -199,6 +200,10 @@ CALLS: dict[str, Call] = {
     "refresh_image": lambda b, r, s, d: b.refresh_image("0" * 64),
     "get_yaml": lambda b, r, s, d: b.get_yaml(ResourceKind.INSTANCE, r.name),
     "put_yaml": lambda b, r, s, d: b.put_yaml(ResourceKind.INSTANCE, r.name, "{}", ""),
+    "list_files": lambda b, r, s, d: b.list_files(r, "/"),
+    "read_file": lambda b, r, s, d: b.read_file(r, FileEntry("/etc/hostname", "file"),
+                                                str(d / "pulled")),
+    "write_file": lambda b, r, s, d: b.write_file(r, FileEntry("/tmp/contract", "directory")),
 }
 
 

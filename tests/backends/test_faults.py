@@ -12,7 +12,6 @@ import subprocess
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 

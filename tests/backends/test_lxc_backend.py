@@ -12,7 +12,7 @@ import pytest
 
 from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut
 from backends.lxc import LXCBackend, lxc_remotes
-from backends.models import EventKind, InstanceRef, InstanceStatus
+from backends.models import InstanceRef, InstanceStatus
 
 
 @pytest.fixture

@@ -114,13 +114,14 @@ async def test_export_import_round_trip_keeps_snapshots_and_boots(qemu, guest, t
     assert snapshot_names(qemu.vms.dir("src") / "disk0.qcow2") == ["before"]  # source intact
 
 
-def tar_with(path: Path, members: dict[str, bytes], *, kinds: dict[str, bytes] = {}):
+def tar_with(path: Path, members: dict[str, bytes], *,
+             kinds: dict[str, bytes] | None = None):
     with tarfile.open(path, "w") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-        for name, kind in kinds.items():
+        for name, kind in (kinds or {}).items():
             info = tarfile.TarInfo(name)
             info.type, info.linkname = kind, "/etc/passwd"
             tar.addfile(info)
@@ -228,7 +229,7 @@ async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest,
     full = await qemu.clone_instance(ref("src"), "full", progress=said.append)
     assert full.status is InstanceStatus.STOPPED and "copying disk0.qcow2 100%" in said
     assert snapshot_names(qemu.vms.dir("full") / "disk0.qcow2") == ["s1"]
-    flat = await qemu.clone_instance(ref("src"), "flat", with_snapshots=False)
+    await qemu.clone_instance(ref("src"), "flat", with_snapshots=False)
     info = image_info(qemu.vms.dir("flat") / "disk0.qcow2")
     assert "backing-filename" not in info and not info.get("snapshots")
     linked = await qemu.clone_instance(ref("src"), "lnk", linked=True)

@@ -114,6 +114,13 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             await wait_for(pilot, lambda: copy in names(lab.lxd2), timeout=90,
                            what=f"copied ({notes(app)})")
             assert a in names(lab.lxd1)
+            # it was stopped for the copy: corral offers to start it again (not now: it is
+            # published stopped below; tests/tui/test_small_things_lxd.py accepts)
+            await wait_for(pilot, lambda: screen_name(app) == "ConfirmDialog"
+                           and "again" in app.screen.title_text, what="start it again?")
+            await pilot.pause(0.3)
+            await pilot.click("#cancel")
+            await wait_for(pilot, lambda: screen_name(app) == "MainScreen", what="closed")
 
             # move the clone to lxd2
             await wait_for(pilot, lambda: f"local:{clone}" in rows(app), what="clone row")

@@ -8,7 +8,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tui.app import make_app

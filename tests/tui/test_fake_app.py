@@ -186,8 +186,10 @@ async def test_sort_cycles_and_keeps_selection(fake_env):
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
         table = app.screen.query_one(InstanceTable)
-        names = lambda: [table.refs[table.coordinate_to_cell_key((i, 0)).row_key.value].name
-                         for i in range(table.row_count)]
+        def names():
+            return [table.refs[table.coordinate_to_cell_key((i, 0)).row_key.value].name
+                    for i in range(table.row_count)]
+
         assert names() == sorted(names())
         select(app, "beta:db1")
         await pilot.press("O")

@@ -284,7 +284,7 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
                                timeout=20, what="VM stopped")
             except AssertionError:
                 raise AssertionError(f"status {status(app, 'qemu:guest1')!r}, "
-                                     f"{[n.message for n in app._notifications]}")
+                                     f"{[n.message for n in app._notifications]}") from None
             assert status(app, "lxc:box1") == "stopped"
             assert str(app.screen.query_one(RemoteList).get_row("lxc")[1]).strip() == "lxc"
             await asyncio.to_thread(lxc, "lxc-start", "-n", "box1")

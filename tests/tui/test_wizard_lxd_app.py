@@ -10,7 +10,7 @@ from tui.app import make_app
 from tui.widgets.details import SnapshotTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import rows, select, wait_for, write_config  # noqa: E402
+from test_real_app import rows, wait_for, write_config  # noqa: E402
 from test_wizard_app import confirm, edit_limit, notes, take_snapshot  # noqa: E402
 from wizard_keys import problem, wizard  # noqa: E402
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
@@ -86,7 +87,10 @@ class Context:
                         timeout=timeout, markup=False)
 
     def fail(self, error: BackendError, what: str, *, timeout: float = 10) -> None:
-        """Report a backend's refusal in words: ``what`` says what was being done."""
+        """Report a backend's refusal in words: ``what`` says what was being done (also
+        written to the log file, with the remote)."""
+        logging.getLogger("corral.flows").warning("%s (remote %s): %s: %s", what,
+                                                  self.remote, error.title, error.message)
         self.notify(error.message, title=f"{what}: {error.title}", severity="error",
                     timeout=timeout)
 

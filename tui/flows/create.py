@@ -12,7 +12,7 @@ from .context import Context
 
 async def new_instance(ctx: Context) -> None:
     inv = ctx.inventory
-    backends = {name: b for name, b in inv.backends.items()
+    backends = {name: b for name, b in sorted(inv.backends.items())
                 if Capability.CREATE in inv.remote_capabilities(name)}
     if not backends:
         ctx.notify("No connected, writable remote can create instances.", severity="warning")

@@ -6,11 +6,13 @@ import os
 import time
 from pathlib import Path
 
+from backends.backup_name import original_name
 from backends.base import Backend
-from backends.models import Capability, ConnectionState, InstanceRef
+from backends.errors import BackendError
+from backends.models import Capability, ConnectionState, InstanceRef, InstanceStatus
 
 from .. import format as fmt
-from ..screens.dialogs import ChoiceDialog, InputDialog
+from ..screens.dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 from .context import Context
 from .lifecycle import stop_first
 
@@ -32,7 +34,7 @@ def name_check(backend: Backend):
 def copy_targets(ctx: Context) -> dict[str, Backend]:
     """Other connected, writable remotes an instance can be copied or moved to."""
     inv = ctx.inventory
-    return {name: b for name, b in inv.backends.items()
+    return {name: b for name, b in sorted(inv.backends.items())  # the same order every run
             if name != ctx.remote and Capability.COPY_MOVE in inv.remote_capabilities(name)
             and inv.statuses[name].state is ConnectionState.CONNECTED}
 
@@ -43,7 +45,7 @@ async def export(ctx: Context) -> None:
         f"Export {ref}", "Backup file to write (with the instance's snapshots)",
         default_backup_path(ref, backend.backup_extension), confirm="Export",
         check=lambda v: "That file exists." if os.path.exists(os.path.expanduser(
-            v.strip())) else (None if v.strip() else "A path is needed.")))
+            v.strip())) else (None if v.strip() else "A path is needed."), path=True))
     if not path:
         return
     which = await ctx.ask(ChoiceDialog(
@@ -64,12 +66,13 @@ async def import_backup(ctx: Context) -> None:
     path = await ctx.ask(InputDialog(
         f"Import a backup onto {remote}", "Backup file", "", confirm="Next",
         check=lambda v: None if os.path.isfile(os.path.expanduser(v.strip()))
-        else "No such file."))
+        else "No such file.", path=True))
     if not path:
         return
+    recorded = await original_name(os.path.expanduser(path))
     name = await ctx.ask(InputDialog(
         f"Import onto {remote}", "Name of the new instance",
-        Path(path).name.split(".")[0].split("-")[0], confirm="Import",
+        recorded or Path(path).name.split(".")[0], confirm="Import",
         check=name_check(backend)))
     if not name:
         return
@@ -114,6 +117,8 @@ async def _copy_or_move(ctx: Context, move: bool) -> None:
     name = await ctx.ask(InputDialog(
         f"{verb.capitalize()} {ref} to {target}", "Name there", ref.name,
         confirm=verb.capitalize(), check=lambda v: there.check_name(v.strip())))
+    was_running = ctx.instance is not None and ctx.instance.status in (
+        InstanceStatus.RUNNING, InstanceStatus.FROZEN)
     if not name or not await stop_first(ctx, f"{verb} it"):
         return
     made = await ctx.on_row("moving…" if move else "copying…", lambda p: backend.copy_to(
@@ -122,6 +127,21 @@ async def _copy_or_move(ctx: Context, move: bool) -> None:
         ctx.notify(f"{'Moved' if move else 'Copied'} {ref} to {made.ref}.")
         ctx.inventory.refresh_soon(target)
         ctx.inventory.refresh_soon(ref.remote)
+    if was_running:
+        # it was stopped for the copy: offer to start it again (after a move: the moved one)
+        again = made.ref if move and made is not None else ref
+        if (made is not None or not move) and await ctx.ask(ConfirmDialog(
+                f"Start {again} again?", f"{ref} was stopped to be {verb}d"
+                + ("" if made is not None else " and the copy failed") + f". Start {again} "
+                f"now?", "Start", destructive=False)):
+            await _start(ctx, again)
+
+
+async def _start(ctx: Context, ref: InstanceRef) -> None:
+    try:
+        await ctx.inventory.act(ref, "start", "starting…")
+    except BackendError as e:
+        ctx.fail(e, f"Start {ref}")
 
 
 async def copy(ctx: Context) -> None:

@@ -100,8 +100,10 @@ class InputDialog(ModalScreen[str | None]):
                         tooltip="Close without acting")]
 
     def __init__(self, title: str, label: str, value: str = "", *, confirm: str = "OK",
-                 check=None) -> None:
+                 check=None, path: bool = False) -> None:
         super().__init__()
+        self.path = path
+        """A local path: Tab completes it (``tui/screens/paths.py``)."""
         self.title_text = title
         self.label = label
         self.value = value
@@ -114,7 +116,12 @@ class InputDialog(ModalScreen[str | None]):
         with Vertical(id="dialog", classes="-safe"):
             yield Label(self.title_text, id="dialog-title", markup=False)
             yield Static(self.label, markup=False)
-            yield Input(self.value, id="dialog-input")
+            if self.path:
+                from .paths import PathInput
+
+                yield PathInput(self.value, id="dialog-input")
+            else:
+                yield Input(self.value, id="dialog-input")
             yield Static("", id="dialog-problem", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
@@ -162,6 +169,8 @@ class SnapshotDialog(ModalScreen["dict | None"]):
         self.stateful = stateful
         self.expiry = expiry
         self.taken = taken
+        self._note = ""
+        """Said once after the next change (why a default name was filled in)."""
 
     def compose(self) -> ComposeResult:
         from textual.widgets import Checkbox, Input
@@ -207,21 +216,35 @@ class SnapshotDialog(ModalScreen["dict | None"]):
 
     def on_input_changed(self) -> None:
         _, problem = self._values()
-        self.query_one("#dialog-problem", Static).update(problem or "")
+        note, self._note = self._note, ""
+        self.query_one("#dialog-problem", Static).update(problem or note)
         self.query_one("#confirm", Button).disabled = problem is not None
 
     def on_input_submitted(self) -> None:
-        values, problem = self._values()
-        if problem is None:
-            self.dismiss(values)
+        self._take()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id != "confirm":
             self.dismiss(None)
             return
+        self._take()
+
+    def _take(self) -> None:
+        """Take the snapshot, or say what is missing (an empty name gets the default back,
+        to take with a second Enter)."""
+        from textual.widgets import Input
+
         values, problem = self._values()
         if problem is None:
             self.dismiss(values)
+            return
+        box = self.query_one("#snapshot-name", Input)
+        if not box.value.strip() and self.default_name:
+            problem = self._note = (f"A snapshot needs a name: '{self.default_name}' is "
+                                    f"filled in; Enter takes it.")
+            box.value = self.default_name
+        self.app.bell()
+        self.query_one("#dialog-problem", Static).update(problem)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

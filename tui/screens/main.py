@@ -38,14 +38,16 @@ from ..flows.context import Context, Settings
 from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import ConsoleDock
+from ..widgets.empty_state import EmptyState
+from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
-from ..widgets.footer import QuietFooter
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from ..widgets.terminal import TerminalView
 from ..views.command import CommandLine
 from ..views.pane import ResourcePane
 from ..views.switching import ViewSwitching
+from .console_actions import ConsoleActions
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
 from .tables import OperationsScreen
@@ -56,7 +58,7 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
         setattr(widget, attribute, value)
 
 
-class MainScreen(ViewSwitching, Screen[None]):
+class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
     """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -77,8 +79,11 @@ class MainScreen(ViewSwitching, Screen[None]):
         detach_key: str = "ctrl+right_square_bracket",
         shell: tuple[str, ...] = (),
         record_dir: str = "",
+        looked_in: Iterable[str] = (),
+        config_path: str = "",
     ) -> None:
         super().__init__()
+        self.empty = EmptyState(looked_in=looked_in, config_path=config_path, id="empty")
         self.detach_key = detach_key
         self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell))
         self.record_dir = record_dir
@@ -107,12 +112,13 @@ class MainScreen(ViewSwitching, Screen[None]):
                             id="filter")
                 yield InstanceTable(id="instances")
                 yield ResourcePane(self.inventory, id="resources")
+                yield self.empty
                 yield DetailsPane(self.inventory, id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
         yield CommandLine(self.offered_views, id="command")
         yield Static("", id="activity", markup=False)
-        yield QuietFooter()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"
@@ -210,6 +216,7 @@ class MainScreen(ViewSwitching, Screen[None]):
         marks = f" · {len(table.marked)} marked" if table.marked else ""
         _set_if_changed(table, "border_title", f"Instances ({count}){marks}")
         _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
+        self.empty.show(self.inventory, self.query_one("#filter", Input).value, table, shown)
 
     def _update_activity(self) -> None:
         parts = []
@@ -359,8 +366,10 @@ class MainScreen(ViewSwitching, Screen[None]):
             if ref is None:
                 return None
         elif action.scope is Scope.REMOTE and remote is None:
-            ref = ref or self.query_one(InstanceTable).selected_ref
-            remote = ref.remote if ref else self.query_one(RemoteList).selected_remote
+            listed = self.query_one(RemoteList)  # acting in the remotes pane: its remote
+            ref = ref or (None if listed.has_focus else
+                          self.query_one(InstanceTable).selected_ref)
+            remote = ref.remote if ref else listed.selected_remote
         if ref is not None and remote is None:
             remote = ref.remote
         pane = self.query_one(DetailsPane)
@@ -476,35 +485,6 @@ class MainScreen(ViewSwitching, Screen[None]):
         if event.state is WorkerState.ERROR:
             event.stop()
             self.app.on_worker_state_changed(event)
-
-    # Consoles --------------------------------------------------------------------------
-
-    def action_focus_console(self) -> None:
-        self.query_one(ConsoleDock).focus_active()
-
-    def action_zoom_console(self) -> None:
-        self.toggle_class("-console-zoom")
-        if self.has_class("-console-zoom"):
-            self.query_one(ConsoleDock).focus_active()
-
-    async def action_close_console(self) -> None:
-        await self.query_one(ConsoleDock).close_active()
-
-    def action_next_console(self) -> None:
-        self.query_one(ConsoleDock).cycle(1)
-
-    def action_previous_console(self) -> None:
-        self.query_one(ConsoleDock).cycle(-1)
-
-    @on(ConsoleDock.Detached)
-    def _console_detached(self) -> None:
-        self.remove_class("-console-zoom")
-        self.query_one(InstanceTable).focus()
-
-    @on(ConsoleDock.Emptied)
-    def _consoles_emptied(self) -> None:
-        self.remove_class("-console-zoom")
-        self.query_one(InstanceTable).focus()
 
 
 def _flow_method(action: Action):

@@ -278,7 +278,7 @@ class OperationsScreen(TableScreen):
         inv = self.inventory
         rows = []
         self.ops = {}
-        for name, backend in inv.backends.items():
+        for name, backend in sorted(inv.backends.items()):
             if inv.statuses[name].state.value != "connected":
                 continue
             if Capability.OPERATIONS in backend.capabilities:

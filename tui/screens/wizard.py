@@ -40,6 +40,7 @@ from backends.models import Capability, CreateOptions, CreateRequest, CreateSour
 from backends.units import format_size, parse_size
 
 from .dialogs import ConfirmDialog
+from .paths import PathInput
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
          "progress")
@@ -94,9 +95,10 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 with Vertical(id="what"):
                     yield Static("Create it from:", markup=False)
                     yield OptionList(id="wizard-source")
-                    yield Input(placeholder="path", id="wizard-path")
+                    yield PathInput(placeholder="path (Tab completes)", id="wizard-path")
                     with Vertical(id="wizard-kernel"):
-                        yield Input(placeholder="initrd path (optional)", id="wizard-initrd")
+                        yield PathInput(placeholder="initrd path (optional)",
+                                        id="wizard-initrd")
                         yield Input(placeholder="kernel command line, e.g. console=ttyS0",
                                     id="wizard-cmdline")
                     yield Select([("BIOS (SeaBIOS)", "bios"), ("UEFI (OVMF)", "uefi")],

@@ -181,7 +181,7 @@ class FastPath:
                                 row.append((p[:take], key))
                                 x += len(p[:take])
                                 p = p[take:]
-                    for params, body in pairs:
+                    for params, _body in pairs:
                         attrs, key = sgr(attrs, params)
                         break
                     else:

@@ -1,9 +1,12 @@
-"""The footer, rebuilt only when the keys it shows change."""
+"""The footer: rebuilt only when the keys it shows change, and never cutting a key label:
+when the keys do not fit beside the palette key, the least useful ones are left out whole
+(sorting first, the essentials last)."""
 
 from __future__ import annotations
 
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey  # the key widgets Footer composes
 
 
 class QuietFooter(Footer):
@@ -25,3 +28,62 @@ class QuietFooter(Footer):
                 return
             self._shown = shown
         super().bindings_changed(screen)
+
+
+DROP_FIRST = (
+    "cycle_sort", "edit_limits", "new_snapshot", "pause_instance", "restart_instance",
+    "open_shell", "instance_actions", "open_console", "filter", "new_instance",
+    "start_instance", "delete_instance", "stop_instance",
+)
+"""Actions whose keys give way first, in that order; any other key (quit, help, the keys of
+other screens) goes only after these, from the right."""
+
+
+class FittingFooter(QuietFooter):
+    """The footer corral shows: rebuilt only when its keys change, and hiding whole keys
+    instead of cutting the last one."""
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.call_after_refresh(self.fit)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit)
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self.call_after_refresh(self.fit)
+
+    def fit(self) -> None:
+        """Show as many keys as fit, leaving out the least useful ones whole."""
+        keys = [k for k in self.query(FooterKey) if not k.has_class("-command-palette")]
+        if not keys:
+            return
+        palette = sum(k.outer_size.width for k in self.query(FooterKey)
+                      if k.has_class("-command-palette"))
+        room = self.size.width - palette
+        widths = {k: self._width(k) for k in keys}
+
+        def rank(item: tuple[int, FooterKey]) -> tuple[int, int]:
+            index, key = item
+            if key.action in DROP_FIRST:
+                return (0, DROP_FIRST.index(key.action))
+            return (1, -index)
+
+        shown = set(keys)
+        for _, key in sorted(enumerate(keys), key=rank):
+            if sum(widths[k] for k in shown) <= room:
+                break
+            shown.discard(key)
+        for key in keys:
+            if key.display != (key in shown):
+                key.display = key in shown
+
+    @staticmethod
+    def _width(key: FooterKey) -> int:
+        """The cells ``key`` takes with its margins (measured when shown, else computed)."""
+        if key.display and key.outer_size.width:
+            return key.outer_size.width
+        margin = key.styles.margin
+        return key.get_content_width(key.container_size, key.app.size) + \
+            key.styles.padding.width + margin.left + margin.right

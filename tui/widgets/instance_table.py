@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from rich.segment import Segment
@@ -67,6 +68,11 @@ def _live(inv: Inventory, remote: str) -> bool:
     st = inv.statuses[remote]
     return st.state is ConnectionState.CONNECTED and st.listed
 
+def natural_key(text: str) -> tuple:
+    """Sorts names as people do (and lxd-ui): ``s2`` before ``s10``, case aside."""
+    parts = re.split(r"(\d+)", text.casefold())
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
 
 def row_key(ref: InstanceRef) -> str:
     return f"{ref.remote}\x1f{ref.project}\x1f{ref.name}"
@@ -106,6 +112,8 @@ class InstanceTable(DataTable):
         self.on_sorted: Callable[[str, bool], None] | None = None
         self.marked: set[InstanceRef] = set()
         """Marked instances (kept until cleared, also while filtered out)."""
+        self._inventory: Inventory | None = None
+        """The inventory of the last sync (for the selected row's reason)."""
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -172,6 +180,11 @@ class InstanceTable(DataTable):
         elif not online:
             status = SortCell(f"{inst.status.value}?", inst.status.value,
                               Style(color=c["status-stopped"] or None, dim=True))
+        elif inst.extra.get("reason"):
+            # stopped for a reason of its own (killed outside corral): marked; the reason
+            # is the table's tooltip while the row is selected
+            status = SortCell(f"{inst.status.value} !", inst.status.value,
+                              Style(color=c["status-error"] or None))
         else:
             status = SortCell(inst.status.value, inst.status.value,
                               Style(color=c[_STATUS_VAR[inst.status]] or None))
@@ -180,9 +193,10 @@ class InstanceTable(DataTable):
         mem_used = state.memory_usage if state else -1
         return (
             SortCell(f"● {inst.name}" if ref in self.marked else inst.name,
-                     (inst.name, ref.remote), "bold" if ref in self.marked else ""),
-            SortCell(ref.remote, (ref.remote, inst.name)),
-            SortCell(fmt.itype(inst.type), (inst.type.value, inst.name),
+                     (natural_key(inst.name), natural_key(ref.remote)),
+                     "bold" if ref in self.marked else ""),
+            SortCell(ref.remote, (natural_key(ref.remote), natural_key(inst.name))),
+            SortCell(fmt.itype(inst.type), (inst.type.value, natural_key(inst.name)),
                      Style(color=c["vm-badge"] or None) if is_vm else ""),
             status,
             SortCell(ipv4, ipv4),
@@ -202,6 +216,7 @@ class InstanceTable(DataTable):
         touched, so the cursor and scroll position stay.
         """
         selected = self.selected_ref
+        self._inventory = inv
         if refs is None:
             candidates = set(inv.instances) | set(self.refs.values())
         else:
@@ -226,7 +241,7 @@ class InstanceTable(DataTable):
             assert inst is not None
             online = _live(inv, ref.remote)
             inputs = (inst, state, inv.pending.get(ref), online, self._colors_version,
-                      ref in self.marked)
+                      ref in self.marked, inst.extra.get("reason"))  # extra: not in equality
             if present and self._inputs.get(key) == inputs:
                 continue
             self._inputs[key] = inputs
@@ -248,6 +263,8 @@ class InstanceTable(DataTable):
                 updated[key] = changes
                 resort = resort or self.sort_column in changes
             self._rendered[key] = shown
+        if selected in candidates:
+            self._show_reason()
         if updated:
             self._update_rows(updated, repaint=not resort)
         if resort:
@@ -344,6 +361,19 @@ class InstanceTable(DataTable):
             line.append(Segment(segment.text, style))
         cache[cache_key] = lines = [line]
         return lines
+
+    def _show_reason(self) -> None:
+        """The table's tooltip says why the selected instance is in its state, when its
+        backend knows (a VM killed outside corral)."""
+        ref = self.selected_ref
+        inst = self._inventory.instances.get(ref) if ref and self._inventory else None
+        reason = inst.extra.get("reason") if inst else None
+        tooltip = f"{ref}: {reason}" if reason else None
+        if self.tooltip != tooltip:
+            self.tooltip = tooltip
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._show_reason()
 
     def apply_sort(self) -> None:
         if self.row_count:

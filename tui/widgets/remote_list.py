@@ -99,7 +99,13 @@ class RemoteList(DataTable):
             if inst.status is InstanceStatus.RUNNING:
                 running[ref.remote] = running.get(ref.remote, 0) + 1
         for name in names:
-            st = inv.statuses[name]
+            st = inv.statuses.get(name)
+            if st is None:  # removed while corral runs
+                if name in self._present:
+                    self.remove_row(name)
+                    self._present.discard(name)
+                    self._rendered.pop(name, None)
+                continue
             kind = (st.server.server if st.server else st.remote.kind)
             label = LABELS[st.state]
             if st.state is ConnectionState.CONNECTED and st.operations:

@@ -1,0 +1,89 @@
+"""The dialog that adds an LXD/Incus remote: a name, an address and a trust token (or no
+token, to accept the server's certificate fingerprint), and whether the ``lxc``/``incus``
+CLI should get it too. It only collects and checks the fields; ``tui/flows/remotes.py``
+does the work."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Static
+
+from backends.enrol import check_name
+
+
+class AddRemoteDialog(ModalScreen["dict | None"]):
+    """Answers ``{"name", "address", "token", "cli"}`` or None."""
+
+    DEFAULT_CSS = """
+    AddRemoteDialog { align: center middle; background: $background 60%; }
+    AddRemoteDialog .hint { color: $foreground-muted; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
+                        tooltip="Close without adding anything")]
+
+    def __init__(self, taken: set[str]) -> None:
+        super().__init__()
+        self.taken = taken
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="-safe -wide"):
+            yield Label("Add an LXD or Incus remote", id="dialog-title")
+            yield Static("Name (how corral shows it)")
+            yield Input(id="remote-name", placeholder="lab")
+            yield Static("Address: host, host:port or https://host:port (empty: the "
+                         "token's)")
+            yield Input(id="remote-address", placeholder="192.0.2.10:8443")
+            yield Static("Trust token (on the server: `lxc config trust add` or `incus "
+                         "config trust add NAME`); empty: check the certificate's "
+                         "fingerprint yourself", classes="hint")
+            yield Input(id="remote-token", password=True, placeholder="paste the token")
+            yield Checkbox("Also add it to the lxc / incus CLI (through that CLI)", False,
+                           id="remote-cli")
+            yield Static("", id="dialog-problem", markup=False)
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Add", id="confirm", variant="primary", disabled=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#remote-name", Input).focus()
+
+    def _value(self, key: str) -> str:
+        return self.query_one(f"#remote-{key}", Input).value.strip()
+
+    def problem(self) -> str | None:
+        problem = check_name(self._value("name"), self.taken)
+        if problem:
+            return problem
+        if not self._value("address") and not self._value("token"):
+            return "An address, a token, or both."
+        return None
+
+    def on_input_changed(self) -> None:
+        problem = self.problem()
+        self.query_one("#dialog-problem", Static).update(problem or "")
+        self.query_one("#confirm", Button).disabled = problem is not None
+
+    def _done(self) -> None:
+        if self.problem() is not None:
+            self.on_input_changed()
+            return
+        answer = {"name": self._value("name"), "address": self._value("address"),
+                  "token": self._value("token"),
+                  "cli": self.query_one("#remote-cli", Checkbox).value}
+        self.query_one("#remote-token", Input).value = ""  # not kept in the widget
+        self.dismiss(answer)
+
+    def on_input_submitted(self) -> None:
+        self._done()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self._done()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,36 @@
+"""The main screen's console-tab keys: focus, zoom, close, next/previous, and what happens
+when a console is left or the last tab closes."""
+
+from __future__ import annotations
+
+from ..widgets.console_dock import ConsoleDock
+from ..widgets.instance_table import InstanceTable
+
+
+class ConsoleActions:
+    """Mixed into :class:`~tui.screens.main.MainScreen` (a Textual screen)."""
+
+    def action_focus_console(self) -> None:
+        self.query_one(ConsoleDock).focus_active()
+
+    def action_zoom_console(self) -> None:
+        self.toggle_class("-console-zoom")
+        if self.has_class("-console-zoom"):
+            self.query_one(ConsoleDock).focus_active()
+
+    async def action_close_console(self) -> None:
+        await self.query_one(ConsoleDock).close_active()
+
+    def action_next_console(self) -> None:
+        self.query_one(ConsoleDock).cycle(1)
+
+    def action_previous_console(self) -> None:
+        self.query_one(ConsoleDock).cycle(-1)
+
+    def on_console_dock_detached(self) -> None:
+        self.remove_class("-console-zoom")
+        self.query_one(InstanceTable).focus()
+
+    def on_console_dock_emptied(self) -> None:
+        self.remove_class("-console-zoom")
+        self.query_one(InstanceTable).focus()
