@@ -32,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import lab as labmod
+import lab as labmod  # noqa: E402
 
 
 def populate(lab, n: int, objects: int) -> None:
