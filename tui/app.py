@@ -117,7 +117,8 @@ class CorralApp(App[None]):
     def _inventory_changed(self, remote: str, refs) -> None:
         if self.main_screen is not None:
             self.main_screen.inventory_changed(remote, refs)
-        if self._cache is not None and self.inventory.statuses[remote].listed:
+        status = self.inventory.statuses.get(remote)  # none yet for a remote being added
+        if self._cache is not None and status is not None and status.listed:
             self._cache_dirty.add(remote)
             if not self._cache_saving:
                 self._cache_saving = True
@@ -128,7 +129,8 @@ class CorralApp(App[None]):
         if cache is None or not self._cache_dirty:
             return False
         for name in self._cache_dirty:
-            cache.update(self.inventory.remotes[name], self.inventory.instances_of(name))
+            if name in self.inventory.remotes:  # not removed meanwhile
+                cache.update(self.inventory.remotes[name], self.inventory.instances_of(name))
         self._cache_dirty.clear()
         cache.forget_except(self.inventory.remotes)
         return True
