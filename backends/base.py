@@ -149,6 +149,7 @@ class Backend(abc.ABC):
                 Capability.UNFREEZE,
                 Capability.CONSOLE,
                 Capability.VGA,
+                Capability.DISPLAY,
                 Capability.EXEC,
                 Capability.SNAPSHOT_STATEFUL,
             }
@@ -266,6 +267,23 @@ class Backend(abc.ABC):
         """The command that shows the VM's graphical (SPICE) screen in an external viewer."""
         raise self._unsupported("show graphical screens")
 
+    async def open_display(self, ref: InstanceRef, *, fps: float = 10.0) -> "ScreenSession":
+        """The VM's graphical screen (``DISPLAY``), held by corral's console server so it
+        survives corral and takes several viewers; frames come when the screen changes,
+        at most ``fps`` a second.
+
+        Raises:
+            Conflict: the VM is not running.
+            Unsupported: this VM has no screen corral can reach (e.g. started by an older
+                corral: restart it).
+        """
+        raise self._unsupported("show graphical screens in the terminal")
+
+    def display_viewer_argv(self, ref: InstanceRef) -> list[str]:
+        """The command that shows the VM's graphical screen in an external viewer (a VNC
+        viewer on the same socket), for a machine with a graphical desktop."""
+        raise self._unsupported("show graphical screens in an external viewer")
+
     # Backups, copies, names (EXPORT, IMPORT, CLONE, COPY_MOVE, RENAME, DESCRIPTION) -----
 
     async def export_instance(self, ref: InstanceRef, path: str, *,
@@ -350,7 +368,8 @@ class Backend(abc.ABC):
 
 READ_ONLY_CAPABILITIES = frozenset({
     Capability.EVENTS, Capability.METRICS, Capability.CONSOLE, Capability.VGA,
-    Capability.SPICE, Capability.EXPORT, Capability.IMAGES, Capability.OPERATIONS,
+    Capability.SPICE, Capability.DISPLAY, Capability.EXPORT, Capability.IMAGES,
+    Capability.OPERATIONS,
 })
 """What a read-only remote still offers: watching and reading, nothing that changes it."""
 
@@ -368,6 +387,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.VGA: ("open_console",),
     Capability.EXEC: ("open_shell",),
     Capability.SPICE: ("spice_viewer_argv",),
+    Capability.DISPLAY: ("open_display", "display_viewer_argv"),
     Capability.EXPORT: ("export_instance",),
     Capability.IMPORT: ("import_instance",),
     Capability.CLONE: ("clone_instance",),
@@ -453,3 +473,41 @@ class ConsoleSession(Protocol):
     async def close(self) -> None: ...
 
     async def history(self) -> bytes: ...
+
+
+class ScreenSink(Protocol):
+    """Where a graphical screen session reports changes."""
+
+    def frame(self, x: int, y: int, width: int, height: int) -> None:
+        """This region of ``session.image`` changed (all of it after a resize)."""
+
+    def closed(self, reason: str) -> None: ...
+
+
+@runtime_checkable
+class ScreenSession(Protocol):
+    """One attached graphical screen: ``image`` (a Pillow RGB image, None before the first
+    frame), keys as X keysyms, an absolute pointer, special chords, PNG screenshots."""
+
+    title: str
+    special_keys: tuple[str, ...]
+    vnc_path: str
+    image: object
+
+    async def start(self, sink: ScreenSink) -> None: ...
+
+    async def key(self, keysym: int, down: bool) -> None: ...
+
+    async def keys(self, events: list[tuple[int, bool]]) -> None: ...
+
+    async def pointer(self, x: int, y: int, buttons: int = 0) -> None: ...
+
+    async def send_special(self, name: str) -> None: ...
+
+    async def set_fps(self, fps: float) -> None: ...
+
+    async def refresh(self) -> None: ...
+
+    def screenshot(self, path: str) -> object: ...
+
+    async def close(self) -> None: ...

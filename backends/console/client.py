@@ -240,10 +240,8 @@ async def ensure_server(sock: str, source: list[str], *, width: int = 80,
     return out.strip() == b"ok"
 
 
-def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
-                  resizable: bool = True,
-                  respawn: Callable[[], Awaitable[Any]] | None = None) -> WebSocketSession:
-    """A session on the console server at ``sock``. With ``respawn``, a server found dead
+def local_opener(sock: str, respawn: Callable[[], Awaitable[Any]] | None = None) -> Opener:
+    """Connects to the console server at ``sock``. With ``respawn``, a server found dead
     when connecting (killed a moment ago, its socket file left behind) is started again."""
 
     async def open_data() -> ClientConnection:
@@ -261,7 +259,14 @@ def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
             else:
                 await asyncio.sleep(0.1)  # starting up, or a moment from exiting
 
-    return WebSocketSession(title, open_data, special_keys=special_keys,
+    return open_data
+
+
+def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
+                  resizable: bool = True,
+                  respawn: Callable[[], Awaitable[Any]] | None = None) -> WebSocketSession:
+    """A session on the console server at ``sock`` (see :func:`local_opener`)."""
+    return WebSocketSession(title, local_opener(sock, respawn), special_keys=special_keys,
                             resizable=resizable,
                             lost=f"the console server of {title} stopped without a word "
                                  f"(killed?); open the console again to restart it")

@@ -1,7 +1,8 @@
 """corral's console server: one small detached process per local console.
 
 It holds the console source — a QEMU serial socket, a program on a pty (``lxc-console``,
-``lxc-attach``) or a VM's VGA text memory read over a QMP socket of its own — keeps a
+``lxc-attach``), a VM's VGA text memory read over a QMP socket of its own, or a VM's
+graphical screen over QEMU's VNC socket (:mod:`.display`, its own frame protocol) — keeps a
 ring buffer of recent output, and serves websocket connections on a unix socket. So a
 console outlives corral, output made while nobody watched is shown on attach, and two
 viewers can watch at once. The wire format is LXD's: binary frames carry terminal bytes
@@ -78,6 +79,7 @@ class Server:
         self.source: Any = None
         self.vga: VGAScreen | None = None
         self.qmp: Any = None
+        self.display: Any = None  # a DisplayHub, for --vnc
 
     # Sources -----------------------------------------------------------------------------
 
@@ -112,6 +114,10 @@ class Server:
             await self.source.start(self)
         elif a.vga_qmp:
             await self.open_vga(a.vga_qmp)
+        elif a.vnc:
+            from .display import DisplayHub
+            self.display = DisplayHub(a.vnc, a.fps, self.finish)
+            await self.display.open()
         else:
             raise SystemExit("no console source given")
 
@@ -196,6 +202,9 @@ class Server:
     # Viewers -----------------------------------------------------------------------------
 
     async def viewer(self, ws: ServerConnection) -> None:
+        if self.display is not None:
+            await self.display.viewer(ws)
+            return
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         history = self.hub.history()
         if history:
@@ -245,6 +254,8 @@ class Server:
                 errors="ignore")
             await asyncio.gather(*(ws.close(1000, reason) for ws in list(self.hub.viewers)),
                                  return_exceptions=True)
+            if self.display is not None:
+                await self.display.close(1000, reason)
             Path(sock).unlink(missing_ok=True)
         if self.source is not None and hasattr(self.source, "close"):
             await self.source.close()
@@ -270,8 +281,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--unix", help="a unix stream socket to relay (QEMU serial)")
     src.add_argument("--vga-qmp", help="a QMP socket to read VGA text memory through")
+    src.add_argument("--vnc", help="a VNC unix socket whose screen to serve (QEMU -vnc)")
     src.add_argument("--pty", action="store_true",
                      help="run the program given after -- on a pty")
+    p.add_argument("--fps", type=float, default=10.0, help="screen updates a second (--vnc)")
     p.add_argument("--log", help="the source's log file, to seed the history from")
     p.add_argument("--escape", help="hex byte the pty program treats as escape (doubled)")
     args = p.parse_args(argv)

@@ -140,7 +140,9 @@ def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> lis
     """The argv that runs ``d`` detached (``-daemonize``): disks from ``directory``,
     sockets, serial log and pid file in ``run``. Two QMP monitors (one client each, see
     ``docs/protocols.md``, section "QMP"): ``qmp.sock`` for the backend,
-    ``console-qmp.sock`` for the VGA console server."""
+    ``console-qmp.sock`` for the VGA console server. The screen is served on a private
+    VNC socket (``vnc.sock``) for the console server's graphical view, with a USB tablet
+    so the pointer is absolute."""
     argv = [
         QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
         "-cpu", "host" if accel == "kvm" else "max",
@@ -153,6 +155,9 @@ def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> lis
         # a second monitor, for the VGA console server (QMP takes one client each)
         "-qmp", f"unix:{run}/console-qmp.sock,server=on,wait=off",
         "-device", "virtio-balloon-pci,id=balloon0",
+        # the screen, for corral's graphical console (and external VNC viewers)
+        "-vnc", f"unix:{run}/vnc.sock",
+        "-device", "qemu-xhci,id=xhci0", "-device", "usb-tablet,bus=xhci0.0,id=tablet0",
         "-pidfile", str(run / "qemu.pid"), "-daemonize",
     ]
     if d.firmware == "uefi":
