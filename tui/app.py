@@ -136,6 +136,8 @@ class CorralApp(App[None]):
             detach_key=self.config.detach_key,
             shell=self.config.shell,
             record_dir=self.config.record_dir,
+            screen={"graphics": self.config.graphics, "screen_fps": self.config.screen_fps,
+                    "screenshot_dir": self.config.screenshot_dir},
         )
         self.push_screen(self.main_screen)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a

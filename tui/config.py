@@ -27,6 +27,9 @@ paths = ["/var/lib/lxc"]   # lxcpaths; default: the tools' default for this user
 detach_key = "ctrl+]"      # leaves a console (it keeps running); not ctrl+a/ctrl+b
 shell = ["/bin/bash"]      # the exec shell's command (default: bash if present, else sh)
 record_dir = "~/corral-casts"  # when set, every console is recorded as asciicast v2
+graphics = "auto"          # a VM's graphical screen: auto, kitty, sixel or halfblock
+screen_fps = 10            # most repaints a second of a changing graphical screen
+screenshot_dir = "~/corral-screenshots"  # where screenshots (PNG) of a screen go
 
 [[remote]]                 # extra LXD/Incus remotes beside the lxc/incus CLI ones
 name = "lab"
@@ -73,6 +76,13 @@ class Config:
     """The exec shell's command; empty: bash when the instance has it, else sh."""
     record_dir: str = ""
     """When set, consoles are recorded there as asciicast v2 files."""
+    graphics: str = "auto"
+    """How a VM's graphical screen is drawn: auto (ask the terminal), kitty, sixel or
+    halfblock (Unicode half-blocks: everywhere, tmux and SSH included)."""
+    screen_fps: float = 10.0
+    """Most repaints a second of a changing graphical screen."""
+    screenshot_dir: str = "~/corral-screenshots"
+    """Where screenshots of a graphical screen are saved (PNG)."""
     problems: tuple[str, ...] = ()
     """Why (part of) the file was ignored, in words."""
 
@@ -162,6 +172,15 @@ def load_config(path: Path | None = None) -> Config:
     if not isinstance(shell, list) or not all(isinstance(a, str) for a in shell):
         problems.append(f"{path}: [console] shell must be a command as a list of strings")
         shell = []
+    graphics = str(console.get("graphics", "auto"))
+    if graphics not in ("auto", "kitty", "sixel", "halfblock"):
+        problems.append(f"{path}: [console] graphics must be auto, kitty, sixel or "
+                        f"halfblock; using auto")
+        graphics = "auto"
+    screen_fps = _num(console, "screen_fps", 10.0, problems, path, minimum=1)
+    if screen_fps > 60:
+        problems.append(f"{path}: [console] screen_fps is at most 60; using 60")
+        screen_fps = 60.0
     extra = data.get("remote") or []
     if not isinstance(extra, list):
         problems.append(f"{path}: [[remote]] entries must be tables")
@@ -184,5 +203,8 @@ def load_config(path: Path | None = None) -> Config:
         detach_key=detach,
         shell=tuple(shell),
         record_dir=str(console.get("record_dir") or ""),
+        graphics=graphics,
+        screen_fps=screen_fps,
+        screenshot_dir=str(console.get("screenshot_dir") or "~/corral-screenshots"),
         problems=tuple(problems),
     )

@@ -40,6 +40,7 @@ from ..widgets.console_dock import ConsoleDock
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
+from ..widgets.graphic_console import GraphicView
 from ..widgets.terminal import TerminalView
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
@@ -73,10 +74,12 @@ class MainScreen(Screen[None]):
         detach_key: str = "ctrl+right_square_bracket",
         shell: tuple[str, ...] = (),
         record_dir: str = "",
+        screen: dict[str, object] | None = None,
     ) -> None:
         super().__init__()
         self.detach_key = detach_key
-        self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell))
+        self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell),
+                                 detach_key=detach_key, **(screen or {}))
         self.record_dir = record_dir
         self.inventory = inventory
         self.problems = list(problems)
@@ -303,7 +306,7 @@ class MainScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hidden (False) where the backend cannot, greyed (None) where the state forbids."""
-        if isinstance(self.focused, TerminalView):
+        if isinstance(self.focused, (TerminalView, GraphicView)):
             return False  # keys go to the console: the footer shows none of ours
         entry = BY_METHOD.get(action)
         if entry is None:
