@@ -20,7 +20,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from PIL import Image
-from rich.color import Color
+from rich.color import Color, ColorType
 from rich.color_triplet import ColorTriplet
 from rich.segment import Segment
 from rich.style import Style
@@ -147,6 +147,11 @@ class Fit:
         return range(max(0, top - 1), min(self.rows, bottom + 1))
 
 
+def _color(rgb: bytes) -> Color:
+    return Color("#" + rgb.hex(), ColorType.TRUECOLOR,
+                 triplet=ColorTriplet(rgb[0], rgb[1], rgb[2]))
+
+
 class HalfBlocks:
     """Rows of half-block cells from an image scaled with a :class:`Fit` (1×2)."""
 
@@ -166,8 +171,9 @@ class HalfBlocks:
         if style is None:
             if len(self._styles) > 65536:
                 self._styles.clear()
-            style = Style(color=Color.from_triplet(ColorTriplet(key[0], key[1], key[2])),
-                          bgcolor=Color.from_triplet(ColorTriplet(key[3], key[4], key[5])))
+            # Style.from_color and a bare Color: ~2.5x faster than Style(color=...),
+            # which matters when a whole new picture brings thousands of new colours
+            style = Style.from_color(_color(key[:3]), _color(key[3:]))
             self._styles[key] = style
         return style
 
