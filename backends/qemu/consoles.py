@@ -43,7 +43,7 @@ class Consoles(Backend):
             raise InvalidInput(f"Unknown console type '{kind}'.")
         if d.firmware == "uefi":
             raise Unsupported(f"{ref} boots UEFI, which draws graphics, not VGA text: "
-                              f"use its serial console.")
+                              f"use its serial console, or its graphical screen (V).")
         if not (run / "console-qmp.sock").exists():
             raise Unsupported(f"{ref} was started by an older corral without a console "
                               f"monitor: restart it to see its VGA text screen.")

@@ -17,6 +17,7 @@ import logging
 import time
 from pathlib import Path
 
+from PIL import Image
 from rich.segment import Segment
 from textual import events
 from textual.app import ComposeResult
@@ -237,7 +238,8 @@ class GraphicView(Widget, can_focus=True):
         widget.styles.width = cw
         widget.styles.height = ch
         widget.styles.offset = (ox, oy)
-        widget.image = image.copy()  # type: ignore[attr-defined]
+        # scaled here to the pixels it will cover: less for textual-image to encode
+        widget.image = image.resize(fit.size, Image.Resampling.BOX)  # type: ignore[attr-defined]
 
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)
