@@ -9,6 +9,8 @@ plain guest does, and also:
 
 - reads lines typed on tty1 (the screen's keyboard) and prints each on the serial console
   as ``tty1: <line>``, so a test sees what arrived through the keyboard;
+- writes a line on tty2, so that console exists and Ctrl+Alt+F2 can switch to it (Linux
+  switches only to allocated consoles);
 - ships ``/red.raw``: 200 rows of 1280 red BGRX pixels, so ``cat /red.raw > /dev/fb0``
   paints a known colour over the top of the screen.
 
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from qemu_guest import CACHE_VERSION, _kernel_dir, cache_dir, kernel
 
-DISPLAY_VERSION = 1
+DISPLAY_VERSION = 2
 WIDTH, RED_ROWS = 1280, 200
 CMDLINE = "console=ttyS0 vt.global_cursor_default=0 panic=-1"
 
@@ -36,6 +38,7 @@ INIT = """#!/bin/busybox sh
 /bin/busybox mount -t sysfs sys /sys
 /bin/busybox mount -t devtmpfs dev /dev
 /bin/busybox --install -s /bin
+echo "corral-guest tty2" > /dev/tty2
 (while read -r line; do echo "tty1: $line" > /dev/ttyS0; done) < /dev/tty1 > /dev/tty1 2>&1 &
 echo "corral-guest ready"
 exec setsid cttyhack sh

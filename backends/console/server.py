@@ -7,7 +7,8 @@ ring buffer of recent output, and serves websocket connections on a unix socket.
 console outlives corral, output made while nobody watched is shown on attach, and two
 viewers can watch at once. The wire format is LXD's: binary frames carry terminal bytes
 both ways, text frames carry JSON control messages (``window-resize`` with string
-``width``/``height``; ``keys`` with a chord name for VGA consoles). When the source ends,
+``width``/``height``; ``keys`` with a chord name for VGA consoles; from the server,
+``{"event": "graphics"}`` when a VGA screen leaves text mode). When the source ends,
 every viewer is closed with code 1000 and the reason, and the server exits.
 
 Started as ``python -m backends.console --socket PATH SOURCE...``; the command
@@ -50,7 +51,7 @@ class Hub:
 
     def __init__(self, history: int) -> None:
         self.ring = RingBuffer(history)
-        self.viewers: dict[ServerConnection, asyncio.Queue[bytes | None]] = {}
+        self.viewers: dict[ServerConnection, asyncio.Queue[bytes | str | None]] = {}
         self.snapshot: Any = None  # callable giving the history, when not the ring
 
     def history(self) -> bytes:
@@ -68,6 +69,11 @@ class Hub:
                 asyncio.ensure_future(ws.close(1008, "viewer too slow"))
                 continue
             queue.put_nowait(data)
+
+    def event(self, name: str) -> None:
+        """Tell every viewer something about the source, as a text frame."""
+        for queue in self.viewers.values():
+            queue.put_nowait(json.dumps({"event": name}))
 
 
 class Server:
@@ -149,7 +155,10 @@ class Server:
         bda = await self.read_memory(BDA, BDA_SIZE)
         mode = parse_bda(bda)
         memory = await self.read_memory(mode.base, mode.size) if mode.text else None
+        was_graphics = self.vga.graphics
         self.hub.feed(self.vga.update(bda, memory))
+        if self.vga.graphics and not was_graphics:
+            self.hub.event("graphics")  # the viewer may switch to the graphical screen
 
     async def poll_vga(self) -> None:
         idle = 0
@@ -205,10 +214,12 @@ class Server:
         if self.display is not None:
             await self.display.viewer(ws)
             return
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        queue: asyncio.Queue[bytes | str | None] = asyncio.Queue()
         history = self.hub.history()
         if history:
             queue.put_nowait(history)
+        if self.vga is not None and self.vga.graphics:
+            queue.put_nowait(json.dumps({"event": "graphics"}))
         self.hub.viewers[ws] = queue
 
         async def send() -> None:

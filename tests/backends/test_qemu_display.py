@@ -148,6 +148,10 @@ async def test_screen_pixels_keys_pointer_screenshot(qemu, display_guest, tmp_pa
     await second.close()
     assert await asyncio.wait_for(second.wait(), 5) == "detached"
 
+    # an external viewer is pointed at the same socket
+    argv = qemu.display_viewer_argv(ref)
+    assert argv[-1].endswith("vnc.sock") and argv[0] in ("remote-viewer", "vncviewer")
+
     # the server outlives a viewer that detaches; the VM's end ends it
     sock = str(qemu.vms.run_dir("gfx1") / "display.ws")
     assert server_alive(sock) and server_pid(sock)

@@ -145,6 +145,21 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
             assert int(axes["x"], 0) == gx * 0x7FFF // 1280
             assert int(axes["y"], 0) == gy * 0x7FFF // 800
 
+            # the special-keys menu (K, outside the screen): Ctrl+Alt+F2 shows tty2, blank
+            from tui.screens.dialogs import SpecialKeysMenu
+
+            await pilot.press("ctrl+right_square_bracket", "K")
+            await wait_for(pilot, lambda: isinstance(app.screen, SpecialKeysMenu),
+                           what="the special-keys menu")
+            assert view.session.special_keys[3] == "ctrl+alt+f2"
+            from textual.widgets import OptionList
+
+            app.screen.query_one(OptionList).highlighted = 3
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: view.session.image.getpixel((640, 100))
+                           == (0, 0, 0), timeout=20, what="tty2 shown (the red band gone)")
+            assert app.focused is view
+
             # P (outside the screen: detach first) saves the screen as PNG
             await pilot.press("ctrl+right_square_bracket")
             await pilot.press("P")
@@ -155,6 +170,58 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
             await serial.close()
     finally:
         pid = vms.vms.pid("gfx")
+        if pid:
+            os.kill(pid, 9)
+        await vms.close()
+
+
+async def test_vga_text_tab_switches_to_the_screen_when_the_guest_leaves_text_mode(
+        tmp_path, monkeypatch):
+    """A BIOS VM's VGA text tab (v): when the BIOS data area says a graphics mode (the
+    guest writes mode 0x12 there with devmem), corral opens the graphical screen by
+    itself; the VGA tab stays and says why."""
+    import qemu_guest
+    from qemu_guest import wait_serial
+
+    from backends.models import InstanceRef
+    from backends.qemu import QEMUBackend, qemu_remote
+
+    run = f"/tmp/cq-vgx-{os.getpid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+    kernel, initrd = qemu_guest.guest()
+    vms = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
+    await vms.connect()
+    await vms.create("txt", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
+                     cmdline="console=ttyS0", accel="tcg")
+    cfg = write_config(tmp_path, extra='[console]\ngraphics = "halfblock"\n')
+    app = make_app(cfg, env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
+                             "XDG_RUNTIME_DIR": run})
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: "qemu:txt" in rows(app), what="the VM")
+            select(app, "qemu:txt")
+            await pilot.press("S")
+            await wait_serial(vms, "txt", "corral-guest ready", timeout=120)
+            await wait_for(pilot, lambda: rows(app)["qemu:txt"][3] == "running",
+                           what="the VM running")
+            await pilot.press("v")
+            await wait_for(pilot, lambda: dock(app).active is not None
+                           and dock(app).active.kind == "vga", what="the VGA tab")
+            serial = await vms.open_console(InstanceRef("qemu", "txt"))
+
+            class Quiet:
+                def feed(self, data): pass
+                def closed(self, reason): pass
+            await serial.start(Quiet())
+            await serial.send_bytes(b"mknod /dev/mem c 1 1; devmem 0x449 8 0x12\r")
+            await wait_for(pilot, lambda: dock(app).active.kind == "screen", timeout=20,
+                           what="the switch to the graphical screen")
+            assert {t.kind for t in dock(app).tabs.values()} == {"vga", "screen"}
+            view = dock(app).active.view
+            await wait_for(pilot, lambda: view.paints > 0, what="the screen drawn")
+            await serial.close()
+    finally:
+        pid = vms.vms.pid("txt")
         if pid:
             os.kill(pid, 9)
         await vms.close()

@@ -39,7 +39,10 @@ async def open_kind(ctx: Context, kind: str) -> None:
         if kind == "shell":
             return await backend.open_shell(ref, list(ctx.settings.shell) or None,
                                             width=width, height=height)
-        return await backend.open_console(ref, width=width, height=height, kind=kind)
+        session = await backend.open_console(ref, width=width, height=height, kind=kind)
+        if kind == "vga" and Capability.DISPLAY in caps:
+            session.on_event = lambda name: _vga_event(ctx, name)
+        return session
 
     try:
         await dock.open(ref, kind, opener)
@@ -51,6 +54,16 @@ async def open_kind(ctx: Context, kind: str) -> None:
         ctx.app.log.error(f"opening {kind} of {ref}", e)
         ctx.notify(f"{type(e).__name__}: {e}", title=f"Opening the {kind} failed",
                    severity="error", timeout=15)
+
+
+def _vga_event(ctx: Context, name: str) -> None:
+    """The guest of a VGA text tab left text mode: while that tab is the one shown, switch
+    to the VM's graphical screen (the VGA tab stays, saying why)."""
+    active = ctx.consoles.active if ctx.consoles else None
+    if name == "graphics" and active is not None and active.ref == ctx.ref \
+            and active.kind == "vga":
+        ctx.app.run_worker(screen(ctx), group=f"screen:{ctx.ref}", exclusive=True,
+                           exit_on_error=False, description=f"screen of {ctx.ref}")
 
 
 async def console(ctx: Context) -> None:
