@@ -184,3 +184,31 @@ async def test_still_screen_costs_no_cpu(qemu, display_guest):
     assert used < 0.01, f"the console server used {used:.1%} of a core on a still screen"
     await session.close()
     os.kill(qemu.vms.pid("gfx2"), signal.SIGKILL)
+
+
+async def test_a_changing_screen_is_rate_limited(qemu, display_guest):
+    """A guest repainting as fast as it can: the viewer gets at most ``fps`` updates a
+    second (each the union of what changed meanwhile), not every change."""
+    ref = await start_display_vm(qemu, "gfx3", display_guest)
+    serial = await qemu.open_console(ref)
+
+    class Quiet:
+        def feed(self, data): pass
+        def closed(self, reason): pass
+    await serial.start(Quiet())
+    await serial.send_bytes(b"while :; do cat /red.raw > /dev/fb0; "
+                            b"dd if=/dev/zero of=/dev/fb0 bs=5120 count=200 2>/dev/null; "
+                            b"done &\r")
+    session = await qemu.open_display(ref, fps=4)
+    sink = Sink(session)
+    await session.start(sink)
+    await sink.until(lambda: session.image is not None, "the first frame")
+    await asyncio.sleep(1)
+    start = session.frames
+    await asyncio.sleep(5)
+    updates = session.frames - start
+    print(f"{updates} updates in 5 s at 4 fps")
+    assert 5 <= updates <= 4 * 5 + 3, f"{updates} updates in 5 s at 4 fps"
+    await session.close()
+    await serial.close()
+    os.kill(qemu.vms.pid("gfx3"), signal.SIGKILL)
