@@ -207,8 +207,40 @@ async def test_a_changing_screen_is_rate_limited(qemu, display_guest):
     start = session.frames
     await asyncio.sleep(5)
     updates = session.frames - start
-    print(f"{updates} updates in 5 s at 4 fps")
     assert 5 <= updates <= 4 * 5 + 3, f"{updates} updates in 5 s at 4 fps"
     await session.close()
     await serial.close()
     os.kill(qemu.vms.pid("gfx3"), signal.SIGKILL)
+
+
+async def test_resolution_changes_follow_the_guest(qemu, display_guest, tmp_path):
+    """The guest sets another resolution (800x600 through the std VGA's bochs registers,
+    from /dev/mem): QEMU announces it (VNC DesktopSize), the viewer's picture follows and
+    ends with QEMU's own pixels."""
+    ref = await start_display_vm(qemu, "gfx4", display_guest)
+    serial = await qemu.open_console(ref)
+
+    class Quiet:
+        def feed(self, data): pass
+        def closed(self, reason): pass
+    await serial.start(Quiet())
+    session = await qemu.open_display(ref, fps=10)
+    sink = Sink(session)
+    await session.start(sink)
+    await sink.until(lambda: session.image is not None, "the first frame")
+    assert session.image.size == (1280, 800)
+    # BAR2 of the VGA device holds the bochs registers at 0x500 (index * 2): ENABLE (4)
+    # off, XRES (1), YRES (2), BPP (3), ENABLE on with the linear framebuffer
+    await serial.send_bytes(
+        b"B=$(sed -n 3p /sys/bus/pci/devices/0000:00:01.0/resource | cut -d' ' -f1); "
+        b"devmem $((B+0x508)) 16 0; devmem $((B+0x502)) 16 800; "
+        b"devmem $((B+0x504)) 16 600; devmem $((B+0x506)) 16 32; "
+        b"devmem $((B+0x508)) 16 0x41\r")
+    await sink.until(lambda: session.image.size == (800, 600), "the new resolution")
+    await serial.send_bytes(b"cat /red.raw > /dev/fb0\r")  # efifb still writes: a change
+    await asyncio.sleep(3)
+    dump = await screendump(qemu, ref, tmp_path / "after.png")
+    assert dump.size == (800, 600) and session.image.tobytes() == dump.tobytes()
+    await session.close()
+    await serial.close()
+    os.kill(qemu.vms.pid("gfx4"), signal.SIGKILL)

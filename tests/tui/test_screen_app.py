@@ -168,6 +168,21 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
             shot = Image.open(next(shots.glob("qemu-gfx-*.png"))).convert("RGB")
             assert shot.tobytes() == Image.open(dump_path).convert("RGB").tobytes()
             await serial.close()
+
+            # a still screen costs corral (this process) and its console server no CPU
+            from backends.console.client import server_pid
+
+            def cpu(p) -> float:
+                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+            server = server_pid(str(qmp.run_dir("gfx") / "display.ws"))
+            await pilot.pause(2)
+            before, t0 = (cpu("self"), cpu(server)), time.monotonic()
+            await pilot.pause(5)
+            spent = time.monotonic() - t0
+            ui, srv = (cpu("self") - before[0]) / spent, (cpu(server) - before[1]) / spent
+            assert ui < 0.01 and srv < 0.01, f"UI {ui:.1%}, console server {srv:.1%}"
     finally:
         pid = vms.vms.pid("gfx")
         if pid:
