@@ -4,7 +4,8 @@ The console server (:mod:`backends.console.server`) started with ``--vnc PATH`` 
 :class:`~backends.vnc.RFBClient` on QEMU's private VNC socket and keeps the screen. It asks
 QEMU for changes at most ``fps`` times a second (the highest rate a viewer asked for);
 QEMU answers an incremental request only once something changed, so a still screen costs
-no CPU on either side. Each viewer has its own dirty region: the changes since its last
+no CPU on either side; while no viewer is attached nothing is asked of QEMU at all (the
+next viewer gets a fresh whole screen). Each viewer has its own dirty region: the changes since its last
 frame, merged while it is busy, so a slow viewer gets fewer, larger updates and never a
 growing queue.
 
@@ -93,7 +94,8 @@ class DisplayHub:
         self.finish = finish
         self.rfb = RFBClient()
         self.viewers: dict[ServerConnection, _Viewer] = {}
-        self._changed = asyncio.Event()
+        self._watched = asyncio.Event()
+        """Set while a viewer is attached: nobody watching, nothing is asked of QEMU."""
         self._task: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
@@ -113,9 +115,14 @@ class DisplayHub:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
+            incremental = True
             while True:
+                if not self.viewers:
+                    await self._watched.wait()
+                    incremental = False  # the screen may have changed meanwhile
                 started = loop.time()
-                await self.rfb.request(incremental=True)
+                await self.rfb.request(incremental=incremental)
+                incremental = True
                 rect = await self.rfb.read_update()
                 if rect is not None:
                     for viewer in self.viewers.values():
@@ -129,6 +136,12 @@ class DisplayHub:
             self.finish("the VM stopped")
 
     async def _sender(self, viewer: _Viewer) -> None:
+        try:
+            await self._send_frames(viewer)
+        except ConnectionClosed:
+            pass  # the viewer left; its reader ends the same way
+
+    async def _send_frames(self, viewer: _Viewer) -> None:
         while True:
             await viewer.wake.wait()
             viewer.wake.clear()
@@ -147,6 +160,7 @@ class DisplayHub:
         viewer.dirty = Rect(0, 0, self.rfb.width, self.rfb.height)
         viewer.wake.set()
         self.viewers[ws] = viewer
+        self._watched.set()
         sender = asyncio.ensure_future(self._sender(viewer))
         try:
             async for message in ws:
@@ -156,6 +170,8 @@ class DisplayHub:
             pass
         finally:
             self.viewers.pop(ws, None)
+            if not self.viewers:
+                self._watched.clear()
             sender.cancel()
 
     async def control(self, viewer: _Viewer, text: str) -> None:
