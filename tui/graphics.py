@@ -126,12 +126,16 @@ class Fit:
         cw, ch = self.cells
         return (self.columns - cw) // 2, (self.rows - ch) // 2
 
-    def to_guest(self, column: int, row: int) -> tuple[int, int] | None:
+    def to_guest(self, column: int, row: int, *, clamp: bool = False) -> tuple[int, int] | None:
         """The guest pixel under the middle of cell (column, row); None outside the
-        image."""
+        image (with ``clamp``, the nearest edge pixel: a drag that leaves the picture)."""
         ox, oy = self.offset
         cw, ch = self.cells
-        if not (ox <= column < ox + cw and oy <= row < oy + ch) or self.scale <= 0:
+        if self.scale <= 0:
+            return None
+        if clamp:
+            column, row = max(ox, min(column, ox + cw - 1)), max(oy, min(row, oy + ch - 1))
+        if not (ox <= column < ox + cw and oy <= row < oy + ch):
             return None
         sx, sy = self.scale, self.scale
         x = ((column - ox) + 0.5) * self.cell_w / sx

@@ -29,6 +29,7 @@ def test_cells_map_back_to_guest_pixels():
     x, y = fit.to_guest(139, 44)
     assert 1015 <= x <= 1023 and 759 <= y <= 767
     assert fit.to_guest(80, 22)[0] == 516  # cell 80 covers pixels 512..520
+    assert fit.to_guest(0, -3, clamp=True) == (4, 8)  # a drag past the corner: the edge
 
 
 def test_dirty_rows_cover_the_changed_region():

@@ -311,7 +311,7 @@ class GraphicView(Widget, can_focus=True):
         if self.fit is None:
             return None
         offset = event.get_content_offset_capture(self)
-        return self.fit.to_guest(offset.x, offset.y)
+        return self.fit.to_guest(offset.x, offset.y, clamp=bool(self._buttons))
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
         self.focus()
@@ -324,10 +324,10 @@ class GraphicView(Widget, can_focus=True):
         self._send(self.session.pointer(*at, self._buttons))
 
     def on_mouse_up(self, event: events.MouseUp) -> None:
+        at = self._guest_at(event)  # clamped while a button is held: always released
         self._buttons &= ~_BUTTON_BITS.get(event.button, 0)
         if not self._buttons:
             self.capture_mouse(False)
-        at = self._guest_at(event)
         if at is not None:
             event.stop()
             self._send(self.session.pointer(*at, self._buttons))
