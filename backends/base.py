@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
 
 from .errors import Unsupported
+from .screen import ScreenSession
 
 from .models import (
     BackendEvent,
@@ -267,7 +268,7 @@ class Backend(abc.ABC):
         """The command that shows the VM's graphical (SPICE) screen in an external viewer."""
         raise self._unsupported("show graphical screens")
 
-    async def open_display(self, ref: InstanceRef, *, fps: float = 10.0) -> "ScreenSession":
+    async def open_display(self, ref: InstanceRef, *, fps: float = 10.0) -> ScreenSession:
         """The VM's graphical screen (``DISPLAY``), held by corral's console server so it
         survives corral and takes several viewers; frames come when the screen changes,
         at most ``fps`` a second.
@@ -474,40 +475,3 @@ class ConsoleSession(Protocol):
 
     async def history(self) -> bytes: ...
 
-
-class ScreenSink(Protocol):
-    """Where a graphical screen session reports changes."""
-
-    def frame(self, x: int, y: int, width: int, height: int) -> None:
-        """This region of ``session.image`` changed (all of it after a resize)."""
-
-    def closed(self, reason: str) -> None: ...
-
-
-@runtime_checkable
-class ScreenSession(Protocol):
-    """One attached graphical screen: ``image`` (a Pillow RGB image, None before the first
-    frame), keys as X keysyms, an absolute pointer, special chords, PNG screenshots."""
-
-    title: str
-    special_keys: tuple[str, ...]
-    vnc_path: str
-    image: object
-
-    async def start(self, sink: ScreenSink) -> None: ...
-
-    async def key(self, keysym: int, down: bool) -> None: ...
-
-    async def keys(self, events: list[tuple[int, bool]]) -> None: ...
-
-    async def pointer(self, x: int, y: int, buttons: int = 0) -> None: ...
-
-    async def send_special(self, name: str) -> None: ...
-
-    async def set_fps(self, fps: float) -> None: ...
-
-    async def refresh(self) -> None: ...
-
-    def screenshot(self, path: str) -> object: ...
-
-    async def close(self) -> None: ...

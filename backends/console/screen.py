@@ -17,7 +17,7 @@ from PIL import Image
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
 
-from ..base import ScreenSink
+from ..screen import ScreenSink
 from ..errors import OperationFailed, Unsupported
 from .display import SPECIAL_CHORDS, parse_frame
 

@@ -28,7 +28,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from backends.base import ScreenSession
+from backends.screen import ScreenSession
 from backends.errors import BackendError
 from tui.graphics import Fit, HalfBlocks, cell_pixels, key_events
 from tui.terminal.keys import key_label
