@@ -173,12 +173,11 @@ class HalfBlocks:
     def _style(self, key: bytes) -> Style:
         style = self._styles.get(key)
         if style is None:
-            if len(self._styles) > 65536:
-                self._styles.clear()
             # Style.from_color and a bare Color: ~2.5x faster than Style(color=...),
             # which matters when a whole new picture brings thousands of new colours
             style = Style.from_color(_color(key[:3]), _color(key[3:]))
-            self._styles[key] = style
+            if len(self._styles) < 65536:  # full: new pairs are not kept (clearing a
+                self._styles[key] = style  # full cache at once stalls one frame)
         return style
 
     def row(self, y: int, blank: Style) -> list[Segment]:
