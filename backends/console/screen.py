@@ -17,8 +17,8 @@ from PIL import Image
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
 
-from ..screen import ScreenSink
 from ..errors import OperationFailed, Unsupported
+from ..screen import ScreenSink
 from .display import SPECIAL_CHORDS, parse_frame
 
 Opener = Callable[[], Awaitable[ClientConnection]]

@@ -28,8 +28,8 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from backends.screen import ScreenSession
 from backends.errors import BackendError
+from backends.screen import ScreenSession
 from tui.graphics import Fit, HalfBlocks, cell_pixels, key_events
 from tui.terminal.keys import key_label
 
