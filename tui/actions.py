@@ -158,7 +158,7 @@ ACTIONS: tuple[Action, ...] = (
            "console.shell", "open_shell", (Cap.EXEC,), consoles.shell,
            one_at_a_time="console-shell"),
     Action("vga", "VGA", "Show the VGA text screen of the selected VM (BIOS, boot loader)", I, "v",
-           "console.vga", "open_vga", (Cap.VGA, Cap.SPICE), consoles.vga, show=False,
+           "console.vga", "open_vga", (Cap.VGA, Cap.SPICE, Cap.DISPLAY), consoles.vga, show=False,
            one_at_a_time="console-vga"),
     Action("screen", "Screen", "Show the graphical screen of the selected VM in the terminal "
            "(local QEMU VMs; LXD/Incus VMs: an external SPICE viewer)", I, "V",

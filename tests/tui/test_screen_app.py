@@ -86,7 +86,7 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
             await wait_serial(vms, "gfx", "corral-guest ready", timeout=120)
             await wait_for(pilot, lambda: rows(app)["qemu:gfx"][3] == "running",
                            what="the VM running")
-            await pilot.press("V")
+            await pilot.press("v")  # a UEFI VM has no VGA text: v shows its screen too
             await wait_for(pilot, lambda: dock(app).active is not None
                            and isinstance(dock(app).active.view, GraphicView)
                            and app.focused is dock(app).active.view,
@@ -94,6 +94,11 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
             view: GraphicView = dock(app).active.view
             await wait_for(pilot, lambda: view.paints > 0 and view.fit is not None,
                            what="the first picture")
+            await pilot.press("ctrl+right_square_bracket")
+            select(app, "qemu:gfx")
+            await pilot.press("V")  # the screen's own key: back to the same tab
+            await wait_for(pilot, lambda: app.focused is view, what="the screen tab again")
+            assert len(dock(app).tabs) == 1
             await pilot.press("ctrl+right_square_bracket", "z")  # consoles full screen
             await wait_for(pilot, lambda: view.size.width > 150, what="the zoomed tab")
             await wait_for(pilot, lambda: view.fit is not None and view.fit.columns > 150,
