@@ -45,12 +45,16 @@ def probe_terminal() -> str:
             or not (sys.__stdout__ and sys.__stdout__.isatty())):
         return _probed
     try:
-        from textual_image.renderable import sixel, tgp
+        # importing it asks the terminal (Sixel first, then the Kitty protocol: Kitty has
+        # no Sixel, terminals with both draw Sixel better through textual-image)
+        import textual_image.renderable as chosen
+        from textual_image.renderable.sixel import Image as SixelImage
+        from textual_image.renderable.tgp import Image as TGPImage
 
-        if env.get("TERM") == "xterm-kitty" or env.get("KITTY_WINDOW_ID"):
-            _probed = "kitty" if tgp.query_terminal_support() else "halfblock"
-        elif sixel.query_terminal_support():
+        if chosen.Image is SixelImage:
             _probed = "sixel"
+        elif chosen.Image is TGPImage:
+            _probed = "kitty"
     except Exception:  # noqa: BLE001 - any trouble asking: half-blocks always work
         _probed = "halfblock"
     return _probed
