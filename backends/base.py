@@ -21,6 +21,7 @@ from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkabl
 
 from .errors import Unsupported
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
+from .screen import ScreenSession
 
 from .models import (
     BackendEvent,
@@ -152,6 +153,7 @@ class Backend(ResourceVerbs, abc.ABC):
                 Capability.UNFREEZE,
                 Capability.CONSOLE,
                 Capability.VGA,
+                Capability.DISPLAY,
                 Capability.EXEC,
                 Capability.SNAPSHOT_STATEFUL,
             }
@@ -269,6 +271,23 @@ class Backend(ResourceVerbs, abc.ABC):
         """The command that shows the VM's graphical (SPICE) screen in an external viewer."""
         raise self._unsupported("show graphical screens")
 
+    async def open_display(self, ref: InstanceRef, *, fps: float = 10.0) -> ScreenSession:
+        """The VM's graphical screen (``DISPLAY``), held by corral's console server so it
+        survives corral and takes several viewers; frames come when the screen changes,
+        at most ``fps`` a second.
+
+        Raises:
+            Conflict: the VM is not running.
+            Unsupported: this VM has no screen corral can reach (e.g. started by an older
+                corral: restart it).
+        """
+        raise self._unsupported("show graphical screens in the terminal")
+
+    def display_viewer_argv(self, ref: InstanceRef) -> list[str]:
+        """The command that shows the VM's graphical screen in an external viewer (a VNC
+        viewer on the same socket), for a machine with a graphical desktop."""
+        raise self._unsupported("show graphical screens in an external viewer")
+
     # Backups, copies, names (EXPORT, IMPORT, CLONE, COPY_MOVE, RENAME, DESCRIPTION) -----
 
     async def export_instance(self, ref: InstanceRef, path: str, *,
@@ -381,7 +400,8 @@ class Backend(ResourceVerbs, abc.ABC):
 
 READ_ONLY_CAPABILITIES = frozenset({
     Capability.EVENTS, Capability.METRICS, Capability.CONSOLE, Capability.VGA,
-    Capability.SPICE, Capability.EXPORT, Capability.IMAGES, Capability.OPERATIONS,
+    Capability.SPICE, Capability.DISPLAY, Capability.EXPORT, Capability.IMAGES,
+    Capability.OPERATIONS,
 })
 """What a read-only remote still offers: watching and reading, nothing that changes it."""
 
@@ -400,6 +420,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.VGA: ("open_console",),
     Capability.EXEC: ("open_shell",),
     Capability.SPICE: ("spice_viewer_argv",),
+    Capability.DISPLAY: ("open_display", "display_viewer_argv"),
     Capability.EXPORT: ("export_instance",),
     Capability.IMPORT: ("import_instance",),
     Capability.CLONE: ("clone_instance",),
@@ -488,3 +509,4 @@ class ConsoleSession(Protocol):
     async def close(self) -> None: ...
 
     async def history(self) -> bytes: ...
+

@@ -67,6 +67,9 @@ class Capability(str, enum.Enum):
     RESOURCES = "resources"
     SPICE = "spice"
     """The VM's graphical screen can be handed to an external SPICE viewer."""
+    DISPLAY = "display"
+    """The VM's graphical screen, drawn in the terminal (``open_display``) and offered to
+    an external viewer (``display_viewer_argv``)."""
     SNAPSHOT_STATEFUL = "snapshot-stateful"
     """Snapshots of a running instance may keep its memory (``stateful=True``)."""
     SNAPSHOT_EXPIRY = "snapshot-expiry"

@@ -192,8 +192,18 @@ ACTIONS: tuple[Action, ...] = (
            "console.shell", "open_shell", (Cap.EXEC,), consoles.shell,
            one_at_a_time="console-shell"),
     Action("vga", "VGA", "Show the VGA text screen of the selected VM (BIOS, boot loader)", I, "v",
-           "console.vga", "open_vga", (Cap.VGA, Cap.SPICE), consoles.vga, show=False,
+           "console.vga", "open_vga", (Cap.VGA, Cap.SPICE, Cap.DISPLAY), consoles.vga, show=False,
            one_at_a_time="console-vga"),
+    Action("screen", "Screen", "Show the graphical screen of the selected VM in the terminal "
+           "(local QEMU VMs; LXD/Incus VMs: an external SPICE viewer)", I, "V",
+           "console.screen", "open_screen", (Cap.DISPLAY, Cap.SPICE), consoles.screen,
+           show=False, one_at_a_time="console-screen"),
+    Action("screenshot", "Screenshot", "Save the graphical screen of the current console tab "
+           "as PNG", C, "P", "console.screenshot", "screenshot", flow=consoles.screenshot,
+           show=False, palette="Screenshot of the current screen"),
+    Action("viewer", "Open the screen in a viewer…", "Show the VM's screen in an external "
+           "VNC viewer on this desktop", I, needs=(Cap.DISPLAY,), flow=consoles.external_viewer,
+           menu=True, available=consoles.has_desktop),
     Action("console-focus", "To console", "Go back into the current console tab", C, "t",
            "console.focus", "focus_console", show=False),
     Action("console-zoom", "Zoom", "Consoles full screen, or beside the table again", C, "z",

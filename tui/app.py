@@ -222,6 +222,8 @@ class CorralApp(App[None]):
             record_dir=self.config.record_dir,
             looked_in=self.looked_in,
             config_path=str(self.config.path),
+            screen={"graphics": self.config.graphics, "screen_fps": self.config.screen_fps,
+                    "screenshot_dir": self.config.screenshot_dir},
         )
         self.push_screen(self.main_screen)
         if self._warm:

@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return list_remotes(args.config, args.remotes)
     from .app import make_app
+    from .config import load_config
+    from .graphics import prepare
 
+    prepare(load_config(args.config).graphics)  # asks the terminal: before Textual starts
     app = make_app(args.config, theme=args.theme, remote_names=args.remotes)
     app.run()
     # A call stuck on a hung remote sits in a worker thread that the interpreter would

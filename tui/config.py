@@ -28,6 +28,9 @@ paths = ["/var/lib/lxc"]   # lxcpaths; default: the tools' default for this user
 detach_key = "ctrl+]"      # leaves a console (it keeps running); not ctrl+a/ctrl+b
 shell = ["/bin/bash"]      # the exec shell's command (default: bash if present, else sh)
 record_dir = "~/corral-casts"  # when set, every console is recorded as asciicast v2
+graphics = "auto"          # a VM's graphical screen: auto, kitty, sixel or halfblock
+screen_fps = 10            # most repaints a second of a changing graphical screen
+screenshot_dir = "~/corral-screenshots"  # where screenshots (PNG) of a screen go
 
 [[remote]]                 # extra LXD/Incus remotes beside the lxc/incus CLI ones
 name = "lab"
@@ -77,6 +80,13 @@ class Config:
     """The exec shell's command; empty: bash when the instance has it, else sh."""
     record_dir: str = ""
     """When set, consoles are recorded there as asciicast v2 files."""
+    graphics: str = "auto"
+    """How a VM's graphical screen is drawn: auto (ask the terminal), kitty, sixel or
+    halfblock (Unicode half-blocks: everywhere, tmux and SSH included)."""
+    screen_fps: float = 10.0
+    """Most repaints a second of a changing graphical screen."""
+    screenshot_dir: str = "~/corral-screenshots"
+    """Where screenshots of a graphical screen are saved (PNG)."""
     problems: tuple[str, ...] = ()
     """Why (part of) the file was ignored, in words."""
 
@@ -191,6 +201,13 @@ def load_config(path: Path | None = None) -> Config:
     if not isinstance(shell, list) or not all(isinstance(a, str) for a in shell):
         problems.append(f"{path}: [console] shell must be a command as a list of strings")
         shell = []
+    graphics = str(console.get("graphics", "auto"))
+    if graphics not in ("auto", "kitty", "sixel", "halfblock"):
+        problems.append(f"{path}: [console] graphics must be auto, kitty, sixel or "
+                        f"halfblock; using auto")
+        graphics = "auto"
+    screen_fps = _num(console, "screen_fps", 10.0, problems, path, minimum=1, maximum=60,
+                      table="console")
     extra = data.get("remote") or []
     if not isinstance(extra, list):
         problems.append(f"{path}: [[remote]] entries must be tables")
@@ -217,5 +234,9 @@ def load_config(path: Path | None = None) -> Config:
         detach_key=detach,
         shell=tuple(shell),
         record_dir=_text(console, "record_dir", "", problems, path, "console"),
+        graphics=graphics,
+        screen_fps=screen_fps,
+        screenshot_dir=_text(console, "screenshot_dir", "~/corral-screenshots", problems, path,
+                             "console"),
         problems=tuple(problems),
     )

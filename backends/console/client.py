@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -62,6 +63,9 @@ class WebSocketSession:
         self._detached = False
         self._closed = asyncio.Event()
         self.exit_reason = ""
+        self.on_event: Callable[[str], None] | None = None
+        """Called with the events the console server reports: ``graphics`` (a VGA text
+        screen whose guest left text mode)."""
 
     async def start(self, sink: ConsoleSink) -> None:
         """Connect, deliver the history to ``sink``, then live output until the end."""
@@ -90,6 +94,8 @@ class WebSocketSession:
                     sink.feed(message)
                 elif message == "":  # LXD's end-of-output marker
                     break
+                else:
+                    self._event(message)
         except ConnectionClosed:
             pass
         except Exception as e:  # noqa: BLE001 - any failure ends this session, in words
@@ -115,6 +121,18 @@ class WebSocketSession:
         await self._close_sockets()
         self._closed.set()
         sink.closed(reason)
+
+    def _event(self, text: str) -> None:
+        """A JSON event of corral's console server (``{"event": "graphics"}``)."""
+        try:
+            name = json.loads(text).get("event")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(name, str) and self.on_event is not None:
+            try:
+                self.on_event(name)
+            except Exception:  # noqa: BLE001 - a listener's bug must not end the console
+                logging.getLogger(__name__).exception("console event listener failed")
 
     async def _send_control(self, message: dict[str, Any]) -> None:
         target = self._control or self._data
@@ -254,10 +272,8 @@ async def ensure_server(sock: str, source: list[str], *, width: int = 80,
     return out.strip() == b"ok"
 
 
-def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
-                  resizable: bool = True,
-                  respawn: Callable[[], Awaitable[Any]] | None = None) -> WebSocketSession:
-    """A session on the console server at ``sock``. With ``respawn``, a server found dead
+def local_opener(sock: str, respawn: Callable[[], Awaitable[Any]] | None = None) -> Opener:
+    """Connects to the console server at ``sock``. With ``respawn``, a server found dead
     when connecting (killed a moment ago, its socket file left behind) is started again."""
 
     async def open_data() -> ClientConnection:
@@ -275,7 +291,14 @@ def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
             else:
                 await asyncio.sleep(0.1)  # starting up, or a moment from exiting
 
-    return WebSocketSession(title, open_data, special_keys=special_keys,
+    return open_data
+
+
+def local_session(title: str, sock: str, *, special_keys: tuple[str, ...] = (),
+                  resizable: bool = True,
+                  respawn: Callable[[], Awaitable[Any]] | None = None) -> WebSocketSession:
+    """A session on the console server at ``sock`` (see :func:`local_opener`)."""
+    return WebSocketSession(title, local_opener(sock, respawn), special_keys=special_keys,
                             resizable=resizable,
                             lost=f"the console server of {title} stopped without a word "
                                  f"(killed?); open the console again to restart it")

@@ -1,12 +1,14 @@
 """corral's console server: one small detached process per local console.
 
 It holds the console source — a QEMU serial socket, a program on a pty (``lxc-console``,
-``lxc-attach``) or a VM's VGA text memory read over a QMP socket of its own — keeps a
+``lxc-attach``), a VM's VGA text memory read over a QMP socket of its own, or a VM's
+graphical screen over QEMU's VNC socket (:mod:`.display`, its own frame protocol) — keeps a
 ring buffer of recent output, and serves websocket connections on a unix socket. So a
 console outlives corral, output made while nobody watched is shown on attach, and two
 viewers can watch at once. The wire format is LXD's: binary frames carry terminal bytes
 both ways, text frames carry JSON control messages (``window-resize`` with string
-``width``/``height``; ``keys`` with a chord name for VGA consoles). When the source ends,
+``width``/``height``; ``keys`` with a chord name for VGA consoles; from the server,
+``{"event": "graphics"}`` when a VGA screen leaves text mode). When the source ends,
 every viewer is closed with code 1000 and the reason, and the server exits.
 
 Started as ``python -m backends.console --socket PATH SOURCE...``; the command
@@ -50,7 +52,7 @@ class Hub:
 
     def __init__(self, history: int) -> None:
         self.ring = RingBuffer(history)
-        self.viewers: dict[ServerConnection, asyncio.Queue[bytes | None]] = {}
+        self.viewers: dict[ServerConnection, asyncio.Queue[bytes | str | None]] = {}
         self.snapshot: Any = None  # callable giving the history, when not the ring
 
     def history(self) -> bytes:
@@ -69,6 +71,11 @@ class Hub:
                 continue
             queue.put_nowait(data)
 
+    def event(self, name: str) -> None:
+        """Tell every viewer something about the source, as a text frame."""
+        for queue in self.viewers.values():
+            queue.put_nowait(json.dumps({"event": name}))
+
 
 class Server:
     def __init__(self, args: argparse.Namespace) -> None:
@@ -81,6 +88,7 @@ class Server:
         self.qmp: Any = None
         self.logged = 0
         """Bytes from the source since the serial log's size was last looked at."""
+        self.display: Any = None  # a DisplayHub, for --vnc
 
     # Sources -----------------------------------------------------------------------------
 
@@ -120,6 +128,10 @@ class Server:
             await self.source.start(self)
         elif a.vga_qmp:
             await self.open_vga(a.vga_qmp)
+        elif a.vnc:
+            from .display import DisplayHub
+            self.display = DisplayHub(a.vnc, a.fps, self.finish)
+            await self.display.open()
         else:
             raise SystemExit("no console source given")
 
@@ -151,7 +163,10 @@ class Server:
         bda = await self.read_memory(BDA, BDA_SIZE)
         mode = parse_bda(bda)
         memory = await self.read_memory(mode.base, mode.size) if mode.text else None
+        was_graphics = self.vga.graphics
         self.hub.feed(self.vga.update(bda, memory))
+        if self.vga.graphics and not was_graphics:
+            self.hub.event("graphics")  # the viewer may switch to the graphical screen
 
     async def poll_vga(self) -> None:
         idle = 0
@@ -204,10 +219,15 @@ class Server:
     # Viewers -----------------------------------------------------------------------------
 
     async def viewer(self, ws: ServerConnection) -> None:
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        if self.display is not None:
+            await self.display.viewer(ws)
+            return
+        queue: asyncio.Queue[bytes | str | None] = asyncio.Queue()
         history = self.hub.history()
         if history:
             queue.put_nowait(history)
+        if self.vga is not None and self.vga.graphics:
+            queue.put_nowait(json.dumps({"event": "graphics"}))
         self.hub.viewers[ws] = queue
 
         async def send() -> None:
@@ -259,6 +279,8 @@ class Server:
                 errors="ignore")
             await asyncio.gather(*(ws.close(1000, reason) for ws in list(self.hub.viewers)),
                                  return_exceptions=True)
+            if self.display is not None:
+                await self.display.close(1000, reason)
             Path(sock).unlink(missing_ok=True)
         if self.source is not None and hasattr(self.source, "close"):
             await self.source.close()
@@ -284,8 +306,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--unix", help="a unix stream socket to relay (QEMU serial)")
     src.add_argument("--vga-qmp", help="a QMP socket to read VGA text memory through")
+    src.add_argument("--vnc", help="a VNC unix socket whose screen to serve (QEMU -vnc)")
     src.add_argument("--pty", action="store_true",
                      help="run the program given after -- on a pty")
+    p.add_argument("--fps", type=float, default=10.0, help="screen updates a second (--vnc)")
     p.add_argument("--log", help="the source's log file, to seed the history from")
     p.add_argument("--escape", help="hex byte the pty program treats as escape (doubled)")
     args = p.parse_args(argv)

@@ -102,8 +102,8 @@ class VGAScreen:
                 self.rows = []
                 self.cells = []
                 out.append("\x1b[0m\x1b[2J\x1b[1;1H\x1b[?25l"
-                           "The guest left VGA text mode (graphics); "
-                           "use its serial console.")
+                           "The guest left VGA text mode (graphics): detach "
+                           "and press V for its graphical screen.")
             return "".join(out).encode()
         assert memory is not None
         if (self.graphics or self.mode is None
@@ -141,7 +141,7 @@ class VGAScreen:
         """The whole current screen, for a viewer that just attached."""
         if self.graphics:
             return ("\x1b[0m\x1b[2J\x1b[1;1H\x1b[?25lThe guest left VGA text mode "
-                    "(graphics); use its serial console.").encode()
+                    "(graphics): detach and press V for its graphical screen.").encode()
         if self.mode is None:
             return b""
         out = ["\x1b[0m\x1b[2J", *self.rows]

@@ -10,7 +10,7 @@ connections) through ``self.vms``:
 - ``limits.py``: vCPU hot-add, balloon, disk resize, IO throttling
 - ``snapshots.py``: offline (``qemu-img``) and live (snapshot jobs) snapshots
 - ``transfer.py``: export/import, clones, rename, description
-- ``consoles.py``: serial console and VGA text screen
+- ``consoles.py``: serial console, VGA text screen and graphical screen
 
 Beside them: ``definition.py`` (a VM's ``vm.json`` and its QEMU command line),
 ``images.py`` (``qemu-img`` subprocesses), ``archive.py`` (copies and tar archives in
@@ -44,7 +44,7 @@ class QEMUBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consol
         Capability.METRICS, Capability.CREATE, Capability.CONSOLE, Capability.VGA,
         Capability.RESOURCES, Capability.SNAPSHOTS, Capability.SNAPSHOT_STATEFUL,
         Capability.EXPORT, Capability.IMPORT, Capability.CLONE, Capability.LINKED_CLONE,
-        Capability.RENAME, Capability.DESCRIPTION,
+        Capability.RENAME, Capability.DESCRIPTION, Capability.DISPLAY,
     })
     console_kinds = frozenset({"console", "vga"})
     backup_extension = ".tar"

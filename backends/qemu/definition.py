@@ -163,9 +163,10 @@ def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> lis
     sockets, serial log and pid file in ``run``. QMP monitors (one client each, see
     ``docs/protocols.md``, section "QMP"): ``qmp.sock`` and ``qmp-<N>.sock`` for the
     corrals following the VM (:mod:`.monitors`), ``console-qmp.sock`` for the VGA console
-    server. Every file in an option string has its commas escaped and an explicit format
-    (the ISO is ``raw``: never probed, so a file that looks like qcow2 cannot name a
-    backing file)."""
+    server. The screen is served on a private VNC socket (``vnc.sock``) for the console
+    server's graphical view, with a USB tablet so the pointer is absolute. Every file in an
+    option string has its commas escaped and an explicit format (the ISO is ``raw``: never
+    probed, so a file that looks like qcow2 cannot name a backing file)."""
     run_ = opt(run)
     argv = [
         QEMU, "-name", d.name, "-machine", "q35", "-accel", accel,
@@ -179,6 +180,9 @@ def command_line(d: VMDefinition, directory: Path, run: Path, accel: str) -> lis
         # a second monitor, for the VGA console server (QMP takes one client each)
         "-qmp", f"unix:{run_}/console-qmp.sock,server=on,wait=off",
         "-device", "virtio-balloon-pci,id=balloon0",
+        # the screen, for corral's graphical console (and external VNC viewers)
+        "-vnc", f"unix:{run_}/vnc.sock",
+        "-device", "qemu-xhci,id=xhci0", "-device", "usb-tablet,bus=xhci0.0,id=tablet0",
         "-pidfile", str(run / "qemu.pid"), "-daemonize",
     ]
     if d.firmware == "uefi":

@@ -153,6 +153,8 @@ CALLS: dict[str, Call] = {
     "open_console": lambda b, r, s, d: b.open_console(r),
     "open_shell": lambda b, r, s, d: b.open_shell(r),
     "spice_viewer_argv": lambda b, r, s, d: b.spice_viewer_argv(r),
+    "open_display": lambda b, r, s, d: b.open_display(r),
+    "display_viewer_argv": lambda b, r, s, d: b.display_viewer_argv(r),
     "export_instance": lambda b, r, s, d: b.export_instance(r, str(d / "backup.tar.gz")),
     "import_instance": lambda b, r, s, d: b.import_instance(str(d / "none.tar.gz"),
                                                             r.name + "-i"),

@@ -28,6 +28,12 @@ class Settings:
 
     stop_timeout: int = 30
     shell: tuple[str, ...] = ()
+    detach_key: str = "ctrl+right_square_bracket"
+    graphics: str = "auto"
+    """How the graphical screen is drawn: auto, kitty, sixel or halfblock."""
+    screen_fps: float = 10.0
+    """Most repaints a second of a changing graphical screen."""
+    screenshot_dir: str = "~/corral-screenshots"
 
 
 @dataclass

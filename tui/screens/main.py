@@ -43,6 +43,7 @@ from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
+from ..widgets.graphic_console import GraphicView
 from ..widgets.terminal import TerminalView
 from ..views.command import CommandLine
 from ..views.pane import ResourcePane
@@ -81,11 +82,13 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         record_dir: str = "",
         looked_in: Iterable[str] = (),
         config_path: str = "",
+        screen: dict[str, object] | None = None,
     ) -> None:
         super().__init__()
         self.empty = EmptyState(looked_in=looked_in, config_path=config_path, id="empty")
         self.detach_key = detach_key
-        self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell))
+        self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell),
+                                 detach_key=detach_key, **(screen or {}))
         self.record_dir = record_dir
         self.inventory = inventory
         self.problems = list(problems)
@@ -321,7 +324,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hidden (False) where the backend cannot, greyed (None) where the state forbids."""
-        if isinstance(self.focused, TerminalView):
+        if isinstance(self.focused, (TerminalView, GraphicView)):
             return False  # keys go to the console: the footer shows none of ours
         entry = BY_METHOD.get(action)
         if entry is None or not self.view_allows(entry):

@@ -1,6 +1,7 @@
 """The console dock: open consoles and shells as tabs beside (or instead of) the table.
 
-Each tab is a :class:`~tui.widgets.terminal.TerminalView` on one console session. A tab
+Each tab is a :class:`~tui.widgets.terminal.TerminalView` on one console session (or a
+:class:`~tui.widgets.graphic_console.GraphicView` on a VM's graphical screen). A tab
 stays connected while the user works elsewhere (detach only moves the focus); ``r`` on a
 closed console opens a new session in the same tab; closing a tab detaches its session
 (local consoles keep running in their console server, an LXD exec shell ends).
@@ -19,18 +20,23 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from backends.base import ConsoleSession
 from backends.errors import BackendError
 from backends.models import InstanceRef
 
+from .graphic_console import GraphicView
 from .terminal import TerminalView
 
 Opener = Callable[[int, int], Awaitable[ConsoleSession]]
 """Opens a session of the given width and height."""
 
-KIND_LABEL = {"console": "console", "shell": "shell", "vga": "VGA"}
+ViewFactory = Callable[[object, str], Widget]
+"""Builds the view of a session that is not a terminal (the graphical screen)."""
+
+KIND_LABEL = {"console": "console", "shell": "shell", "vga": "VGA", "screen": "screen"}
 
 
 @dataclass
@@ -39,7 +45,7 @@ class ConsoleTab:
     kind: str
     opener: Opener
     pane_id: str
-    view: TerminalView
+    view: TerminalView | GraphicView
 
 
 class ConsoleDock(Vertical):
@@ -92,9 +98,11 @@ class ConsoleDock(Vertical):
         width, height = self.size.width or self.app.size.width, self.size.height
         return max(20, width - 2), max(5, (height or self.app.size.height // 2) - 4)
 
-    async def open(self, ref: InstanceRef, kind: str, opener: Opener) -> ConsoleTab:
+    async def open(self, ref: InstanceRef, kind: str, opener: Opener,
+                   make_view: ViewFactory | None = None) -> ConsoleTab:
         """Show the console ``kind`` of ``ref``: its tab if open (reconnected if it had
-        ended), else a new tab on a new session.
+        ended), else a new tab on a new session (drawn by ``make_view`` when given, else
+        by a terminal).
 
         Raises:
             BackendError: the session could not be opened (nothing is added).
@@ -112,12 +120,16 @@ class ConsoleDock(Vertical):
         pane_id = f"console-{next(self._ids)}"
         title = f"{ref} · {KIND_LABEL.get(kind, kind)}"
         record = None
-        if self.record_dir:
+        if self.record_dir and make_view is None:
             directory = Path(self.record_dir).expanduser()
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%d-%H%M%S")
             record = directory / f"{ref.remote}-{ref.name}-{kind}-{stamp}.cast"
-        view = TerminalView(session, title, detach_key=self.detach_key, record_path=record)
+        if make_view is not None:
+            view = make_view(session, title)
+        else:
+            view = TerminalView(session, title, detach_key=self.detach_key,
+                                record_path=record)
         tab = ConsoleTab(ref, kind, opener, pane_id, view)
         self.tabs[pane_id] = tab
         self._opened(True)
@@ -131,7 +143,9 @@ class ConsoleDock(Vertical):
             return  # one reconnect at a time per tab (r pressed twice, or r then c)
         self._reconnecting.add(tab.pane_id)
         try:
-            width, height = tab.view.emulator.columns, tab.view.emulator.lines
+            view = tab.view
+            width, height = ((view.emulator.columns, view.emulator.lines)
+                             if isinstance(view, TerminalView) else view.size)
             try:
                 session = await tab.opener(width, height)
             except BackendError as e:
@@ -178,19 +192,23 @@ class ConsoleDock(Vertical):
     # Messages from the views -------------------------------------------------------------
 
     @on(TerminalView.DetachRequested)
-    def _view_detach_requested(self, event: TerminalView.DetachRequested) -> None:
+    @on(GraphicView.DetachRequested)
+    def _view_detach_requested(self, event: Message) -> None:
         event.stop()
         self.post_message(self.Detached())
 
     @on(TerminalView.ReconnectRequested)
-    async def _view_reconnect_requested(self, event: TerminalView.ReconnectRequested) -> None:
+    @on(GraphicView.ReconnectRequested)
+    async def _view_reconnect_requested(self, event: TerminalView.ReconnectRequested
+                                        | GraphicView.ReconnectRequested) -> None:
         event.stop()
         tab = next((t for t in self.tabs.values() if t.view is event.view), None)
         if tab is not None:
             await self._reconnect(tab)
 
     @on(TerminalView.Closed)
-    def _view_closed(self, event: TerminalView.Closed) -> None:
+    @on(GraphicView.Closed)
+    def _view_closed(self, event: TerminalView.Closed | GraphicView.Closed) -> None:
         event.stop()
         tab = next((t for t in self.tabs.values() if t.view is event.view), None)
         if tab is not None and event.reason not in ("detached",):
