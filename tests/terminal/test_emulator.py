@@ -133,8 +133,8 @@ def test_colon_sgr_leaves_no_digits_and_sets_colours():
     emu.feed(b"\x1b[38:2::255:100:0mA\x1b[0m \x1b[38:5:33mB\x1b[0m \x1b[4:3mC\x1b[4:0mD")
     assert emu.screen_text()[0] == "A B CD"
     runs = dict((text, key) for text, key in emu.screen_runs()[0])
-    assert runs["A"][0] == "ff6400"
-    assert runs["B"][0] == "0087ff"
+    assert runs["A"][0] == "#ff6400"
+    assert runs["B"][0] == "#0087ff"
     assert runs["C"][4] is True
     assert runs["D"][4] is False
 

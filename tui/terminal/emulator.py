@@ -30,7 +30,6 @@ from collections import deque
 from collections.abc import Callable
 
 from pyte.screens import wcwidth
-from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 
@@ -39,8 +38,6 @@ from .lines import (
     ANSI_DARK,
     ANSI_LIGHT,
     DEFAULT_KEY,
-    HEX16,
-    NAME_FIX,
     Key,
     Run,
     Selection,
@@ -48,7 +45,9 @@ from .lines import (
     row_runs,
     visible_cells,
 )
-from .screen import CSI_FIX, INCOMPLETE, NEEDS_FIX, Screen, Stream, fix_csi
+from .parser import Parser
+from .screen import Screen
+from .style import Styles
 
 __all__ = [
     "ANSI_DARK",
@@ -93,13 +92,11 @@ class TerminalEmulator:
         self._answers: list[bytes] = []
         self.fast_path = fast_path
         self._screen = Screen(self, max(1, columns), max(1, lines))
-        self._stream = Stream(self._screen)
+        self._stream = Parser(self._screen)
         self._fast = FastPath(self._screen, self._stream, self._push_lines)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""
-        self._palette = dict(palette or ANSI_DARK)
-        self._style_cache: dict[Key, Style] = {}
-        self._cursor_style_cache: dict[Key, Style] = {}
+        self._styles = Styles(palette or ANSI_DARK)
         self._last_cursor: tuple[int, int, bool] | None = None
         self.bytes_fed = 0
         self.lines_scrolled = 0
@@ -162,37 +159,24 @@ class TerminalEmulator:
         self.feed_text(self._decoder.decode(data))
 
     def feed_text(self, text: str) -> None:
-        """Feed decoded text (used by :meth:`feed`)."""
-        if self._held:
-            text = self._held + text
-            self._held = ""
-        cut = text.rfind("\x1b", max(0, len(text) - 64))
-        if cut >= 0 and INCOMPLETE.match(text, cut):
-            self._held = text[cut:]
-            text = text[:cut]
+        """Feed decoded text (used by :meth:`feed`). A sequence cut at the end of the text
+        is completed by the next call, as in a real terminal."""
         if not text:
             return
-        if NEEDS_FIX.search(text):
-            text = CSI_FIX.sub(fix_csi, text)
         try:
             if self.fast_path and text.count("\n") >= self.lines + FastPath.MIN_LINES:
                 self._fast.feed(text)
             else:
                 self._stream.feed(text)
         except Exception:  # noqa: BLE001 - belt and braces: never let output kill the UI
-            self._stream._initialize_parser()
+            self._stream.reset()
         self._flush_answers()
 
     def flush(self) -> None:
-        """Process an escape sequence held back at the end of the last chunk (call when no
-        more data is pending, so a lone ESC is not kept waiting)."""
-        if self._held:
-            text, self._held = self._held, ""
-            try:
-                self._stream.feed(text)
-            except Exception:  # noqa: BLE001
-                self._stream._initialize_parser()
-            self._flush_answers()
+        """Nothing is held back any more: the parser keeps a sequence cut by the end of a
+        chunk in its state, as a terminal does (kept for callers that signal "no more data
+        pending")."""
+        self._flush_answers()
 
     def resize(self, columns: int, lines: int) -> None:
         """Resize the screen (rows dropped at the top go to the scrollback)."""
@@ -328,46 +312,15 @@ class TerminalEmulator:
 
     def set_palette(self, palette: dict[str, str]) -> None:
         """Use another ANSI palette (theme change); every row becomes dirty."""
-        self._palette = dict(palette)
-        self._style_cache.clear()
-        self._cursor_style_cache.clear()
+        self._styles = Styles(palette)
         self._screen.dirty.update(range(self._screen.lines))
 
-    def _color(self, name: str) -> Color | None:
-        if name == "default":
-            return None
-        name = NAME_FIX.get(name, name)
-        if name in HEX16:
-            name = HEX16[name]
-        value = self._palette.get(name)
-        if value is None:
-            if len(name) == 6:
-                value = "#" + name
-            else:
-                return None
-        try:
-            return Color.parse(value)
-        except Exception:  # noqa: BLE001
-            return None
-
     def style_for(self, key: Key) -> Style:
-        """The Rich style of an attribute key (cached)."""
-        style = self._style_cache.get(key)
-        if style is None:
-            fg, bg, bold, italics, underscore, strike, reverse, blink = key
-            style = Style(
-                color=self._color(fg), bgcolor=self._color(bg), bold=bold, italic=italics,
-                underline=underscore, strike=strike, reverse=reverse, blink=blink,
-            )
-            self._style_cache[key] = style
-        return style
+        """The Rich style of an attribute key (cached; rules in ``style.py``)."""
+        return self._styles.style(key)
 
     def _cursor_style(self, key: Key) -> Style:
-        style = self._cursor_style_cache.get(key)
-        if style is None:
-            style = self.style_for(key) + Style(reverse=not key[6])
-            self._cursor_style_cache[key] = style
-        return style
+        return self._styles.cursor(key)
 
     def render_view_line(self, y: int, offset: int = 0, *, cursor: bool = True) -> list[Segment]:
         """Segments for view row ``y`` scrolled back ``offset`` lines. The cursor is drawn in

@@ -10,10 +10,12 @@ import re
 from collections.abc import Callable
 
 from pyte import modes as mo
-from pyte.screens import Char, StaticDefaultDict
+from pyte.screens import StaticDefaultDict
 
 from .lines import DEFAULT_KEY, Key, Run, merge_runs, row_runs
-from .screen import LAT1, CharCache, Screen, Stream
+from .parser import Parser
+from .screen import CharCache, Screen
+from .sgr import Char, apply_sgr
 
 # What ends a "simple" stretch (printable ASCII, TAB, CR, LF, SGR): two patterns, each
 # much faster to search than their alternation.
@@ -30,7 +32,7 @@ class FastPath:
     MIN_LINES = 8
     """A stretch of simple lines shorter than ``lines + this`` goes through pyte."""
 
-    def __init__(self, screen: Screen, stream: Stream,
+    def __init__(self, screen: Screen, stream: Parser,
                  scrolled_off: Callable[[list[tuple[Run, ...]]], None]) -> None:
         """``scrolled_off`` receives the lines that leave the top of the screen."""
         self._screen = screen
@@ -44,7 +46,7 @@ class FastPath:
         m = s.margins
         mode = s.mode
         return (
-            self._stream._taking_plain_text is True
+            self._stream.ground
             and not s.alternate
             and (m is None or (m.top == 0 and m.bottom == s.lines - 1))
             and s.cursor.y == s.lines - 1
@@ -53,8 +55,8 @@ class FastPath:
             and mo.IRM not in mode
             and mo.LNM not in mode
             and mo.DECSCNM not in mode
-            and s.charset == 0
-            and s.g0_charset is LAT1
+            and s.translate is None
+            and not s._single_pending
             and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
         )
 
@@ -92,7 +94,7 @@ class FastPath:
                 for _ in range(4):
                     if self.ok():
                         break
-                    if self._stream._taking_plain_text is not True:
+                    if not self._stream.ground:
                         break
                     steps = max(1, self._screen.lines - 1 - self._screen.cursor.y)
                     for _ in range(steps):
@@ -110,20 +112,11 @@ class FastPath:
             feed(text[fed:])
 
     def _sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
-        """Cursor attributes after ``CSI params m``, computed by pyte itself (cached)."""
+        """Cursor attributes after ``CSI params m``, as the screen computes them (cached)."""
         k = (attrs, params)
         r = self._sgr_cache.get(k)
         if r is None:
-            s = self._screen
-            values = [min(int(p or 0), 9999) for p in params.split(";")]
-            saved = s.cursor.attrs
-            s.cursor.attrs = attrs
-            try:
-                s.select_graphic_rendition(*values)
-            except Exception:  # noqa: BLE001 - pyte's parser would drop it too
-                s.cursor.attrs = attrs
-            new = s.cursor.attrs
-            s.cursor.attrs = saved
+            new = apply_sgr(attrs, params, self._screen.default_char)
             r = (new, tuple(new[1:]))
             if len(self._sgr_cache) > 4096:
                 self._sgr_cache.clear()
