@@ -235,7 +235,7 @@ class Parser:
         if lead in "()*+" and len(inter) == 1:
             s.designate("()*+".index(lead), final)
         elif lead in "-./" and len(inter) == 1:
-            s.designate("-./".index(lead) + 1, final)  # 96-character sets in G1-G3
+            s.designate("-./".index(lead) + 1, final, size96=True)  # 96-character sets
         elif inter == "#" and final == "8":
             s.alignment_display()
         # ESC # 3-6 (double-height/width lines) are drawn single size, like tmux does;

@@ -159,9 +159,9 @@ class Screen(pyte.Screen):
 
     # -- character sets (charsets.py) --------------------------------------------------------
 
-    def designate(self, g: int, final: str) -> None:
+    def designate(self, g: int, final: str, size96: bool = False) -> None:
         """``ESC ( F`` and friends: put a set into G0-G3 (in UTF-8 mode too, as xterm)."""
-        self.gsets[g] = designate(final)
+        self.gsets[g] = designate(final, size96)
         self.translate = self.gsets[self.gl]
 
     def locking_shift(self, g: int) -> None:
