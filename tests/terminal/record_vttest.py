@@ -3,7 +3,7 @@
 
     .venv/bin/python tests/terminal/record_vttest.py
 
-vttest (Debian package ``vttest``) runs in an 80x24 pty; corral's TerminalEmulator plays the
+vttest (Debian package ``vttest``) runs in an 80x24 pty, told so (``24x80.80``); corral's TerminalEmulator plays the
 terminal only to answer its queries (DA, CPR). For each menu recorded (``MENUS``) it starts
 vttest, chooses the menu, and at every screen that waits for RETURN notes the byte offset
 reached once the output has been quiet for a while, then presses RETURN. It writes
@@ -41,6 +41,9 @@ MENUS: dict[str, list[str]] = {
     "screen": ["2"],
     "charsets": ["3", "8", "9", "10", "11", "0"],
     "double": ["4"],
+    "vt102": ["8"],
+    "bugs": ["9", "1", "2", "7", "9", "0"],
+    "iso6429": ["11", "5", "6", "7", "0"],
 }
 
 
@@ -49,7 +52,9 @@ class Session:
         pid, fd = pty.fork()
         if pid == 0:
             os.environ["TERM"] = "xterm"
-            os.execvp("vttest", ["vttest"])
+            # 24x80.80: no 132-column passes (neither tmux nor corral switches, as xterm
+            # by default; vttest's manual suggests this geometry for such terminals).
+            os.execvp("vttest", ["vttest", "24x80.80"])
         self.pid, self.fd = pid, fd
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", HEIGHT, WIDTH, 0, 0))
         self.data = bytearray()

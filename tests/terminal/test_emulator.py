@@ -186,11 +186,12 @@ def test_bracketed_paste_and_application_cursor_flags():
     assert not emu.bracketed_paste and not emu.app_cursor_keys
 
 
-def test_deccolm_is_ignored():
+def test_deccolm_keeps_the_width_and_clears_the_screen():
     emu, _ = make(40, 5)
-    emu.feed(b"keep\x1b[?3l\x1b[?3h")
+    emu.feed(b"gone\r\nalso\x1b[2;4r\x1b[?3lx")
     assert emu.columns == 40
-    assert emu.screen_text()[0] == "keep"
+    assert emu.screen_text() == ["x", "", "", "", ""]
+    assert emu.cursor == (1, 0)
 
 
 # -- scrollback -----------------------------------------------------------------------------------

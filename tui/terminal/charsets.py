@@ -16,24 +16,25 @@ _DEC_GRAPHICS = dict(zip(
 ))
 
 DEC_GRAPHICS: dict[int, str] = _DEC_GRAPHICS
-UK: dict[int, str] = {0x23: "£"}
 
 LATIN1_UPPER: dict[int, str] = {c: chr(c + 0x80) for c in range(0x20, 0x80)}
 
 CHARSETS: dict[str, dict[int, str] | None] = {
     "0": DEC_GRAPHICS,  # DEC Special Graphics (line drawing)
-    "2": DEC_GRAPHICS,  # DEC Alternate ROM special graphics: xterm draws it as "0"
-    "A": UK,            # United Kingdom: # is the pound sign
+    "A": LATIN1_UPPER,  # British, which xterm at VT220 level without NRC mode shows as Latin-1
     "B": None,          # US ASCII
 }
-"""Final byte of a 94-character designation (``ESC ( F`` ... ``ESC + F``) -> table. Any other
-set (national replacement sets, DEC supplemental, ...) is taken as ASCII, as tmux does."""
+"""Final byte of a designation -> table. Any other set (the DEC alternate ROMs "1" and "2",
+national replacement sets, DEC supplemental, ...) is drawn as ASCII, as xterm does without
+NRC mode."""
 
 
 def designate(final: str, size96: bool = False) -> dict[int, str] | None:
-    """The table of a designated set. A 96-character set (``ESC - A`` ... ``ESC / A``) "A" is
-    the upper half of ISO Latin-1, which xterm shows when it is shifted into GL (LS1/LS2/LS3:
-    ``a`` becomes ``á``); tmux ignores 96-character designations."""
+    """The table of a designated set. "A" is the upper half of ISO Latin-1 shifted into GL
+    (``a`` shows as ``á``) both as a 96-character set (``ESC - A`` ... ``ESC / A``) and as the
+    94-character "British" set: xterm maps British so unless NRC mode is on or it plays a
+    VT100 (then only ``#`` changes, to ``£``); corral answers DA as a VT220. tmux ignores
+    these designations."""
     if size96:
         return LATIN1_UPPER if final == "A" else None
     return CHARSETS.get(final)

@@ -268,6 +268,25 @@ class Screen(pyte.Screen):
     def select_graphic_rendition(self, *attrs: int, **kwargs) -> None:
         self.sgr(";".join(map(str, attrs)))
 
+    def delete_characters(self, count: int = 0) -> None:
+        """DCH: the rest of the line moves left, blanks in the current colours come in at
+        the right (pyte stopped at the first unwritten cell and left the rest in place)."""
+        columns = self.columns
+        x0 = min(self.cursor.x, columns - 1)
+        count = min(max(count, 1), columns - x0)
+        line = self.buffer[self.cursor.y]
+        blank = self.cursor.attrs._replace(data=" ")
+        fill = blank != self.default_char
+        for x in range(x0, columns):
+            src = x + count
+            if src < columns and src in line:
+                line[x] = line[src]
+            elif src >= columns and fill:
+                line[x] = blank
+            else:
+                line.pop(x, None)
+        self.dirty.add(self.cursor.y)
+
     def repeat_last(self, count: int = 1, *args, **kwargs) -> None:
         """REP: the last graphic character again, ``count`` times."""
         if self._last_char:
@@ -365,7 +384,12 @@ class Screen(pyte.Screen):
             elif m in _MOUSE_MODES:
                 (self.mouse_modes.add if on else self.mouse_modes.discard)(m)
             elif m == 3:
-                pass  # DECCOLM: ignored, as xterm (allowColumnMode off) and tmux do
+                # DECCOLM: the width stays (as in tmux, and xterm without allowColumnMode),
+                # but the screen is cleared, the margins reset and the cursor sent home, as
+                # xterm with allowColumnMode, a VT100 and tmux do: vttest relies on it.
+                self.margins = None
+                self.erase_in_display(2)
+                self.cursor.x = self.cursor.y = 0
             else:
                 rest.append(m)
         return tuple(rest)
