@@ -21,6 +21,7 @@ import time
 import unicodedata
 import uuid
 from pathlib import Path
+from typing import Self
 
 from tui.terminal.charsets import DEC_GRAPHICS
 
@@ -70,7 +71,7 @@ class Tmux:
     def close(self) -> None:
         self.run("kill-server", check=False)
 
-    def __enter__(self) -> Tmux:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -18,7 +18,7 @@ from rich.style import Style
 
 from .lines import Key
 
-_MIN_CONTRAST = 2.5  # below this ratio the theme's text colour is taken as unreadable
+_MIN_CONTRAST = 2.0  # below this ratio the theme's text colour is taken as unreadable
 
 
 def _luminance(c: Color) -> float:
@@ -77,11 +77,12 @@ class Styles:
             color, bgcolor = self.color(fg), self.color(bg)
             if color is None and bgcolor is not None:
                 color = self._readable(bgcolor)
-            if conceal:
-                if reverse:  # shown: fg on bg swapped, so make both the text colour
-                    bgcolor = color or self.color(self._palette.get("foreground", "default"))
+            if conceal:  # both colours become the background that is shown
+                if reverse:
+                    shown = color or self.color(self._palette.get("foreground", "default"))
                 else:
-                    color = bgcolor or self.color(self._palette.get("background", "default"))
+                    shown = bgcolor or self.color(self._palette.get("background", "default"))
+                color = bgcolor = shown
             style = Style(
                 color=color, bgcolor=bgcolor, bold=bold, dim=dim, italic=italics,
                 underline=underscore, strike=strike, reverse=reverse, blink=blink,
