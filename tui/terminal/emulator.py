@@ -1,26 +1,26 @@
-"""A fast terminal emulator on top of pyte, for console panes.
+"""A fast terminal emulator for console panes.
 
-Its parts: the pyte screen and stream with their fixes in ``screen.py``, the flood fast
-path in ``fastpath.py``, lines, palettes and selections in ``lines.py``; this module feeds
-them, keeps the scrollback and renders rows.
+Its parts: the parser (``parser.py``, xterm's parser states) feeding the screen
+(``screen.py``: pyte's buffer and cursor model with xterm's rules; character sets in
+``charsets.py``, SGR in ``sgr.py``), the flood fast path in ``fastpath.py``, lines, palettes
+and selections in ``lines.py``, Rich styles in ``style.py``; this module feeds them, keeps the
+scrollback and renders rows.
 
 Pure logic: no Textual imports (Rich is used only for the ``Segment``/``Style`` objects a row
-renders to). What it adds to ``pyte.Screen`` (docs/protocols.md, "Terminal emulation"):
+renders to). What it does (docs/protocols.md, "Terminal emulation"):
 
-- incremental UTF-8 and a feed that never raises (a malformed sequence is dropped, like a real
-  terminal does, instead of killing the parser);
-- fixes for pyte's red flags: zero-width characters no longer drop the rest of a chunk, the colon
-  SGR form is rewritten to the semicolon form, the alternate screen (``?1049``/``?1047``/``?47``)
-  saves and restores the main screen, ``CSI > … c`` (secondary DA) is answered instead of being
-  taken for a primary DA, ``CSI > 4 ; 2 m`` (vim's modifyOtherKeys) is no longer taken for SGR,
-  a wide character at the last column wraps, ``ED 3`` clears the scrollback only, ``DECCOLM`` is
-  ignored (as in xterm by default and tmux), resize keeps the cursor on screen;
-- answers to DSR/CPR and DA through a ``respond(bytes)`` callback;
+- incremental UTF-8 and a feed that never raises; a sequence cut by the end of a chunk is
+  completed by the next one;
+- the control sequences programs send (DEC line drawing, NEL, HPA/CBT, origin mode, DCS and
+  friends consumed, combining marks and emoji sequences kept, colon SGR, the alternate
+  screen ``?1049``/``?1047``/``?47``, ``ED 3`` clearing the scrollback only, DECCOLM keeping
+  the width), with xterm as the reference where tmux differs;
+- answers to DSR/CPR and DA (primary and secondary) through a ``respond(bytes)`` callback;
 - bracketed-paste and application-cursor-keys flags;
 - a scrollback of styled lines;
 - dirty-row tracking and row rendering to cached Rich styles;
 - a fast path for floods of simple lines (``fastpath.py``): the result is identical to
-  feeding everything through pyte, at ~20x the speed.
+  feeding everything through the parser, at ~20x the speed.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class TerminalEmulator:
         respond: called with the bytes the terminal answers to queries (DSR/CPR, DA); send
             them to the guest. Called synchronously from :meth:`feed`.
         palette: the 16 ANSI colours (see :func:`ansi_palette`); defaults to the dark one.
-        fast_path: the flood fast path (on by default; off gives the plain pyte result, for
+        fast_path: the flood fast path (on by default; off gives the parser's result, for
             tests and benchmarks).
     """
 

@@ -1,7 +1,7 @@
 """The flood fast path of the terminal emulator: long stretches of simple lines (printable
-ASCII, TAB, CR, LF and SGR) laid out without pyte, with pyte's own rules, so that ``cat`` of
-a big file or a chatty boot does not crawl. The result is identical to feeding everything
-through pyte (``tests/terminal`` checks it), at ~20x the speed.
+ASCII, TAB, CR, LF and SGR) laid out without the parser, with the screen's own rules, so that
+``cat`` of a big file or a chatty boot does not crawl. The result is identical to feeding
+everything through the parser (``tests/terminal`` checks it), at ~20x the speed.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ _TOKENS = re.compile(r"([\x20-\x7e]+)|\x1b\[([0-9;]*)m|(\r)|(\t)")
 
 
 class FastPath:
-    """Lays out simple lines straight into a pyte screen and its scrollback."""
+    """Lays out simple lines straight into the screen and its scrollback."""
 
     MIN_LINES = 8
-    """A stretch of simple lines shorter than ``lines + this`` goes through pyte."""
+    """A stretch of simple lines shorter than ``lines + this`` goes through the parser."""
 
     def __init__(self, screen: Screen, stream: Parser,
                  scrolled_off: Callable[[list[tuple[Run, ...]]], None]) -> None:
@@ -61,16 +61,16 @@ class FastPath:
         )
 
     def feed(self, text: str) -> None:
-        """Feed ``text``, skipping pyte for long stretches of simple lines.
+        """Feed ``text``, skipping the parser for long stretches of simple lines.
 
         A stretch is a run of printable ASCII, TAB, CR, LF and SGR sequences. Inside one, once
-        pyte has taken the first lines and the cursor sits on a blank bottom row of a
+        the parser has taken the first lines and the cursor sits on a blank bottom row of a
         full-screen scrolling region (parser in ground state, auto-wrap on, no insert or
-        newline mode), every further complete line is laid out here with pyte's own rules
+        newline mode), every further complete line is laid out here with the screen's rules
         (wrap at the last column, tab stops, CR overwrites) and goes to the scrollback
-        directly; the screen then gets the last rows and pyte the partial line after them.
-        SGR sequences are applied through the screen's own ``select_graphic_rendition`` (cached),
-        so the cursor attributes end up as pyte would leave them.
+        directly; the screen then gets the last rows and the parser the partial line after.
+        SGR sequences are applied with the screen's own rules (``sgr.apply_sgr``, cached),
+        so the cursor attributes end up as the parser would leave them.
         """
         feed = self._stream.feed
         need = self._screen.lines + self.MIN_LINES
@@ -87,7 +87,7 @@ class FastPath:
                 bad_esc = m.start() if m else n
             end = min(bad_char, bad_esc)
             if end - pos > need * 2 and text.count("\n", pos, end) >= need:
-                # Let pyte take lines until the cursor reaches a blank bottom row.
+                # Let the parser take lines until the cursor reaches a blank bottom row.
                 cut = text.index("\n", pos) + 1
                 feed(text[fed:cut])
                 fed = cut
