@@ -31,6 +31,10 @@ TMUX_WRONG: dict[str, str] = {
                        "column before the last. vttest: 'the left/right margins should have "
                        "letters in order'",
     "vttest/cursor/3": "the same autowrap screen after the next step (the same tmux fault)",
+    "vttest/iso6429/3": "tmux has no CHT (CSI I); vttest: 'the lines with *'s above should "
+                        "look the same (they wrap once)'",
+    "vttest/iso6429/4": "tmux has no HPR (CSI a); vttest draws a box of *'s with it",
+    "vttest/iso6429/8": "tmux has no VPR (CSI e); vttest draws a box of *'s with it",
     "vttest/screen/10": "tmux's DECSTBM homes the cursor to the screen's first line even in "
                         "origin mode; xterm and a VT100 home to the region's. vttest: 'This "
                         "line should be at the bottom of the screen'",

@@ -206,7 +206,8 @@ class FastPath:
                 elif cr is not None:
                     x = 0
                 else:
-                    x = self._next_tab(x)
+                    if x < columns:  # wrap pending at the margin: a tab keeps it
+                        x = self._next_tab(x)
             append_row(cells)
         # Scroll the emitted rows through the screen.
         lines = s.lines

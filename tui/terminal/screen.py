@@ -288,9 +288,17 @@ class Screen(pyte.Screen):
         self.dirty.add(self.cursor.y)
 
     def repeat_last(self, count: int = 1, *args, **kwargs) -> None:
-        """REP: the last graphic character again, ``count`` times."""
+        """REP: the last graphic character again, ``count`` times; a second REP right after
+        repeats nothing (xterm and tmux; vttest checks it)."""
         if self._last_char:
             self.draw(self._last_char * min(max(count, 1), self.columns * self.lines))
+            self._last_char = ""
+
+    def tab(self) -> None:
+        """HT; with a wrap pending at the right margin the cursor stays, so the next
+        character still wraps (xterm, tmux; pyte moved it back onto the last column)."""
+        if self.cursor.x < self.columns:
+            super().tab()
 
     # -- scrolling and scrollback ----------------------------------------------------------
 
