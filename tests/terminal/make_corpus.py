@@ -5,7 +5,8 @@
 
 Synthetic streams are deterministic. With ``--real`` it also captures real programs through
 ``script(1)`` at 120x40 (coloured ls, top, vim), which depend on the machine; the committed
-captures came from a Debian 12 container. Every file stays under 200 KB.
+captures came from a Debian 12 container. ``--dialog`` captures dialog(1) boxes only (ncurses
+line drawing, Debian package ``dialog``). Every file stays under 200 KB.
 """
 
 from __future__ import annotations
@@ -284,6 +285,24 @@ def real(name: str, command: str, stdin: bytes | None = None, timeout: float = 2
     return data
 
 
+def inside(capture: bytes) -> bytes:
+    """A full-screen program's output cut just before it leaves the alternate screen."""
+    leave = capture.rfind(b"\x1b[?1049l")
+    return capture[:leave] if leave > 0 else capture
+
+
+def dialogs() -> None:
+    # LANG=C: ncurses draws its boxes with the DEC line-drawing set (ESC ( 0 ... ESC ( B).
+    checklist = ("LANG=C dialog --timeout 1 --backtitle 'corral corpus' --title 'Install' "
+                 "--checklist 'Pick the parts to install:' 15 60 5 base 'Base system' on "
+                 "ssh 'SSH server' off web 'Web server' off desktop 'Desktop' off")
+    write("dialog_checklist.bin", inside(real("dialog", checklist, timeout=30)))
+    # UTF-8 locale, but ncurses told to keep using the ACS escapes (as on many consoles).
+    gauge = ("NCURSES_NO_UTF8_ACS=1 LANG=C.UTF-8 dialog --timeout 1 --title 'Copying' "
+             "--yesno 'Continue with the installation?' 8 50")
+    write("dialog_yesno_acs.bin", inside(real("dialog", gauge, timeout=30)))
+
+
 def main() -> None:
     CORPUS.mkdir(exist_ok=True)
     write("line_editing.bin", line_editing())
@@ -302,6 +321,8 @@ def main() -> None:
     write("hpa_cbt.bin", hpa_cbt())
     write("origin_mode.bin", origin_mode())
     write("combining.bin", combining())
+    if "--dialog" in sys.argv or "--real" in sys.argv:
+        dialogs()
     if "--real" in sys.argv:
         ls = real("ls", "ls --color=always -l /usr/lib/x86_64-linux-gnu /usr/share | head -c 150000")
         write("ls_color.bin", ls)
@@ -312,8 +333,7 @@ def main() -> None:
         vim = real("vim", "sleep 0.3; vim -u NONE -N -c 'syntax on' /etc/services",
                    stdin=b"\x1b" + vim_keys + b":q!\r", timeout=30)
         # Cut just before vim leaves the alternate screen: what a user sees inside vim.
-        leave = vim.rfind(b"\x1b[?1049l")
-        write("vim_inside.bin", vim[:leave] if leave > 0 else vim)
+        write("vim_inside.bin", inside(vim))
         write("vim_exit.bin", vim)
 
 

@@ -37,4 +37,5 @@ def test_corpus_is_present() -> None:
     names = {p.stem for p in FILES}
     assert {"ls_color", "top", "vim_inside", "vim_exit", "scroll_regions", "wide_chars",
             "busybox_boot", "flood", "line_editing", "tabs", "utf8", "dec_graphics", "nel",
-            "strings", "esc_in_csi", "hpa_cbt", "origin_mode", "combining"} <= names
+            "strings", "esc_in_csi", "hpa_cbt", "origin_mode", "combining",
+            "dialog_checklist", "dialog_yesno_acs"} <= names
