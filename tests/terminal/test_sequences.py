@@ -245,3 +245,9 @@ def test_default_text_stays_readable_on_light_and_dark_backgrounds():
     light.feed(b"\x1b[40ma\x1b[47mb")
     assert light.style_for(key_of(light, "a")).color == Color.parse(ANSI_LIGHT["brightwhite"])
     assert light.style_for(key_of(light, "b")).color is None
+
+
+def test_1049_saves_into_the_decsc_slot_of_the_main_screen():
+    emu, answers = make(20, 10)
+    emu.feed(b"\x1b[3;4H\x1b7\x1b[8;2H\x1b[?1049h\x1b[5;5H\x1b7\x1b[1;1H\x1b[?1049l\x1b8\x1b[6n")
+    assert answers == [b"\x1b[8;2R"]  # not the alternate screen's own saved cursor

@@ -52,7 +52,7 @@ class Screen(pyte.Screen):
         self._emu = emulator
         self.alternate = False
         self._main_buffer = None
-        self._alt_cursor = None
+        self._main_saved: tuple | None = None  # the main screen's DECSC slot, while alternate
         self.bracketed_paste = False
         self.app_cursor = False
         self.mouse_modes: set[int] = set()
@@ -403,10 +403,13 @@ class Screen(pyte.Screen):
         return tuple(rest)
 
     def _enter_alternate(self, save_cursor: bool) -> None:
+        """?1049 saves the cursor as DECSC does, into the main screen's slot; each screen
+        has its own saved cursor (xterm), so DECRC after ?1049l finds the same one."""
         if self.alternate:
             return
         if save_cursor:
-            self._alt_cursor = (self.cursor.x, self.cursor.y, self.cursor.attrs)
+            self.save_cursor()
+        self._main_saved, self._saved = self._saved, None
         self._main_buffer = self.buffer
         self.buffer = self._new_buffer()
         self.alternate = True
@@ -418,12 +421,9 @@ class Screen(pyte.Screen):
         self.buffer = self._main_buffer
         self._main_buffer = None
         self.alternate = False
-        if restore_cursor and self._alt_cursor is not None:
-            x, y, attrs = self._alt_cursor
-            self.cursor.x = min(x, self.columns - 1)
-            self.cursor.y = min(y, self.lines - 1)
-            self.cursor.attrs = attrs
-        self._alt_cursor = None
+        self._saved, self._main_saved = self._main_saved, None
+        if restore_cursor and self._saved is not None:
+            self.restore_cursor()
         self.dirty.update(range(self.lines))
 
     def reset(self) -> None:
@@ -473,12 +473,9 @@ class Screen(pyte.Screen):
         if lines < old_lines:
             self._shrink(self.buffer, self.cursor, old_lines, lines, push=not self.alternate)
             if self.alternate and self._main_buffer is not None:
-                saved = self._alt_cursor
-                y = saved[1] if saved else old_lines - 1
-                shim = type("C", (), {"y": y})()
-                self._shrink(self._main_buffer, shim, old_lines, lines, push=True)
-                if saved:
-                    self._alt_cursor = (saved[0], shim.y, saved[2])
+                saved = self._main_saved[0] if self._main_saved else None
+                cursor = saved or type("C", (), {"y": old_lines - 1})()
+                self._shrink(self._main_buffer, cursor, old_lines, lines, push=True)
         if columns < old_columns:
             for buffer in (self.buffer, self._main_buffer or {}):
                 for line in buffer.values():
