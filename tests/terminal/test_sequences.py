@@ -225,12 +225,15 @@ def test_extended_colours(sgr, fg, bg):
 
 def test_dim_conceal_overline_are_rendered():
     emu, _ = make()
-    emu.feed(b"\x1b[2ma\x1b[22;8;41mb\x1b[28;53mc\x1b[55;7;8md")
-    a, b, c, d = (emu.style_for(key_of(emu, t)) for t in "abcd")
+    emu.feed("\x1b[2ma\x1b[22;8;41mbb\x1b[28;53mc\x1b[55;7;8m\u4e2d\x1b[m!".encode())
+    a, b, c = (emu.style_for(key_of(emu, t)) for t in ("a", "bb", "c"))
     assert a.dim and not a.bold
-    assert b.conceal and b.color == b.bgcolor == Color.parse(ANSI_DARK["red"])
+    assert b.conceal and b.bgcolor == Color.parse(ANSI_DARK["red"])
     assert c.overline and not c.conceal
-    assert d.reverse and d.bgcolor == d.color  # concealed in reverse: still invisible
+    shown = [(s.text, s.style) for s in emu.render_view_line(0, cursor=False)]
+    assert "".join(t for t, _ in shown) == "a  c  !"  # concealed: blanks of the same width
+    assert shown[1] == ("  ", b)
+    assert emu.screen_text()[0] == "abbc\u4e2d!"  # the text is still there (copy)
 
 
 def test_default_text_stays_readable_on_light_and_dark_backgrounds():

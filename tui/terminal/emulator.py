@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable
 
 from pyte.screens import wcwidth
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 
@@ -57,6 +58,12 @@ __all__ = [
     "TerminalEmulator",
     "ansi_palette",
 ]
+
+def _shown(text: str, key: Key) -> str:
+    """What a run shows: concealed text (SGR 8) as blanks of the same width (xterm; the
+    cells keep their colours and the text can still be selected and copied)."""
+    return " " * cell_len(text) if key[9] else text
+
 
 # --------------------------------------------------------------------------------------------
 # The emulator
@@ -331,7 +338,7 @@ class TerminalEmulator:
             return []
         if absolute < len(hist):
             style_for = self.style_for
-            return [Segment(text, style_for(key)) for text, key in hist[absolute]]
+            return [Segment(_shown(text, key), style_for(key)) for text, key in hist[absolute]]
         row = absolute - len(hist)
         s = self._screen
         if row >= s.lines:
@@ -356,14 +363,14 @@ class TerminalEmulator:
             key = c[1:]
             if x == cursor_x:
                 if texts:
-                    segments.append(Segment("".join(texts), style_for(run_key)))
+                    segments.append(Segment(_shown("".join(texts), run_key), style_for(run_key)))
                     texts = []
-                segments.append(Segment(data, self._cursor_style(key)))
+                segments.append(Segment(_shown(data, key), self._cursor_style(key)))
                 run_key = None
                 continue
             if key != run_key:
                 if texts:
-                    segments.append(Segment("".join(texts), style_for(run_key)))
+                    segments.append(Segment(_shown("".join(texts), run_key), style_for(run_key)))
                 texts = [data]
                 run_key = key
             else:
@@ -374,5 +381,5 @@ class TerminalEmulator:
                 if text:
                     segments.append(Segment(text, style_for(run_key)))
             else:
-                segments.append(Segment("".join(texts), style_for(run_key)))
+                segments.append(Segment(_shown("".join(texts), run_key), style_for(run_key)))
         return segments

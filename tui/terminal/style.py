@@ -6,8 +6,7 @@ on white):
 - default text on a coloured background keeps the theme's text colour only while it stays
   readable there; on a background too close to it (``bg 7`` on a dark theme) it becomes the
   palette's black or bright white, whichever stands out more;
-- concealed text (SGR 8) is drawn in its background colour, so it takes its cells but shows
-  nothing, and can still be selected and copied;
+- concealed text (SGR 8) is drawn as blanks by the emulator (its cells keep their colours);
 - dim (SGR 2) and overline (SGR 53) are passed on as such.
 """
 
@@ -77,12 +76,6 @@ class Styles:
             color, bgcolor = self.color(fg), self.color(bg)
             if color is None and bgcolor is not None:
                 color = self._readable(bgcolor)
-            if conceal:  # both colours become the background that is shown
-                if reverse:
-                    shown = color or self.color(self._palette.get("foreground", "default"))
-                else:
-                    shown = bgcolor or self.color(self._palette.get("background", "default"))
-                color = bgcolor = shown
             style = Style(
                 color=color, bgcolor=bgcolor, bold=bold, dim=dim, italic=italics,
                 underline=underscore, strike=strike, reverse=reverse, blink=blink,
