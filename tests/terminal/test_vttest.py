@@ -1,7 +1,11 @@
 """vttest's screens (recorded by record_vttest.py from a real run at 80x24) shown by
 TerminalEmulator and by tmux give the same text, except where tmux itself does not do what
 vttest asks the user to check: there the screen is compared with the one vttest describes,
-written out in corpus/vttest/expected/<menu>-<n>.txt."""
+written out in corpus/vttest/expected/<menu>-<n>.txt (made from corral's screen after checking
+each against vttest's instructions).
+
+Not compared: the size of double-height/double-width lines (``ESC # 3``-``6``, the "double"
+menu). tmux draws them single size and so does corral; only their text is compared."""
 
 from __future__ import annotations
 
