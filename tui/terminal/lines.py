@@ -6,7 +6,7 @@ Pure data and functions shared by the screen (``screen.py``) and the emulator.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -74,7 +74,8 @@ def merge_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
     return tuple(out)
 
 
-_attr_key = itemgetter(*range(1, 12))
+_attr_key = itemgetter(slice(1, None))  # a cell's Key (one C-level slice)
+_data = itemgetter(0)
 
 
 def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
@@ -86,8 +87,8 @@ def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
         last = columns - 1
     get = line.get
     default = line.default
-    cells = [get(x, default) for x in range(last + 1)]
-    datas = "".join([c[0] for c in cells])
+    cells = list(map(get, range(last + 1), repeat(default, last + 1)))
+    datas = "".join(map(_data, cells))
     if len(datas) == len(cells) and datas.isascii():
         # Common case: one character per cell; group the attributes in C.
         runs: list[Run] = []
