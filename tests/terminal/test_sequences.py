@@ -254,3 +254,23 @@ def test_1049_saves_into_the_decsc_slot_of_the_main_screen():
     emu, answers = make(20, 10)
     emu.feed(b"\x1b[3;4H\x1b7\x1b[8;2H\x1b[?1049h\x1b[5;5H\x1b7\x1b[1;1H\x1b[?1049l\x1b8\x1b[6n")
     assert answers == [b"\x1b[8;2R"]  # not the alternate screen's own saved cursor
+
+
+@pytest.mark.parametrize("name", ["ls_color.bin", "top.bin", "vim_inside.bin", "line_editing.bin",
+                                  "dialog_checklist.bin"])
+def test_row_rendering_fast_and_cell_paths_agree(name):
+    from pathlib import Path
+
+    data = (Path(__file__).resolve().parent / "corpus" / name).read_bytes()
+    emu, _ = make(120, 40)
+    emu.feed(data + "\x1b[8mhidden\x1b[m".encode())
+    s = emu._screen
+    for y in range(s.lines):
+        line = s.buffer.get(y) or {}
+        cells = [line.get(x, s.default_char) for x in range(s.columns)]
+        for cx in (-1, 0, 5, 119):
+            if not line and cx < 0:
+                continue
+            fast = emu._render_row(line, cx)
+            slow = emu._render_cells(cells[:max(max(line) if line else 0, cx) + 1], cx)
+            assert [(g.text, g.style) for g in fast] == [(g.text, g.style) for g in slow], (y, cx)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import codecs
 from collections import deque
 from collections.abc import Callable
+from itertools import groupby, repeat
 
 from pyte.screens import wcwidth
 from rich.cells import cell_len
@@ -43,6 +44,8 @@ from .lines import (
     Run,
     Selection,
     ansi_palette,
+    cell_key,
+    cell_text,
     row_runs,
     visible_cells,
 )
@@ -59,10 +62,10 @@ __all__ = [
     "ansi_palette",
 ]
 
-def _shown(text: str, key: Key) -> str:
-    """What a run shows: concealed text (SGR 8) as blanks of the same width (xterm; the
+def _blank(text: str) -> str:
+    """How concealed text (SGR 8, ``Key[9]``) shows: blanks of the same width (xterm; the
     cells keep their colours and the text can still be selected and copied)."""
-    return " " * cell_len(text) if key[9] else text
+    return " " * cell_len(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,8 +340,9 @@ class TerminalEmulator:
         if absolute < 0:
             return []
         if absolute < len(hist):
-            style_for = self.style_for
-            return [Segment(_shown(text, key), style_for(key)) for text, key in hist[absolute]]
+            style_for = self._styles.style
+            return [Segment(_blank(text) if key[9] else text, style_for(key))
+                    for text, key in hist[absolute]]
         row = absolute - len(hist)
         s = self._screen
         if row >= s.lines:
@@ -349,28 +353,58 @@ class TerminalEmulator:
         return self._render_row(s.buffer.get(row) or {}, cx)
 
     def _render_row(self, line: dict, cursor_x: int) -> list[Segment]:
-        columns = self._screen.columns
-        style_for = self.style_for
-        segments: list[Segment] = []
         if not line and cursor_x < 0:
-            return segments
-        last = max(max(line) if line else 0, cursor_x)
-        last = min(last, columns - 1)
-        default = self._screen.default_char
+            return []
+        last = min(max(max(line) if line else 0, cursor_x), self._screen.columns - 1)
+        cells = list(map(line.get, range(last + 1), repeat(self._screen.default_char, last + 1)))
+        datas = "".join(map(cell_text, cells))
+        if len(datas) != len(cells) or not datas.isascii():
+            return self._render_cells(cells, cursor_x)
+        # Common case: one character per cell; runs grouped in C.
+        style_for = self._styles.style
+        segments: list[Segment] = []
+        groups = [(key, len(list(group))) for key, group in groupby(cells, cell_key)]
+        final = len(groups) - 1
+        pos = 0
+        for i, (key, n) in enumerate(groups):
+            text = datas[pos:pos + n]
+            if pos <= cursor_x < pos + n:
+                k = cursor_x - pos
+                if k:
+                    head = text[:k]
+                    segments.append(Segment(_blank(head) if key[9] else head, style_for(key)))
+                segments.append(Segment(" " if key[9] else text[k], self._styles.cursor(key)))
+                text = text[k + 1:]
+            pos += n
+            if i == final and key == DEFAULT_KEY:
+                text = text.rstrip(" ")
+            if text:
+                segments.append(Segment(_blank(text) if key[9] else text, style_for(key)))
+        return segments
+
+    def _render_cells(self, cells: list, cursor_x: int) -> list[Segment]:
+        """A row holding wide characters, combining marks or non-ASCII text."""
+        style_for = self._styles.style
+        segments: list[Segment] = []
         texts: list[str] = []
         run_key: Key | None = None
-        for x, data, c in visible_cells([line.get(x, default) for x in range(last + 1)]):
+        for x, data, c in visible_cells(cells):
             key = c[1:]
             if x == cursor_x:
                 if texts:
-                    segments.append(Segment(_shown("".join(texts), run_key), style_for(run_key)))
+                    text = "".join(texts)
+                    segments.append(Segment(_blank(text) if run_key[9] else text,
+                                            style_for(run_key)))
                     texts = []
-                segments.append(Segment(_shown(data, key), self._cursor_style(key)))
+                segments.append(Segment(_blank(data) if key[9] else data,
+                                        self._cursor_style(key)))
                 run_key = None
                 continue
             if key != run_key:
                 if texts:
-                    segments.append(Segment(_shown("".join(texts), run_key), style_for(run_key)))
+                    text = "".join(texts)
+                    segments.append(Segment(_blank(text) if run_key[9] else text,
+                                            style_for(run_key)))
                 texts = [data]
                 run_key = key
             else:
@@ -381,5 +415,6 @@ class TerminalEmulator:
                 if text:
                     segments.append(Segment(text, style_for(run_key)))
             else:
-                segments.append(Segment(_shown("".join(texts), run_key), style_for(run_key)))
+                text = "".join(texts)
+                segments.append(Segment(_blank(text) if run_key[9] else text, style_for(run_key)))
         return segments

@@ -74,8 +74,8 @@ def merge_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
     return tuple(out)
 
 
-_attr_key = itemgetter(slice(1, None))  # a cell's Key (one C-level slice)
-_data = itemgetter(0)
+cell_key = itemgetter(slice(1, None))  # a cell's Key (one C-level slice)
+cell_text = itemgetter(0)
 
 
 def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
@@ -88,12 +88,12 @@ def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
     get = line.get
     default = line.default
     cells = list(map(get, range(last + 1), repeat(default, last + 1)))
-    datas = "".join(map(_data, cells))
+    datas = "".join(map(cell_text, cells))
     if len(datas) == len(cells) and datas.isascii():
         # Common case: one character per cell; group the attributes in C.
         runs: list[Run] = []
         pos = 0
-        for key, group in groupby(cells, _attr_key):
+        for key, group in groupby(cells, cell_key):
             n = len(list(group))
             runs.append((datas[pos:pos + n], key))
             pos += n
