@@ -263,7 +263,7 @@ def test_row_rendering_fast_and_cell_paths_agree(name):
 
     data = (Path(__file__).resolve().parent / "corpus" / name).read_bytes()
     emu, _ = make(120, 40)
-    emu.feed(data + "\x1b[8mhidden\x1b[m".encode())
+    emu.feed(data + b"\x1b[8mhidden\x1b[m")
     s = emu._screen
     for y in range(s.lines):
         line = s.buffer.get(y) or {}
