@@ -17,6 +17,7 @@ from pyte.screens import Margins, StaticDefaultDict, wcwidth
 
 from .charsets import designate
 from .lines import row_runs
+from .resize import resize_screen
 from .sgr import DEFAULT_CHAR, Char, apply_sgr
 
 if TYPE_CHECKING:
@@ -465,47 +466,4 @@ class Screen(pyte.Screen):
     # -- resize ----------------------------------------------------------------------------
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
-        lines = max(1, lines or self.lines)
-        columns = max(1, columns or self.columns)
-        if lines == self.lines and columns == self.columns:
-            return
-        old_lines, old_columns = self.lines, self.columns
-        if lines < old_lines:
-            self._shrink(self.buffer, self.cursor, old_lines, lines, push=not self.alternate)
-            if self.alternate and self._main_buffer is not None:
-                saved = self._main_saved[0] if self._main_saved else None
-                cursor = saved or type("C", (), {"y": old_lines - 1})()
-                self._shrink(self._main_buffer, cursor, old_lines, lines, push=True)
-        if columns < old_columns:
-            for buffer in (self.buffer, self._main_buffer or {}):
-                for line in buffer.values():
-                    for x in [x for x in line if x >= columns]:
-                        del line[x]
-        self.lines, self.columns = lines, columns
-        self.margins = None
-        if columns > old_columns:
-            self.tabstops.update(range(8 * ((old_columns + 7) // 8), columns, 8))
-        self.tabstops = {t for t in self.tabstops if t < columns}
-        self.cursor.x = min(self.cursor.x, columns - 1)
-        self.cursor.y = min(self.cursor.y, lines - 1)
-        self.dirty = set(range(lines))
-
-    def _shrink(self, buffer: dict, cursor, old: int, new: int, push: bool) -> None:
-        """Drop ``old - new`` rows: blank rows below the cursor first, then rows from the top,
-        which go to the scrollback (what xterm does)."""
-        excess = old - new
-        y = old - 1
-        while excess and y > cursor.y and not row_runs(buffer.get(y) or {}, self.columns):
-            buffer.pop(y, None)
-            excess -= 1
-            y -= 1
-        if excess:
-            if push:
-                for row in range(excess):
-                    self._emu._push_history(row_runs(buffer.get(row) or {}, self.columns))
-            rows = {r - excess: buffer[r] for r in list(buffer) if r >= excess}
-            buffer.clear()
-            buffer.update(rows)
-            cursor.y = max(0, cursor.y - excess)
-        for r in [r for r in buffer if r >= new]:
-            del buffer[r]
+        resize_screen(self, lines, columns)
