@@ -4,7 +4,7 @@
 # Idempotent; run as root. Non-root users get a message saying what to install.
 set -euo pipefail
 
-need_pkgs=(lxd lxd-client lxc qemu-system-x86 qemu-utils ovmf busybox-static cpio tmux librsvg2-bin uidmap openssl)
+need_pkgs=(lxd lxd-client lxc qemu-system-x86 qemu-utils ovmf busybox-static cpio tmux librsvg2-bin uidmap openssl vttest dialog)
 
 if [ "$(id -u)" != 0 ]; then
   echo "setup-lab: not root; skipping Debian packages. Needed: ${need_pkgs[*]} incus (bookworm-backports)" >&2

@@ -5,7 +5,8 @@
 
 Synthetic streams are deterministic. With ``--real`` it also captures real programs through
 ``script(1)`` at 120x40 (coloured ls, top, vim), which depend on the machine; the committed
-captures came from a Debian 12 container. Every file stays under 200 KB.
+captures came from a Debian 12 container. ``--dialog`` captures dialog(1) boxes only (ncurses
+line drawing, Debian package ``dialog``). Every file stays under 200 KB.
 """
 
 from __future__ import annotations
@@ -179,6 +180,94 @@ def colon_sgr() -> str:
     )
 
 
+# The streams below cover what pyte got wrong. What tmux itself gets wrong (the UK set, HPR,
+# VPR, CHT, CAN inside a DCS string, SS2/SS3, 96-character sets) and colours (not in a text
+# capture) are checked against xterm's behaviour in test_sequences.py instead.
+
+
+def dec_graphics() -> str:
+    """Boxes as ncurses and dialog draw them: G0 and G1 designations, SI/SO."""
+    out = [ESC + "(0" + "lqqqqqqwqqqqqqk\r\nx tl   x  tr  x\r\ntqqqqqqnqqqqqqu\r\n"
+           + "mqqqqqqvqqqqqqj" + ESC + "(B plain again\r\n"]
+    out.append(ESC + ")0" + "G1 box: \x0elqk\x0f text \x0ex\x0f \x0emqj\x0f done\r\n")
+    out.append("all of 0x5f-0x7e: " + ESC + "(0" + "".join(map(chr, range(0x60, 0x7f)))
+               + ESC + "(B\r\n")
+    out.append(ESC + "(0" + "ascii stays: ABC 123 !?" + ESC + "(B\r\n")
+    out.append(CSI + "10;20H" + ESC + "(0" + "lqqk" + CSI + "11;20H" + "x" + CSI + "11;23H" + "x"
+               + CSI + "12;20H" + "mqqj" + ESC + "(B" + CSI + "14;1H")
+    out.append(ESC + "7" + ESC + "(0" + ESC + "8" + "restored G0 by DECRC: qqq\r\n")
+    out.append("\x0e" + "SO without G1 designated: qqq" + "\x0f\r\n$ ")
+    return "".join(out)
+
+
+def nel() -> str:
+    out = ["first" + ESC + "Esecond" + ESC + "E" + ESC + "Ethird (after two NEL)\r\n"]
+    out.append(CSI + "20;40H" + "middle" + ESC + "E" + "next row, column 1")
+    out.append(CSI + "5;10r" + CSI + "10;30H" + "bottom of region" + ESC + "E" + "scrolled")
+    out.append(CSI + "r" + CSI + "40;1H" + "last" + ESC + "E" + "scrolls the screen\r\n$ ")
+    return "".join(out)
+
+
+def strings() -> str:
+    out = ["DCS:[" + ESC + "P$qm" + ESC + "\\]\r\n"]
+    out.append("DCS sixel:[" + ESC + "Pq#0;2;0;0;0#1!10~-" + ESC + "\\]\r\n")
+    out.append("APC:[" + ESC + "_Gf=100,a=T;AAAA" + ESC + "\\]\r\n")
+    out.append("PM:[" + ESC + "^private message" + ESC + "\\]\r\n")
+    out.append("SOS:[" + ESC + "Xstart of string" + ESC + "\\]\r\n")
+    out.append("OSC BEL:[" + ESC + "]0;a title\x07]\r\n")
+    out.append("OSC ST:[" + ESC + "]2;another" + ESC + "\\]\r\n")
+    out.append("OSC 8 link:[" + ESC + "]8;;http://example.com" + ESC + "\\link"
+               + ESC + "]8;;" + ESC + "\\]\r\n")
+    out.append("DCS with newline inside:[" + ESC + "P1$r0m\r\nstill inside" + ESC + "\\]\r\n")
+    out.append("$ ")
+    return "".join(out)
+
+
+def esc_in_csi() -> str:
+    out = ["ab" + CSI + "1" + CSI + "2C" + "c\r\n"]  # the first CSI is abandoned
+    out.append("x" + CSI + "3" + ESC + "7y" + ESC + "8z\r\n")  # ESC 7 inside CSI: DECSC
+    out.append("cr in csi: abcdef" + CSI + "\r3Cq\r\n")  # CR executed, then CUF 3
+    out.append("bs in csi: abcdef" + CSI + "2\bDq\r\n")
+    out.append("can: 12" + CSI + "5\x18" + "34\r\n")
+    out.append("vt in csi:" + CSI + "1\x0bB" + "down\r\n")
+    out.append("private in middle: " + CSI + "1?2Cgone\r\n")
+    out.append("leading zeros: " + CSI + "00000000003C|\r\n$ ")
+    return "".join(out)
+
+
+def hpa_cbt() -> str:
+    out = ["HPA:" + CSI + "20`" + "at 20" + CSI + "`" + "@" + "\r\n"]
+    out.append("CHA:" + CSI + "30G" + "30\r\n")
+    out.append("CBT:" + CSI + "50G" + CSI + "Z" + "1" + CSI + "2Z" + "2" + CSI + "9Z" + "9\r\n")
+    out.append("VPA:" + CSI + "10d" + "row 10\r\n")
+    out.append(CSI + "20;1H" + "HPA past the end:" + CSI + "500`" + "E\r\n$ ")
+    return "".join(out)
+
+
+def origin_mode() -> str:
+    out = [CSI + "2J" + CSI + "H" + "top line\r\n"]
+    out.append(CSI + "5;15r" + CSI + "?6h")
+    out.append(CSI + "1;1H" + "region row 1 (screen 5)")
+    out.append(CSI + "30;5H" + "clamped to the region bottom")
+    out.append(CSI + "99;1H" + CSI + "A" + "one up from the bottom")
+    out.append(CSI + "3d" + "VPA 3 in region")
+    out.append(CSI + "H" + CSI + "5B" + "down 5")
+    out.append(ESC + "7" + CSI + "?6l" + CSI + "1;1H" + "screen home" + ESC + "8" + "DECRC")
+    out.append(CSI + "?6l" + CSI + "r" + CSI + "30;1H" + "after reset: row 30\r\n$ ")
+    return "".join(out)
+
+
+def combining() -> str:
+    out = ["enclosing: 1\u20dd 2\u20de a\u20e3|\r\n"]
+    out.append("acute: e\u0301 double: a\u0308\u0301 cedilla: c\u0327|\r\n")
+    out.append("zwj: \U0001F468\u200d\U0001F469\u200d\U0001F467|\r\n")
+    out.append("vs16: \u2764\ufe0f \u263a\ufe0f vs15: \u2764\ufe0e|\r\n")
+    out.append("zwsp: a\u200bb|\r\n")
+    out.append("wide+mark: \u4e2d\u0301x|\r\n")
+    out.append("at the edge: " + "." * 106 + "e\u0301|\r\n$ ")
+    return "".join(out)
+
+
 def real(name: str, command: str, stdin: bytes | None = None, timeout: float = 20) -> bytes:
     """Run a command under script(1) in a 120x40 pty and return what it wrote."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -196,6 +285,24 @@ def real(name: str, command: str, stdin: bytes | None = None, timeout: float = 2
     return data
 
 
+def inside(capture: bytes) -> bytes:
+    """A full-screen program's output cut just before it leaves the alternate screen."""
+    leave = capture.rfind(b"\x1b[?1049l")
+    return capture[:leave] if leave > 0 else capture
+
+
+def dialogs() -> None:
+    # LANG=C: ncurses draws its boxes with the DEC line-drawing set (ESC ( 0 ... ESC ( B).
+    checklist = ("LANG=C dialog --timeout 1 --backtitle 'corral corpus' --title 'Install' "
+                 "--checklist 'Pick the parts to install:' 15 60 5 base 'Base system' on "
+                 "ssh 'SSH server' off web 'Web server' off desktop 'Desktop' off")
+    write("dialog_checklist.bin", inside(real("dialog", checklist, timeout=30)))
+    # UTF-8 locale, but ncurses told to keep using the ACS escapes (as on many consoles).
+    gauge = ("NCURSES_NO_UTF8_ACS=1 LANG=C.UTF-8 dialog --timeout 1 --title 'Copying' "
+             "--yesno 'Continue with the installation?' 8 50")
+    write("dialog_yesno_acs.bin", inside(real("dialog", gauge, timeout=30)))
+
+
 def main() -> None:
     CORPUS.mkdir(exist_ok=True)
     write("line_editing.bin", line_editing())
@@ -207,6 +314,15 @@ def main() -> None:
     write("flood.bin", flood())
     write("alt_screen.bin", alt_screen_synthetic())
     write("colon_sgr.bin", colon_sgr())
+    write("dec_graphics.bin", dec_graphics())
+    write("nel.bin", nel())
+    write("strings.bin", strings())
+    write("esc_in_csi.bin", esc_in_csi())
+    write("hpa_cbt.bin", hpa_cbt())
+    write("origin_mode.bin", origin_mode())
+    write("combining.bin", combining())
+    if "--dialog" in sys.argv or "--real" in sys.argv:
+        dialogs()
     if "--real" in sys.argv:
         ls = real("ls", "ls --color=always -l /usr/lib/x86_64-linux-gnu /usr/share | head -c 150000")
         write("ls_color.bin", ls)
@@ -217,8 +333,7 @@ def main() -> None:
         vim = real("vim", "sleep 0.3; vim -u NONE -N -c 'syntax on' /etc/services",
                    stdin=b"\x1b" + vim_keys + b":q!\r", timeout=30)
         # Cut just before vim leaves the alternate screen: what a user sees inside vim.
-        leave = vim.rfind(b"\x1b[?1049l")
-        write("vim_inside.bin", vim[:leave] if leave > 0 else vim)
+        write("vim_inside.bin", inside(vim))
         write("vim_exit.bin", vim)
 
 

@@ -133,8 +133,8 @@ def test_colon_sgr_leaves_no_digits_and_sets_colours():
     emu.feed(b"\x1b[38:2::255:100:0mA\x1b[0m \x1b[38:5:33mB\x1b[0m \x1b[4:3mC\x1b[4:0mD")
     assert emu.screen_text()[0] == "A B CD"
     runs = dict((text, key) for text, key in emu.screen_runs()[0])
-    assert runs["A"][0] == "ff6400"
-    assert runs["B"][0] == "0087ff"
+    assert runs["A"][0] == "#ff6400"
+    assert runs["B"][0] == "#0087ff"
     assert runs["C"][4] is True
     assert runs["D"][4] is False
 
@@ -186,11 +186,12 @@ def test_bracketed_paste_and_application_cursor_flags():
     assert not emu.bracketed_paste and not emu.app_cursor_keys
 
 
-def test_deccolm_is_ignored():
+def test_deccolm_keeps_the_width_and_clears_the_screen():
     emu, _ = make(40, 5)
-    emu.feed(b"keep\x1b[?3l\x1b[?3h")
+    emu.feed(b"gone\r\nalso\x1b[2;4r\x1b[?3lx")
     assert emu.columns == 40
-    assert emu.screen_text()[0] == "keep"
+    assert emu.screen_text() == ["x", "", "", "", ""]
+    assert emu.cursor == (1, 0)
 
 
 # -- scrollback -----------------------------------------------------------------------------------

@@ -1,26 +1,26 @@
-"""A fast terminal emulator on top of pyte, for console panes.
+"""A fast terminal emulator for console panes.
 
-Its parts: the pyte screen and stream with their fixes in ``screen.py``, the flood fast
-path in ``fastpath.py``, lines, palettes and selections in ``lines.py``; this module feeds
-them, keeps the scrollback and renders rows.
+Its parts: the parser (``parser.py``, xterm's parser states) feeding the screen
+(``screen.py``: pyte's buffer and cursor model with xterm's rules; character sets in
+``charsets.py``, SGR in ``sgr.py``), the flood fast path in ``fastpath.py``, lines, palettes
+and selections in ``lines.py``, Rich styles in ``style.py``; this module feeds them, keeps the
+scrollback and renders rows.
 
 Pure logic: no Textual imports (Rich is used only for the ``Segment``/``Style`` objects a row
-renders to). What it adds to ``pyte.Screen`` (docs/protocols.md, "Terminal emulation"):
+renders to). What it does (docs/protocols.md, "Terminal emulation"):
 
-- incremental UTF-8 and a feed that never raises (a malformed sequence is dropped, like a real
-  terminal does, instead of killing the parser);
-- fixes for pyte's red flags: zero-width characters no longer drop the rest of a chunk, the colon
-  SGR form is rewritten to the semicolon form, the alternate screen (``?1049``/``?1047``/``?47``)
-  saves and restores the main screen, ``CSI > … c`` (secondary DA) is answered instead of being
-  taken for a primary DA, ``CSI > 4 ; 2 m`` (vim's modifyOtherKeys) is no longer taken for SGR,
-  a wide character at the last column wraps, ``ED 3`` clears the scrollback only, ``DECCOLM`` is
-  ignored (as in xterm by default and tmux), resize keeps the cursor on screen;
-- answers to DSR/CPR and DA through a ``respond(bytes)`` callback;
+- incremental UTF-8 and a feed that never raises; a sequence cut by the end of a chunk is
+  completed by the next one;
+- the control sequences programs send (DEC line drawing, NEL, HPA/CBT, origin mode, DCS and
+  friends consumed, combining marks and emoji sequences kept, colon SGR, the alternate
+  screen ``?1049``/``?1047``/``?47``, ``ED 3`` clearing the scrollback only, DECCOLM keeping
+  the width), with xterm as the reference where tmux differs;
+- answers to DSR/CPR and DA (primary and secondary) through a ``respond(bytes)`` callback;
 - bracketed-paste and application-cursor-keys flags;
 - a scrollback of styled lines;
 - dirty-row tracking and row rendering to cached Rich styles;
 - a fast path for floods of simple lines (``fastpath.py``): the result is identical to
-  feeding everything through pyte, at ~20x the speed.
+  feeding everything through the parser, at ~20x the speed.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from __future__ import annotations
 import codecs
 from collections import deque
 from collections.abc import Callable
+from itertools import groupby, repeat
 
 from pyte.screens import wcwidth
-from rich.color import Color
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 
@@ -39,16 +40,18 @@ from .lines import (
     ANSI_DARK,
     ANSI_LIGHT,
     DEFAULT_KEY,
-    HEX16,
-    NAME_FIX,
     Key,
     Run,
     Selection,
     ansi_palette,
+    cell_key,
+    cell_text,
     row_runs,
     visible_cells,
 )
-from .screen import CSI_FIX, INCOMPLETE, NEEDS_FIX, Screen, Stream, fix_csi
+from .parser import Parser
+from .screen import Screen
+from .style import Styles
 
 __all__ = [
     "ANSI_DARK",
@@ -58,6 +61,12 @@ __all__ = [
     "TerminalEmulator",
     "ansi_palette",
 ]
+
+def _blank(text: str) -> str:
+    """How concealed text (SGR 8, ``Key[9]``) shows: blanks of the same width (xterm; the
+    cells keep their colours and the text can still be selected and copied)."""
+    return " " * cell_len(text)
+
 
 # --------------------------------------------------------------------------------------------
 # The emulator
@@ -73,7 +82,7 @@ class TerminalEmulator:
         respond: called with the bytes the terminal answers to queries (DSR/CPR, DA); send
             them to the guest. Called synchronously from :meth:`feed`.
         palette: the 16 ANSI colours (see :func:`ansi_palette`); defaults to the dark one.
-        fast_path: the flood fast path (on by default; off gives the plain pyte result, for
+        fast_path: the flood fast path (on by default; off gives the parser's result, for
             tests and benchmarks).
     """
 
@@ -93,13 +102,11 @@ class TerminalEmulator:
         self._answers: list[bytes] = []
         self.fast_path = fast_path
         self._screen = Screen(self, max(1, columns), max(1, lines))
-        self._stream = Stream(self._screen)
+        self._stream = Parser(self._screen)
         self._fast = FastPath(self._screen, self._stream, self._push_lines)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""
-        self._palette = dict(palette or ANSI_DARK)
-        self._style_cache: dict[Key, Style] = {}
-        self._cursor_style_cache: dict[Key, Style] = {}
+        self._styles = Styles(palette or ANSI_DARK)
         self._last_cursor: tuple[int, int, bool] | None = None
         self.bytes_fed = 0
         self.lines_scrolled = 0
@@ -162,37 +169,24 @@ class TerminalEmulator:
         self.feed_text(self._decoder.decode(data))
 
     def feed_text(self, text: str) -> None:
-        """Feed decoded text (used by :meth:`feed`)."""
-        if self._held:
-            text = self._held + text
-            self._held = ""
-        cut = text.rfind("\x1b", max(0, len(text) - 64))
-        if cut >= 0 and INCOMPLETE.match(text, cut):
-            self._held = text[cut:]
-            text = text[:cut]
+        """Feed decoded text (used by :meth:`feed`). A sequence cut at the end of the text
+        is completed by the next call, as in a real terminal."""
         if not text:
             return
-        if NEEDS_FIX.search(text):
-            text = CSI_FIX.sub(fix_csi, text)
         try:
             if self.fast_path and text.count("\n") >= self.lines + FastPath.MIN_LINES:
                 self._fast.feed(text)
             else:
                 self._stream.feed(text)
         except Exception:  # noqa: BLE001 - belt and braces: never let output kill the UI
-            self._stream._initialize_parser()
+            self._stream.reset()
         self._flush_answers()
 
     def flush(self) -> None:
-        """Process an escape sequence held back at the end of the last chunk (call when no
-        more data is pending, so a lone ESC is not kept waiting)."""
-        if self._held:
-            text, self._held = self._held, ""
-            try:
-                self._stream.feed(text)
-            except Exception:  # noqa: BLE001
-                self._stream._initialize_parser()
-            self._flush_answers()
+        """Nothing is held back any more: the parser keeps a sequence cut by the end of a
+        chunk in its state, as a terminal does (kept for callers that signal "no more data
+        pending")."""
+        self._flush_answers()
 
     def resize(self, columns: int, lines: int) -> None:
         """Resize the screen (rows dropped at the top go to the scrollback)."""
@@ -328,46 +322,15 @@ class TerminalEmulator:
 
     def set_palette(self, palette: dict[str, str]) -> None:
         """Use another ANSI palette (theme change); every row becomes dirty."""
-        self._palette = dict(palette)
-        self._style_cache.clear()
-        self._cursor_style_cache.clear()
+        self._styles = Styles(palette)
         self._screen.dirty.update(range(self._screen.lines))
 
-    def _color(self, name: str) -> Color | None:
-        if name == "default":
-            return None
-        name = NAME_FIX.get(name, name)
-        if name in HEX16:
-            name = HEX16[name]
-        value = self._palette.get(name)
-        if value is None:
-            if len(name) == 6:
-                value = "#" + name
-            else:
-                return None
-        try:
-            return Color.parse(value)
-        except Exception:  # noqa: BLE001
-            return None
-
     def style_for(self, key: Key) -> Style:
-        """The Rich style of an attribute key (cached)."""
-        style = self._style_cache.get(key)
-        if style is None:
-            fg, bg, bold, italics, underscore, strike, reverse, blink = key
-            style = Style(
-                color=self._color(fg), bgcolor=self._color(bg), bold=bold, italic=italics,
-                underline=underscore, strike=strike, reverse=reverse, blink=blink,
-            )
-            self._style_cache[key] = style
-        return style
+        """The Rich style of an attribute key (cached; rules in ``style.py``)."""
+        return self._styles.style(key)
 
     def _cursor_style(self, key: Key) -> Style:
-        style = self._cursor_style_cache.get(key)
-        if style is None:
-            style = self.style_for(key) + Style(reverse=not key[6])
-            self._cursor_style_cache[key] = style
-        return style
+        return self._styles.cursor(key)
 
     def render_view_line(self, y: int, offset: int = 0, *, cursor: bool = True) -> list[Segment]:
         """Segments for view row ``y`` scrolled back ``offset`` lines. The cursor is drawn in
@@ -377,8 +340,9 @@ class TerminalEmulator:
         if absolute < 0:
             return []
         if absolute < len(hist):
-            style_for = self.style_for
-            return [Segment(text, style_for(key)) for text, key in hist[absolute]]
+            style_for = self._styles.style
+            return [Segment(_blank(text) if key[9] else text, style_for(key))
+                    for text, key in hist[absolute]]
         row = absolute - len(hist)
         s = self._screen
         if row >= s.lines:
@@ -389,28 +353,58 @@ class TerminalEmulator:
         return self._render_row(s.buffer.get(row) or {}, cx)
 
     def _render_row(self, line: dict, cursor_x: int) -> list[Segment]:
-        columns = self._screen.columns
-        style_for = self.style_for
-        segments: list[Segment] = []
         if not line and cursor_x < 0:
-            return segments
-        last = max(max(line) if line else 0, cursor_x)
-        last = min(last, columns - 1)
-        default = self._screen.default_char
+            return []
+        last = min(max(max(line) if line else 0, cursor_x), self._screen.columns - 1)
+        cells = list(map(line.get, range(last + 1), repeat(self._screen.default_char, last + 1)))
+        datas = "".join(map(cell_text, cells))
+        if len(datas) != len(cells) or not datas.isascii():
+            return self._render_cells(cells, cursor_x)
+        # Common case: one character per cell; runs grouped in C.
+        style_for = self._styles.style
+        segments: list[Segment] = []
+        groups = [(key, len(list(group))) for key, group in groupby(cells, cell_key)]
+        final = len(groups) - 1
+        pos = 0
+        for i, (key, n) in enumerate(groups):
+            text = datas[pos:pos + n]
+            if pos <= cursor_x < pos + n:
+                k = cursor_x - pos
+                if k:
+                    head = text[:k]
+                    segments.append(Segment(_blank(head) if key[9] else head, style_for(key)))
+                segments.append(Segment(" " if key[9] else text[k], self._styles.cursor(key)))
+                text = text[k + 1:]
+            pos += n
+            if i == final and key == DEFAULT_KEY:
+                text = text.rstrip(" ")
+            if text:
+                segments.append(Segment(_blank(text) if key[9] else text, style_for(key)))
+        return segments
+
+    def _render_cells(self, cells: list, cursor_x: int) -> list[Segment]:
+        """A row holding wide characters, combining marks or non-ASCII text."""
+        style_for = self._styles.style
+        segments: list[Segment] = []
         texts: list[str] = []
         run_key: Key | None = None
-        for x, data, c in visible_cells([line.get(x, default) for x in range(last + 1)]):
+        for x, data, c in visible_cells(cells):
             key = c[1:]
             if x == cursor_x:
                 if texts:
-                    segments.append(Segment("".join(texts), style_for(run_key)))
+                    text = "".join(texts)
+                    segments.append(Segment(_blank(text) if run_key[9] else text,
+                                            style_for(run_key)))
                     texts = []
-                segments.append(Segment(data, self._cursor_style(key)))
+                segments.append(Segment(_blank(data) if key[9] else data,
+                                        self._cursor_style(key)))
                 run_key = None
                 continue
             if key != run_key:
                 if texts:
-                    segments.append(Segment("".join(texts), style_for(run_key)))
+                    text = "".join(texts)
+                    segments.append(Segment(_blank(text) if run_key[9] else text,
+                                            style_for(run_key)))
                 texts = [data]
                 run_key = key
             else:
@@ -421,5 +415,6 @@ class TerminalEmulator:
                 if text:
                     segments.append(Segment(text, style_for(run_key)))
             else:
-                segments.append(Segment("".join(texts), style_for(run_key)))
+                text = "".join(texts)
+                segments.append(Segment(_blank(text) if run_key[9] else text, style_for(run_key)))
         return segments

@@ -1,7 +1,7 @@
 """The flood fast path of the terminal emulator: long stretches of simple lines (printable
-ASCII, TAB, CR, LF and SGR) laid out without pyte, with pyte's own rules, so that ``cat`` of
-a big file or a chatty boot does not crawl. The result is identical to feeding everything
-through pyte (``tests/terminal`` checks it), at ~20x the speed.
+ASCII, TAB, CR, LF and SGR) laid out without the parser, with the screen's own rules, so that
+``cat`` of a big file or a chatty boot does not crawl. The result is identical to feeding
+everything through the parser (``tests/terminal`` checks it), at ~20x the speed.
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ import re
 from collections.abc import Callable
 
 from pyte import modes as mo
-from pyte.screens import Char, StaticDefaultDict
+from pyte.screens import StaticDefaultDict
 
 from .lines import DEFAULT_KEY, Key, Run, merge_runs, row_runs
-from .screen import LAT1, CharCache, Screen, Stream
+from .parser import Parser
+from .screen import CharCache, Screen
+from .sgr import Char, apply_sgr
 
 # What ends a "simple" stretch (printable ASCII, TAB, CR, LF, SGR): two patterns, each
 # much faster to search than their alternation.
@@ -25,12 +27,12 @@ _TOKENS = re.compile(r"([\x20-\x7e]+)|\x1b\[([0-9;]*)m|(\r)|(\t)")
 
 
 class FastPath:
-    """Lays out simple lines straight into a pyte screen and its scrollback."""
+    """Lays out simple lines straight into the screen and its scrollback."""
 
     MIN_LINES = 8
-    """A stretch of simple lines shorter than ``lines + this`` goes through pyte."""
+    """A stretch of simple lines shorter than ``lines + this`` goes through the parser."""
 
-    def __init__(self, screen: Screen, stream: Stream,
+    def __init__(self, screen: Screen, stream: Parser,
                  scrolled_off: Callable[[list[tuple[Run, ...]]], None]) -> None:
         """``scrolled_off`` receives the lines that leave the top of the screen."""
         self._screen = screen
@@ -44,7 +46,7 @@ class FastPath:
         m = s.margins
         mode = s.mode
         return (
-            self._stream._taking_plain_text is True
+            self._stream.ground
             and not s.alternate
             and (m is None or (m.top == 0 and m.bottom == s.lines - 1))
             and s.cursor.y == s.lines - 1
@@ -53,22 +55,22 @@ class FastPath:
             and mo.IRM not in mode
             and mo.LNM not in mode
             and mo.DECSCNM not in mode
-            and s.charset == 0
-            and s.g0_charset is LAT1
+            and s.translate is None
+            and not s._single_pending
             and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
         )
 
     def feed(self, text: str) -> None:
-        """Feed ``text``, skipping pyte for long stretches of simple lines.
+        """Feed ``text``, skipping the parser for long stretches of simple lines.
 
         A stretch is a run of printable ASCII, TAB, CR, LF and SGR sequences. Inside one, once
-        pyte has taken the first lines and the cursor sits on a blank bottom row of a
+        the parser has taken the first lines and the cursor sits on a blank bottom row of a
         full-screen scrolling region (parser in ground state, auto-wrap on, no insert or
-        newline mode), every further complete line is laid out here with pyte's own rules
+        newline mode), every further complete line is laid out here with the screen's rules
         (wrap at the last column, tab stops, CR overwrites) and goes to the scrollback
-        directly; the screen then gets the last rows and pyte the partial line after them.
-        SGR sequences are applied through the screen's own ``select_graphic_rendition`` (cached),
-        so the cursor attributes end up as pyte would leave them.
+        directly; the screen then gets the last rows and the parser the partial line after.
+        SGR sequences are applied with the screen's own rules (``sgr.apply_sgr``, cached),
+        so the cursor attributes end up as the parser would leave them.
         """
         feed = self._stream.feed
         need = self._screen.lines + self.MIN_LINES
@@ -85,14 +87,14 @@ class FastPath:
                 bad_esc = m.start() if m else n
             end = min(bad_char, bad_esc)
             if end - pos > need * 2 and text.count("\n", pos, end) >= need:
-                # Let pyte take lines until the cursor reaches a blank bottom row.
+                # Let the parser take lines until the cursor reaches a blank bottom row.
                 cut = text.index("\n", pos) + 1
                 feed(text[fed:cut])
                 fed = cut
                 for _ in range(4):
                     if self.ok():
                         break
-                    if self._stream._taking_plain_text is not True:
+                    if not self._stream.ground:
                         break
                     steps = max(1, self._screen.lines - 1 - self._screen.cursor.y)
                     for _ in range(steps):
@@ -110,20 +112,11 @@ class FastPath:
             feed(text[fed:])
 
     def _sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
-        """Cursor attributes after ``CSI params m``, computed by pyte itself (cached)."""
+        """Cursor attributes after ``CSI params m``, as the screen computes them (cached)."""
         k = (attrs, params)
         r = self._sgr_cache.get(k)
         if r is None:
-            s = self._screen
-            values = [min(int(p or 0), 9999) for p in params.split(";")]
-            saved = s.cursor.attrs
-            s.cursor.attrs = attrs
-            try:
-                s.select_graphic_rendition(*values)
-            except Exception:  # noqa: BLE001 - pyte's parser would drop it too
-                s.cursor.attrs = attrs
-            new = s.cursor.attrs
-            s.cursor.attrs = saved
+            new = apply_sgr(attrs, params, self._screen.default_char)
             r = (new, tuple(new[1:]))
             if len(self._sgr_cache) > 4096:
                 self._sgr_cache.clear()
@@ -213,7 +206,8 @@ class FastPath:
                 elif cr is not None:
                     x = 0
                 else:
-                    x = self._next_tab(x)
+                    if x < columns:  # wrap pending at the margin: a tab keeps it
+                        x = self._next_tab(x)
             append_row(cells)
         # Scroll the emitted rows through the screen.
         lines = s.lines

@@ -1,16 +1,15 @@
 """Lines of a terminal as canonical runs of styled text, the ANSI palettes, selections.
 
-Pure data and functions shared by the pyte screen (``screen.py``) and the emulator.
+Pure data and functions shared by the screen (``screen.py``) and the emulator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from pyte import graphics as _g
 from pyte.screens import wcwidth
 
 # --------------------------------------------------------------------------------------------
@@ -25,13 +24,14 @@ ANSI_NAMES = (
 ANSI_DARK: dict[str, str] = dict(zip(ANSI_NAMES, (
     "#1C232C", "#E06C75", "#7BC47F", "#E5C07B", "#5FA8D3", "#C678DD", "#56B6C2", "#D8DEE9",
     "#5C6773", "#FF7A85", "#98D99B", "#F2D28F", "#82C0E6", "#D7A1E7", "#7FD0DA", "#F4F6FA",
-)))
-"""16 ANSI colours for corral-dark (and any dark theme): readable on #151A21."""
+)), foreground="#D8DEE9", background="#151A21")
+"""16 ANSI colours for corral-dark (and any dark theme): readable on #151A21. ``foreground``
+and ``background`` are the theme's default colours the pane shows for "default"."""
 
 ANSI_LIGHT: dict[str, str] = dict(zip(ANSI_NAMES, (
     "#1E2329", "#B3261E", "#2E7D32", "#8A6100", "#1F6FA3", "#8E3FA8", "#0E7C86", "#C9CED6",
     "#5F6B7A", "#D93B30", "#3E9B43", "#A87A00", "#2C85C2", "#A855C7", "#1496A1", "#F7F8FA",
-)))
+)), foreground="#1E2329", background="#F7F8FA")
 """16 ANSI colours for corral-light (and any light theme): readable on #F7F8FA."""
 
 
@@ -40,18 +40,14 @@ def ansi_palette(dark: bool) -> dict[str, str]:
     return ANSI_DARK if dark else ANSI_LIGHT
 
 
-# pyte colour names -> palette names ("brown" is pyte's yellow; 105 is misspelt in pyte 0.8.2).
-NAME_FIX = {"brown": "yellow", "brightbrown": "brightyellow", "bfightmagenta": "brightmagenta"}
-# 256-colour indexes 0-15 arrive as xterm's hex values: give them back to the palette.
-HEX16 = {hex_: ANSI_NAMES[i] for i, hex_ in enumerate(_g.FG_BG_256[:16])}
-
 # --------------------------------------------------------------------------------------------
 # Lines
 
-Key = tuple  # (fg, bg, bold, italics, underscore, strikethrough, reverse, blink)
+Key = tuple  # (fg, bg, bold, italics, underscore, strikethrough, reverse, blink, dim,
+#               conceal, overline): a cell's attributes (sgr.Char without its text)
 Run = tuple  # (text, Key)
 
-DEFAULT_KEY: Key = ("default", "default", False, False, False, False, False, False)
+DEFAULT_KEY: Key = ("default", "default") + (False,) * 9
 """The attribute key of an unwritten cell."""
 
 
@@ -78,7 +74,8 @@ def merge_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
     return tuple(out)
 
 
-_attr_key = itemgetter(1, 2, 3, 4, 5, 6, 7, 8)
+cell_key = itemgetter(slice(1, None))  # a cell's Key (one C-level slice)
+cell_text = itemgetter(0)
 
 
 def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
@@ -90,13 +87,13 @@ def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
         last = columns - 1
     get = line.get
     default = line.default
-    cells = [get(x, default) for x in range(last + 1)]
-    datas = "".join([c[0] for c in cells])
+    cells = list(map(get, range(last + 1), repeat(default, last + 1)))
+    datas = "".join(map(cell_text, cells))
     if len(datas) == len(cells) and datas.isascii():
         # Common case: one character per cell; group the attributes in C.
         runs: list[Run] = []
         pos = 0
-        for key, group in groupby(cells, _attr_key):
+        for key, group in groupby(cells, cell_key):
             n = len(list(group))
             runs.append((datas[pos:pos + n], key))
             pos += n

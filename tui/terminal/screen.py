@@ -1,72 +1,27 @@
-"""The pyte screen and stream with corral's fixes, and the input pre-processing for what
-pyte 0.8.2 mis-parses. Driven by :class:`~tui.terminal.emulator.TerminalEmulator`, which
-the screen calls back (``_emu``) to keep lines that scroll off the top.
+"""The screen of the console terminal: pyte's buffer and cursor model with the rules of
+xterm where pyte 0.8.2 differs, driven by the parser (``parser.py``) and by
+:class:`~tui.terminal.emulator.TerminalEmulator`, which the screen calls back (``_emu``) to
+keep lines that scroll off the top.
 """
 
 from __future__ import annotations
 
-import re
+import copy
 import unicodedata
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import pyte
-from pyte import charsets as _cs
 from pyte import modes as mo
-from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
+from pyte.screens import Margins, StaticDefaultDict, wcwidth
 
+from .charsets import designate
 from .lines import row_runs
+from .resize import resize_screen
+from .sgr import DEFAULT_CHAR, Char, apply_sgr
 
 if TYPE_CHECKING:
     from .emulator import TerminalEmulator
-
-# --------------------------------------------------------------------------------------------
-# Pre-processing of what pyte gets wrong
-
-# CSI with a <=> prefix, intermediate bytes or colon parameters: pyte leaks or mis-parses them.
-NEEDS_FIX = re.compile(r"\x1b\[[?]?[0-9;]*[<=>:\x20-\x2f]")
-CSI_FIX = re.compile(r"\x1b\[([<=>?]?)([0-9;:]*)([\x20-\x2f]*)([\x40-\x7e])")
-# An escape sequence cut by the end of a chunk: held back until the rest arrives.
-INCOMPLETE = re.compile(r"\x1b(?:\[[\x20-\x3f]*)?\Z")
-_SECONDARY_DA = 9998  # internal marker: "CSI > c" is rewritten to "CSI 9998 c"
-
-
-def _colon_sgr(params: str) -> str:
-    """``38:2::r:g:b;4:3`` -> ``38;2;r;g;b;4``: ITU T.416 sub-parameters to what pyte reads."""
-    out: list[str] = []
-    for group in params.split(";"):
-        if ":" not in group:
-            out.append(group)
-            continue
-        sub = group.split(":")
-        head = sub[0]
-        if head in ("38", "48", "58"):
-            if len(sub) >= 3 and sub[1] == "5":
-                if head != "58":
-                    out += [head, "5", sub[2] or "0"]
-            elif len(sub) >= 5 and sub[1] == "2":
-                rgb = sub[-3:] if len(sub) >= 6 else sub[2:5]
-                if head != "58":
-                    out += [head, "2"] + [v or "0" for v in rgb]
-        elif head == "4":
-            # Underline styles: 4:0 is off, 4:1..4:5 (single, double, curly...) are on.
-            out.append("24" if sub[1:2] == ["0"] else "4")
-        # Anything else with sub-parameters is unknown: dropped.
-    return ";".join(out)
-
-
-def fix_csi(m: re.Match) -> str:
-    prefix, params, inter, final = m.groups()
-    if prefix == ">" and final == "c" and not inter:
-        return f"\x1b[{_SECONDARY_DA}c"
-    if prefix in ("<", "=", ">") or inter:
-        return ""  # modifyOtherKeys, DECSTR, DECSCUSR, ...: nothing pyte can use
-    if ":" in params:
-        if final == "m" and not prefix:
-            return f"\x1b[{_colon_sgr(params)}m"
-        return ""
-    return m.group(0)
-
 
 # --------------------------------------------------------------------------------------------
 # The pyte screen
@@ -86,7 +41,7 @@ class CharCache(dict):
         return c
 
 
-LAT1 = _cs.LAT1_MAP
+_REVERSED_CHAR = DEFAULT_CHAR._replace(reverse=True)
 _PRIVATE_ALT = (1049, 1047, 47)
 _MOUSE_MODES = (9, 1000, 1001, 1002, 1003, 1005, 1006, 1015)
 
@@ -98,13 +53,23 @@ class Screen(pyte.Screen):
         self._emu = emulator
         self.alternate = False
         self._main_buffer = None
-        self._alt_cursor = None
+        self._main_saved: tuple | None = None  # the main screen's DECSC slot, while alternate
         self.bracketed_paste = False
         self.app_cursor = False
         self.mouse_modes: set[int] = set()
         self._char_caches: dict[Char, CharCache] = {}
         self._last_char = ""
+        self.gsets: list[dict[int, str] | None] = [None, None, None, None]  # G0-G3
+        self.gl = 0  # the set invoked into GL (SI: G0, SO: G1, LS2: G2, LS3: G3)
+        self.translate: dict[int, str] | None = None  # gsets[gl], what draw() applies
+        self.single: dict[int, str] | None = None  # SS2/SS3: the set of the next character
+        self._single_pending = False
+        self._saved: tuple | None = None
         super().__init__(columns, lines)
+
+    @property
+    def default_char(self) -> Char:
+        return _REVERSED_CHAR if mo.DECSCNM in self.mode else DEFAULT_CHAR
 
     def _new_buffer(self) -> defaultdict:
         return defaultdict(lambda: StaticDefaultDict(self.default_char))
@@ -112,8 +77,13 @@ class Screen(pyte.Screen):
     # -- drawing ---------------------------------------------------------------------------
 
     def draw(self, data: str) -> None:
-        if self.charset or self.g0_charset is not LAT1:
-            data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        if self._single_pending:
+            self._single_pending = False
+            first = data[0].translate(self.single) if self.single else data[0]
+            rest = data[1:].translate(self.translate) if self.translate else data[1:]
+            data = first + rest
+        elif self.translate is not None:
+            data = data.translate(self.translate)
         cursor = self.cursor
         mode = self.mode
         if data.isascii() and data.isprintable() and mo.DECAWM in mode and mo.IRM not in mode:
@@ -147,24 +117,12 @@ class Screen(pyte.Screen):
 
         for char in data:
             width = wcwidth(char)
-            if width == 0 and unicodedata.combining(char):
-                # Combine with the previous character on this (or the previous) line.
-                line = self.buffer[cursor.y]
-                if cursor.x:
-                    x = cursor.x - 1
-                    if line[x].data == "" and x:  # the stub of a wide character
-                        x -= 1
-                    last = line[x]
-                    line[x] = last._replace(data=unicodedata.normalize("NFC", last.data + char))
-                elif cursor.y:
-                    prev = self.buffer[cursor.y - 1]
-                    last = prev[self.columns - 1]
-                    prev[self.columns - 1] = last._replace(
-                        data=unicodedata.normalize("NFC", last.data + char))
+            if width == 0:
+                # Combining marks (also enclosing ones such as U+20DD), zero-width joiners and
+                # variation selectors join the character before them, as in xterm and tmux.
+                self._combine(char)
                 continue
-            if width <= 0:
-                # pyte 0.8.2 stops the whole chunk here (``break``): ZWJ, VS16 and control
-                # characters would eat the rest of the text. Skip the character instead.
+            if width < 0:
                 continue
             if cursor.x + width > self.columns:
                 if mo.DECAWM in mode:
@@ -184,10 +142,164 @@ class Screen(pyte.Screen):
             self._last_char = char
         self.dirty.add(cursor.y)
 
+    def _combine(self, char: str) -> None:
+        cursor = self.cursor
+        if cursor.x:
+            line = self.buffer[cursor.y]
+            x = min(cursor.x, self.columns) - 1
+            if line[x].data == "" and x:  # the stub of a wide character
+                x -= 1
+        elif cursor.y:
+            line = self.buffer[cursor.y - 1]
+            x = self.columns - 1
+        else:
+            return
+        last = line[x]
+        line[x] = last._replace(data=unicodedata.normalize("NFC", last.data + char))
+        self.dirty.add(cursor.y)
+
+    # -- character sets (charsets.py) --------------------------------------------------------
+
+    def designate(self, g: int, final: str, size96: bool = False) -> None:
+        """``ESC ( F`` and friends: put a set into G0-G3 (in UTF-8 mode too, as xterm)."""
+        self.gsets[g] = designate(final, size96)
+        self.translate = self.gsets[self.gl]
+
+    def locking_shift(self, g: int) -> None:
+        self.gl = g
+        self.translate = self.gsets[g]
+
+    def shift_in(self) -> None:
+        self.locking_shift(0)
+
+    def shift_out(self) -> None:
+        self.locking_shift(1)
+
+    def single_shift(self, g: int) -> None:
+        """SS2/SS3: the next character comes from G2/G3 (xterm; tmux ignores both)."""
+        self.single = self.gsets[g]
+        self._single_pending = True
+
+    # -- cursor ----------------------------------------------------------------------------
+
+    def cursor_position(self, line: int = 0, column: int = 0) -> None:
+        """CUP/HVP. In origin mode the row counts from the top margin and is clamped to the
+        scrolling region (xterm and tmux; pyte ignored the whole move)."""
+        line = (line or 1) - 1
+        if mo.DECOM in self.mode and self.margins is not None:
+            line = min(line + self.margins.top, self.margins.bottom)
+        self.cursor.x = min((column or 1) - 1, self.columns - 1)
+        self.cursor.y = min(line, self.lines - 1)
+
+    def cursor_to_line(self, line: int = 0) -> None:
+        """VPA, relative to the scrolling region in origin mode (clamped to it)."""
+        self.cursor_position(line, min(self.cursor.x, self.columns - 1) + 1)
+
+    def forward_tab(self, count: int = 0) -> None:
+        """CHT: ``count`` tab stops forward."""
+        for _ in range(min(max(count, 1), self.columns)):
+            self.tab()
+
+    def back_tab(self, count: int = 0) -> None:
+        """CBT: ``count`` tab stops back (column 1 at most)."""
+        x = min(self.cursor.x, self.columns - 1)
+        stops = sorted(self.tabstops)
+        for _ in range(max(count, 1)):
+            earlier = [t for t in stops if t < x]
+            x = earlier[-1] if earlier else 0
+            if not x:
+                break
+        self.cursor.x = x
+
+    def next_line(self) -> None:
+        """NEL: a line feed and a carriage return (pyte did only the line feed)."""
+        self.index()
+        self.carriage_return()
+
+    def save_cursor(self) -> None:
+        """DECSC: position, attributes, character sets and origin mode (xterm's list;
+        the auto-wrap mode is not part of it)."""
+        self._saved = (copy.copy(self.cursor), tuple(self.gsets), self.gl,
+                       mo.DECOM in self.mode)
+
+    def restore_cursor(self) -> None:
+        """DECRC; with nothing saved the cursor goes home and origin mode is reset."""
+        if self._saved is None:
+            self.mode.discard(mo.DECOM)
+            self.cursor.x = self.cursor.y = 0
+            self.cursor.attrs = self.default_char
+            return
+        cursor, gsets, gl, origin = self._saved
+        self.gsets = list(gsets)
+        self.locking_shift(gl)
+        (self.mode.add if origin else self.mode.discard)(mo.DECOM)
+        self.cursor = copy.copy(cursor)
+        self.ensure_hbounds()
+        self.ensure_vbounds()
+
+    def alignment_display(self) -> None:
+        """DECALN: the screen filled with E, margins reset, cursor home (xterm, tmux)."""
+        e = self.default_char._replace(data="E")
+        for y in range(self.lines):
+            self.buffer[y] = StaticDefaultDict(self.default_char)
+            self.buffer[y].update(dict.fromkeys(range(self.columns), e))
+        self.margins = None
+        self.cursor.x = self.cursor.y = 0
+        self.dirty.update(range(self.lines))
+
+    def soft_reset(self) -> None:
+        """DECSTR: modes, margins, attributes, character sets and the saved cursor back to
+        their defaults; the screen is kept."""
+        for m in (mo.IRM, mo.DECOM):
+            self.mode.discard(m)
+        self.mode.add(mo.DECTCEM)
+        self.cursor.hidden = False
+        self.app_cursor = False
+        self.margins = None
+        self.cursor.attrs = self.default_char
+        self.gsets = [None, None, None, None]
+        self.locking_shift(0)
+        self._single_pending = False
+        self._saved = None
+
+    def sgr(self, params: str) -> None:
+        """SGR from its parameter string (``sgr.py``: colon sub-parameters included)."""
+        self.cursor.attrs = apply_sgr(self.cursor.attrs, params, self.default_char)
+
+    def select_graphic_rendition(self, *attrs: int, **kwargs) -> None:
+        self.sgr(";".join(map(str, attrs)))
+
+    def delete_characters(self, count: int = 0) -> None:
+        """DCH: the rest of the line moves left, blanks in the current colours come in at
+        the right (pyte stopped at the first unwritten cell and left the rest in place)."""
+        columns = self.columns
+        x0 = min(self.cursor.x, columns - 1)
+        count = min(max(count, 1), columns - x0)
+        line = self.buffer[self.cursor.y]
+        blank = self.cursor.attrs._replace(data=" ")
+        fill = blank != self.default_char
+        for x in range(x0, columns):
+            src = x + count
+            if src < columns and src in line:
+                line[x] = line[src]
+            elif src >= columns and fill:
+                line[x] = blank
+            else:
+                line.pop(x, None)
+        self.dirty.add(self.cursor.y)
+
     def repeat_last(self, count: int = 1, *args, **kwargs) -> None:
-        """REP: the last graphic character again, ``count`` times."""
+        """REP: the last graphic character again, ``count`` times; a second REP right after
+        repeats nothing (xterm and tmux; vttest checks it)."""
         if self._last_char:
             self.draw(self._last_char * min(max(count, 1), self.columns * self.lines))
+            self._last_char = ""
+
+    def tab(self) -> None:
+        """HT; with a wrap pending at the right margin the cursor stays, so the next
+        character still wraps (xterm, tmux; pyte moved it back onto the last column)."""
+        if self.cursor.x < self.columns:
+            super().tab()
 
     # -- scrolling and scrollback ----------------------------------------------------------
 
@@ -214,14 +326,6 @@ class Screen(pyte.Screen):
             else:
                 buffer.pop(y, None)
         self.dirty.update(range(top, bottom + 1))
-
-    def sco_save_cursor(self, *args, **kwargs) -> None:
-        if not kwargs.get("private"):
-            self.save_cursor()
-
-    def sco_restore_cursor(self, *args, **kwargs) -> None:
-        if not kwargs.get("private"):
-            self.restore_cursor()
 
     def index(self) -> None:
         cursor_y = self.cursor.y
@@ -289,16 +393,24 @@ class Screen(pyte.Screen):
             elif m in _MOUSE_MODES:
                 (self.mouse_modes.add if on else self.mouse_modes.discard)(m)
             elif m == 3:
-                pass  # DECCOLM: ignored, as xterm (allowColumnMode off) and tmux do
+                # DECCOLM: the width stays (as in tmux, and xterm without allowColumnMode),
+                # but the screen is cleared, the margins reset and the cursor sent home, as
+                # xterm with allowColumnMode, a VT100 and tmux do: vttest relies on it.
+                self.margins = None
+                self.erase_in_display(2)
+                self.cursor.x = self.cursor.y = 0
             else:
                 rest.append(m)
         return tuple(rest)
 
     def _enter_alternate(self, save_cursor: bool) -> None:
+        """?1049 saves the cursor as DECSC does, into the main screen's slot; each screen
+        has its own saved cursor (xterm), so DECRC after ?1049l finds the same one."""
         if self.alternate:
             return
         if save_cursor:
-            self._alt_cursor = (self.cursor.x, self.cursor.y, self.cursor.attrs)
+            self.save_cursor()
+        self._main_saved, self._saved = self._saved, None
         self._main_buffer = self.buffer
         self.buffer = self._new_buffer()
         self.alternate = True
@@ -310,12 +422,9 @@ class Screen(pyte.Screen):
         self.buffer = self._main_buffer
         self._main_buffer = None
         self.alternate = False
-        if restore_cursor and self._alt_cursor is not None:
-            x, y, attrs = self._alt_cursor
-            self.cursor.x = min(x, self.columns - 1)
-            self.cursor.y = min(y, self.lines - 1)
-            self.cursor.attrs = attrs
-        self._alt_cursor = None
+        self._saved, self._main_saved = self._main_saved, None
+        if restore_cursor and self._saved is not None:
+            self.restore_cursor()
         self.dirty.update(range(self.lines))
 
     def reset(self) -> None:
@@ -324,15 +433,21 @@ class Screen(pyte.Screen):
         self.bracketed_paste = False
         self.app_cursor = False
         self.mouse_modes = set()
+        self.gsets = [None, None, None, None]
+        self.locking_shift(0)
+        self._single_pending = False
+        self._saved = None
         super().reset()
+        self.cursor.attrs = self.default_char
 
     # -- queries -------------------------------------------------------------------------------
 
     def report_device_attributes(self, mode: int = 0, *args, **kwargs) -> None:
-        if mode == _SECONDARY_DA:
-            self.write_process_input("\x1b[>1;10;0c")  # VT220, firmware 10
-        elif mode == 0 and not kwargs.get("private"):
+        if mode == 0:
             self.write_process_input("\x1b[?62;22c")  # VT220 with ANSI colour
+
+    def report_secondary_attributes(self) -> None:
+        self.write_process_input("\x1b[>1;10;0c")  # VT220, firmware 10
 
     def report_device_status(self, mode: int = 0, *args, **kwargs) -> None:
         if mode == 5:
@@ -351,74 +466,4 @@ class Screen(pyte.Screen):
     # -- resize ----------------------------------------------------------------------------
 
     def resize(self, lines: int | None = None, columns: int | None = None) -> None:
-        lines = max(1, lines or self.lines)
-        columns = max(1, columns or self.columns)
-        if lines == self.lines and columns == self.columns:
-            return
-        old_lines, old_columns = self.lines, self.columns
-        if lines < old_lines:
-            self._shrink(self.buffer, self.cursor, old_lines, lines, push=not self.alternate)
-            if self.alternate and self._main_buffer is not None:
-                saved = self._alt_cursor
-                y = saved[1] if saved else old_lines - 1
-                shim = type("C", (), {"y": y})()
-                self._shrink(self._main_buffer, shim, old_lines, lines, push=True)
-                if saved:
-                    self._alt_cursor = (saved[0], shim.y, saved[2])
-        if columns < old_columns:
-            for buffer in (self.buffer, self._main_buffer or {}):
-                for line in buffer.values():
-                    for x in [x for x in line if x >= columns]:
-                        del line[x]
-        self.lines, self.columns = lines, columns
-        self.margins = None
-        if columns > old_columns:
-            self.tabstops.update(range(8 * ((old_columns + 7) // 8), columns, 8))
-        self.tabstops = {t for t in self.tabstops if t < columns}
-        self.cursor.x = min(self.cursor.x, columns - 1)
-        self.cursor.y = min(self.cursor.y, lines - 1)
-        self.dirty = set(range(lines))
-
-    def _shrink(self, buffer: dict, cursor, old: int, new: int, push: bool) -> None:
-        """Drop ``old - new`` rows: blank rows below the cursor first, then rows from the top,
-        which go to the scrollback (what xterm does)."""
-        excess = old - new
-        y = old - 1
-        while excess and y > cursor.y and not row_runs(buffer.get(y) or {}, self.columns):
-            buffer.pop(y, None)
-            excess -= 1
-            y -= 1
-        if excess:
-            if push:
-                for row in range(excess):
-                    self._emu._push_history(row_runs(buffer.get(row) or {}, self.columns))
-            rows = {r - excess: buffer[r] for r in list(buffer) if r >= excess}
-            buffer.clear()
-            buffer.update(rows)
-            cursor.y = max(0, cursor.y - excess)
-        for r in [r for r in buffer if r >= new]:
-            del buffer[r]
-
-
-class Stream(pyte.Stream):
-    """A stream whose parser survives any input: a handler or parse error drops the sequence.
-
-    It also dispatches what pyte 0.8.2 ignores but ncurses and shells send: SU/SD (``CSI S``,
-    ``CSI T``), REP (``CSI b``, in xterm-256color's terminfo) and SCOSC/SCORC (``CSI s``,
-    ``CSI u``).
-    """
-
-    csi = dict(
-        pyte.Stream.csi,
-        S="scroll_up", T="scroll_down", b="repeat_last", s="sco_save_cursor",
-        u="sco_restore_cursor",
-    )
-    events = pyte.Stream.events | frozenset(
-        ["scroll_up", "scroll_down", "repeat_last", "sco_save_cursor", "sco_restore_cursor"])
-
-    def _send_to_parser(self, data: str):
-        try:
-            return self._parser.send(data)
-        except Exception:  # noqa: BLE001 - malformed input must never stop the console
-            self._initialize_parser()
-            return self._taking_plain_text
+        resize_screen(self, lines, columns)
