@@ -96,5 +96,5 @@ def test_console_settings(tmp_path):
     assert (c.graphics, c.screen_fps, c.screenshot_dir) == ("sixel", 25.0, "/tmp/shots")
     cfg.write_text('[console]\ngraphics = "ascii"\nscreen_fps = 500\n')
     c = load_config(cfg)
-    assert c.graphics == "auto" and c.screen_fps == 60.0 and len(c.problems) == 2
+    assert c.graphics == "auto" and c.screen_fps == 10.0 and len(c.problems) == 2  # the default
     assert choose_mode("kitty") == "kitty" and choose_mode("halfblock") == "halfblock"

@@ -174,7 +174,7 @@ class FastPath:
                                 row.append((p[:take], key))
                                 x += len(p[:take])
                                 p = p[take:]
-                    for params, _body in pairs:
+                    for params, body in pairs:  # noqa: B007 - binds the next run's text (used above)
                         attrs, key = sgr(attrs, params)
                         break
                     else:
