@@ -53,7 +53,7 @@ def test_every_third_party_import_is_declared():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = {d.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0]
                 .strip().lower().replace("-", "_") for d in project["dependencies"]}
-    module_of = {"yaml": "pyyaml", "qemu": "qemu.qmp"}
+    module_of = {"yaml": "pyyaml", "qemu": "qemu.qmp", "PIL": "pillow"}
     ours = {"tui", "backends", "themes"}
     used: set[str] = set()
     for package in ours:

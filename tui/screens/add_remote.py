@@ -30,15 +30,15 @@ class AddRemoteDialog(ModalScreen["dict | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label("Add an LXD or Incus remote", id="dialog-title")
-            yield Static("Name (how corral shows it)")
+            yield Label("Add an LXD or Incus remote", id="dialog-title", markup=False)
+            yield Static("Name (how corral shows it)", markup=False)
             yield Input(id="remote-name", placeholder="lab")
             yield Static("Address: host, host:port or https://host:port (empty: the "
-                         "token's)")
+                         "token's)", markup=False)
             yield Input(id="remote-address", placeholder="192.0.2.10:8443")
             yield Static("Trust token (on the server: `lxc config trust add` or `incus "
                          "config trust add NAME`); empty: check the certificate's "
-                         "fingerprint yourself", classes="hint")
+                         "fingerprint yourself", classes="hint", markup=False)
             yield Input(id="remote-token", password=True, placeholder="paste the token")
             yield Checkbox("Also add it to the lxc / incus CLI (through that CLI)", False,
                            id="remote-cli")
