@@ -182,6 +182,7 @@ class CorralApp(App[None]):
                     self._inventory_changed(name, None)
 
     async def on_unmount(self) -> None:
+        gc.unfreeze()  # what this app froze can be collected once it is gone
         if self._update_cache():
             self._write_cache()  # small, and the loop is ending anyway
         await self.inventory.close()
@@ -230,13 +231,13 @@ class CorralApp(App[None]):
             self.main_screen.call_after_refresh(self._connect_remotes)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
         # full collection during a console flood does not stall a frame (~20-40 ms).
-        # Once the first listings are in, and without a full collection first: that alone
-        # took 80-180 ms, right on the way to the first full table.
+        # Once the first listings are in: the collection before the freeze takes 80-180 ms,
+        # which must not be on the way to the first full table.
         self.set_timer(FREEZE_AFTER, self._freeze_startup_objects)
 
     @staticmethod
     def _freeze_startup_objects() -> None:
-        gc.collect(0)
+        gc.collect()  # what is garbage now must not become permanent
         gc.freeze()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
