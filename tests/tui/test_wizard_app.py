@@ -31,7 +31,7 @@ async def edit_limit(pilot, app, ref: str, key: str, value: str) -> None:
     # the editor reads every limit first (LXC: one tool run per cgroup file; slow when
     # the machine is busy)
     await wait_for(pilot, lambda: app.screen.__class__.__name__ == "LimitsScreen"
-                   and app.screen.query(f"#limit-{key}"), timeout=60,
+                   and app.screen.loaded, timeout=60,
                    what=lambda: f"the {key} field (screen {app.screen.__class__.__name__}, "
                                 f"{notes(app)})")
     await fill(pilot, app, f"#limit-{key}", value)

@@ -44,6 +44,7 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
         self.backend = backend
         self.ref = ref
         self.fields: list[LimitField] = []
+        self.loaded = False  # True once the fields are shown and one has the focus
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
@@ -90,11 +91,14 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
                 f"ctrl+s. Sizes like 512MiB or 2GiB; empty removes a limit.")
         self.query_one("#limits-note", Static).update(note)
         self.query_one("#confirm", Button).disabled = True
-        inputs = self.query(".limit-input").results(Input)
-        for first in inputs:
-            if not first.disabled:
-                first.focus()
-                break
+        focused = self.focused
+        if not (isinstance(focused, Input) and focused.has_class("limit-input")):
+            # the first editable field, unless the user already moved into one
+            for first in self.query(".limit-input").results(Input):
+                if not first.disabled:
+                    first.focus()
+                    break
+        self.loaded = True
 
     def changes(self) -> dict[str, str]:
         out = {}
