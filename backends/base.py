@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from datetime import datetime
-from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
 
 from .errors import Unsupported
 
@@ -347,6 +347,46 @@ class Backend(abc.ABC):
     async def cancel_operation(self, op_id: str) -> None:
         raise self._unsupported("cancel operations")
 
+    # Clusters (CLUSTER) ----------------------------------------------------------------
+
+    async def list_members(self) -> list["ClusterMember"]:
+        """The cluster's members with roles, state (the daemon's, or ``offline`` as soon
+        as corral saw one stop answering) and instance counts. Changes arrive from
+        ``watch`` as ``EventKind.CLUSTER`` events."""
+        raise self._unsupported("show cluster members")
+
+    async def placements(self) -> list["Placement"]:
+        """Where a new instance may go: the cluster's choice first, then members and
+        cluster groups. The wizard passes the chosen ``value`` as
+        ``CreateRequest.options["target"]``."""
+        raise self._unsupported("place instances on cluster members")
+
+    async def move_to_member(self, ref: InstanceRef, member: str, *,
+                             progress: Callable[[str], None] | None = None) -> Instance:
+        """Move a stopped instance to another member (cancelling the coroutine cancels
+        the migration where the daemon allows it).
+
+        Raises:
+            Conflict: it is running (``live_move_problem`` says whether a live move is
+                possible; otherwise stop it first).
+        """
+        raise self._unsupported("move instances between members")
+
+    def live_move_problem(self, instance: Instance) -> str | None:
+        """Why a running ``instance`` cannot move between members while it runs (None:
+        it can)."""
+        return "this remote cannot move running instances"
+
+    async def evacuate_member(self, member: str, *,
+                              progress: Callable[[str], None] | None = None) -> None:
+        """Stop or migrate every instance of ``member`` and mark it evacuated."""
+        raise self._unsupported("evacuate cluster members")
+
+    async def restore_member(self, member: str, *,
+                             progress: Callable[[str], None] | None = None) -> None:
+        """Bring an evacuated member back, with its instances."""
+        raise self._unsupported("restore cluster members")
+
 
 READ_ONLY_CAPABILITIES = frozenset({
     Capability.EVENTS, Capability.METRICS, Capability.CONSOLE, Capability.VGA,
@@ -380,6 +420,8 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.RENAME: ("rename_instance",),
     Capability.DESCRIPTION: ("set_description",),
     Capability.OPERATIONS: ("list_operations", "cancel_operation"),
+    Capability.CLUSTER: ("list_members", "placements", "move_to_member", "evacuate_member",
+                         "restore_member"),
 }
 """The methods each optional ability needs. Abilities not listed here (start, stop, …,
 metrics) are the abstract core every backend implements."""
@@ -423,6 +465,10 @@ def contract_problems(cls: type[Backend]) -> list[str]:
     if Capability.CONSOLE in declared and "console" not in cls.console_kinds:
         problems.append("declares console but 'console' is not in console_kinds")
     return problems
+
+
+if TYPE_CHECKING:
+    from .members import ClusterMember, Placement
 
 
 class ConsoleSink(Protocol):

@@ -89,6 +89,10 @@ class Capability(str, enum.Enum):
     DESCRIPTION = "description"
     OPERATIONS = "operations"
     """The remote's own list of background operations, with cancel."""
+    CLUSTER = "cluster"
+    """The remote is a cluster: members, placement at launch, moves between members,
+    evacuate/restore (``backends.members``). Narrowed away on a remote that is not
+    clustered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +231,9 @@ class EventKind(str, enum.Enum):
     LIFECYCLE = "lifecycle"
     OPERATION = "operation"
     CONNECTION = "connection"
+    CLUSTER = "cluster"
+    """A member of a cluster remote changed (``action`` ``member-changed``, ``message``
+    the member's name, or empty for "re-read them all")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +266,9 @@ class ServerInfo:
     auth: str = ""
     """``trusted`` / ``untrusted``."""
     server_name: str = ""
+    note: str = ""
+    """Something the user should know about this connection (a cluster remote reached
+    through another member than the configured one, and why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +346,8 @@ class CreateRequest:
     start: bool = False
     options: Mapping[str, str] = field(default_factory=dict)
     """Backend-specific: QEMU ``initrd``, ``cmdline``, ``firmware`` (bios/uefi), ``accel``,
-    ``overlay`` ("yes"/"no"); LXD ``description``."""
+    ``overlay`` ("yes"/"no"); LXD ``description``, ``target`` (on a cluster: a member or
+    ``@group``; empty: the cluster places it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,13 +34,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
-
 from lab import (  # tests/ is on sys.path
     IMAGE_ALIAS,
+    CliError,
     Daemon,
     Lab,
     LabError,
-    CliError,
     _clean_env,
     _free_port,
     _run_parallel,
@@ -50,7 +49,7 @@ from lab import (  # tests/ is on sys.path
     unmount_under,
 )
 
-__all__ = ["Cluster", "ClusterMember", "CLUSTER_REMOTE", "POOL"]
+__all__ = ["CLUSTER_REMOTE", "POOL", "Cluster", "ClusterMember"]
 
 CLUSTER_REMOTE = "clu"
 POOL = "local"

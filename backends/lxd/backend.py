@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..base import Backend
 from ..models import Capability, Instance, InstanceStatus, InstanceType, Remote
 from .backups import Backups
+from .cluster import Clustering, ClusterState
 from .consoles import Consoles
 from .create import Create
 from .events import Events
@@ -31,7 +32,7 @@ from .transfer import Transfer
 __all__ = ["IncusBackend", "LXDBackend"]
 
 
-class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups, Transfer,
+class LXDBackend(Clustering, Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups, Transfer,
                  Images, Guest, Operations, Backend):
     """An LXD remote (also used for Incus, which speaks the same API)."""
 
@@ -46,7 +47,7 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         Capability.CONSOLE, Capability.EXEC, Capability.SPICE,
         Capability.EXPORT, Capability.IMPORT, Capability.CLONE, Capability.COPY_MOVE,
         Capability.RENAME, Capability.DESCRIPTION, Capability.PUBLISH, Capability.IMAGES,
-        Capability.PASSWORD, Capability.NICS, Capability.OPERATIONS,
+        Capability.PASSWORD, Capability.NICS, Capability.OPERATIONS, Capability.CLUSTER,
     })
     console_kinds = frozenset({"console"})
     """A VM's screen is SPICE graphics (``SPICE``: handed to remote-viewer), not VGA text."""
@@ -55,6 +56,7 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)
         self.rest = Rest(remote, timeout, self.product)
+        self.cluster = ClusterState(remote.address)
 
     def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
         """A VM's screen (SPICE) is offered while it runs, so that ``v`` can explain that it

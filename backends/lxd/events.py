@@ -28,7 +28,11 @@ class Events(Backend):
         rest = self.rest
         backoff = Backoff()
         name = self.remote.name
+        # Subscribe once the connection knows whether this is a cluster (its members'
+        # log lines say when one stops answering).
+        await rest.ready.wait()
         while True:
+            hook = rest.cluster_hook
             try:
                 async with rest.websocket(self._events_path(), ping_interval=20) as ws:
                     backoff.reset()
@@ -38,6 +42,8 @@ class Events(Backend):
                             data = json.loads(frame)
                         except ValueError:
                             continue
+                        if hook is not None and (member := hook(data)) is not None:
+                            yield member
                         event = convert.to_event(data, name)
                         if event is not None:
                             if event.ref is not None and event.action in (
@@ -50,10 +56,12 @@ class Events(Backend):
                     TimeoutError, AuthError) as e:
                 message = str(e) if isinstance(e, AuthError) else self._event_error(e)
             yield BackendEvent(EventKind.CONNECTION, name, action="disconnected", message=message)
+            if hook is not None:
+                return  # a cluster: reconnect through a member that answers
             await asyncio.sleep(backoff.next())
 
     def _events_path(self) -> str:
-        params = {"type": "lifecycle,operation"}
+        params = {"type": "lifecycle,operation" + (",logging" if self.rest.cluster_hook else "")}
         if self.remote.project != "default":
             params["project"] = self.remote.project
         return "/1.0/events?" + urlencode(params)

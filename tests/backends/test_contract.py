@@ -169,6 +169,11 @@ CALLS: dict[str, Call] = {
     "list_operations": lambda b, r, s, d: b.list_operations(),
     "cancel_operation": lambda b, r, s, d: b.cancel_operation(
         "00000000-0000-0000-0000-000000000000"),
+    "list_members": lambda b, r, s, d: b.list_members(),
+    "placements": lambda b, r, s, d: b.placements(),
+    "move_to_member": lambda b, r, s, d: b.move_to_member(r, "m2"),
+    "evacuate_member": lambda b, r, s, d: b.evacuate_member("m2"),
+    "restore_member": lambda b, r, s, d: b.restore_member("m2"),
 }
 
 

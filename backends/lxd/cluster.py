@@ -1,0 +1,388 @@
+"""An LXD/Incus remote that is a cluster: its members, where instances live and go, and
+failing over to another member when the one corral talks to dies.
+
+* **Members** come from ``GET /1.0/cluster/members?recursion=1``. The daemon marks a member
+  offline only after ``cluster.offline_threshold`` (20 s by default) of missed heartbeats,
+  which are sent about every 10 s. corral learns sooner: the events stream carries the
+  daemons' log lines (``type=logging``), and the ones that mean "a member stopped or
+  started answering" (a failed heartbeat, a dropped database proxy or event listener,
+  "Cluster member state has changed") become ``EventKind.CLUSTER`` events. The next
+  :meth:`list_members` then also tries a TCP connection to every member's address: one
+  that refuses is shown offline at once, with what failed, until it answers again.
+* **Failover**: an HTTPS cluster remote has more addresses than the one configured: every
+  member's URL (remembered for the process, per remote) and Incus' comma-separated list.
+  ``connect`` tries them in turn; the events stream of a cluster ends when it drops, so
+  the inventory reconnects at once through a member that is alive. The remote's
+  ``ServerInfo.note`` then says which member corral went through and why.
+* **Placement, moves, evacuation**: ``?target=`` on ``POST /1.0/instances`` (a member or
+  ``@group``), ``POST /1.0/instances/<name>?target=<member>`` with ``migration: true``
+  (stopped instances; the daemon moves running ones only for VMs with live migration),
+  ``POST /1.0/cluster/members/<name>/state`` with ``evacuate`` / ``restore``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from pylxd import exceptions as pylxd_exc
+
+from ..base import Backend
+from ..errors import Conflict, InvalidInput, NotFound, NotResponding, OperationFailed, Unreachable
+from ..members import AUTO_PLACEMENT, ClusterMember, MemberStatus, Placement
+from ..models import (
+    BackendEvent,
+    Capability,
+    EventKind,
+    Instance,
+    InstanceRef,
+    InstanceStatus,
+    InstanceType,
+    ServerInfo,
+)
+from . import convert
+from .fasthttp import FastGet
+from .rest import Rest
+
+LEARNED: dict[tuple[str, str], tuple[str, ...]] = {}
+"""Member addresses of the cluster behind a remote, ``(name, configured address)`` ->
+``https://host:port`` URLs, remembered across reconnects of this process."""
+
+_HINTS_ANY = ("Cluster member state has changed", "Event listener server handler stopped")
+"""Log lines that mean some member may have come or gone (the peer is not named)."""
+_HINTS_MEMBER = ("Failed heartbeat", "Failed adding member event listener client",
+                 "Added member event listener client",
+                 "Removed inactive member event listener client", "Dqlite proxy failed", "Dqlite proxy stopped",
+                 "Dqlite proxy started", "Successful heartbeat")
+"""Log lines that name a member's address (``context.remote``) that went or came back."""
+
+_STATUS = {"online": MemberStatus.ONLINE, "offline": MemberStatus.OFFLINE,
+           "evacuated": MemberStatus.EVACUATED, "blocked": MemberStatus.BLOCKED}
+
+
+def to_member(data: Mapping[str, Any], remote: str, instances: int = 0) -> ClusterMember:
+    """One entry of ``GET /1.0/cluster/members?recursion=1``."""
+    return ClusterMember(
+        remote=remote,
+        name=str(data.get("server_name") or ""),
+        url=str(data.get("url") or ""),
+        roles=tuple(str(r) for r in data.get("roles") or ()),
+        architecture=str(data.get("architecture") or ""),
+        failure_domain=str(data.get("failure_domain") or ""),
+        status=_STATUS.get(str(data.get("status") or "").lower(), MemberStatus.UNKNOWN),
+        message=str(data.get("message") or ""),
+        description=str(data.get("description") or ""),
+        groups=tuple(str(g) for g in data.get("groups") or ()),
+        instances=instances,
+    )
+
+
+def host_port(url: str) -> str:
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+def _probe(url: str, timeout: float) -> str | None:
+    """(In a pool thread) why nothing answers at ``url`` (None: a TCP connection opens)."""
+    host, _, port = host_port(url).rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except ConnectionRefusedError:
+        return "refuses connections"
+    except TimeoutError:
+        return f"does not answer within {timeout:g} s"
+    except (OSError, ValueError) as e:
+        return f"cannot be reached ({getattr(e, 'strerror', None) or e})"
+
+
+class ClusterState:
+    """What the cluster concern remembers between calls (one per backend)."""
+
+    def __init__(self, configured: str) -> None:
+        self.configured = configured
+        """The address the remote was configured with (the key of ``LEARNED``)."""
+        self.clustered = False
+        self.members: dict[str, ClusterMember] = {}
+        """The last listing, by name."""
+        self.down: dict[str, str] = {}
+        """Member name -> why corral finds it not answering (its own observation)."""
+        self.note = ""
+
+
+class Clustering(Backend):
+    """The cluster verbs of :class:`~backends.lxd.backend.LXDBackend`, and the failover."""
+
+    rest: Rest
+    cluster: ClusterState
+
+    # Connecting, with failover -----------------------------------------------------------
+
+    def _candidates(self) -> list[str]:
+        remote = self.remote
+        seen: list[str] = []
+        for addr in (remote.address, *remote.addresses,
+                     *LEARNED.get((remote.name, remote.address), ())):
+            if addr and addr not in seen:
+                seen.append(addr)
+        return seen
+
+    def _use_address(self, address: str) -> None:
+        remote = replace(self.remote, address=address)
+        self.remote = remote
+        self.rest.remote = remote
+        self.rest.fast.close()
+        self.rest.fast = FastGet(remote, self.timeout)
+
+    async def connect(self) -> ServerInfo:
+        configured = self.remote
+        candidates = [] if configured.is_unix else self._candidates()
+        failures: list[str] = []
+        info: ServerInfo | None = None
+        for address in candidates if len(candidates) > 1 else ():
+            if address != self.remote.address:
+                self._use_address(address)
+            try:
+                info = await super().connect()
+                break
+            except (Unreachable, NotResponding) as e:
+                failures.append(f"{host_port(address)} {e.message.rstrip('.')}")
+                if address == candidates[-1]:
+                    self._use_address(configured.address)
+                    raise
+        if info is None:
+            info = await super().connect()
+        try:
+            return await self._after_connect(info, failures)
+        finally:
+            self.rest.ready.set()
+
+    async def _after_connect(self, info: ServerInfo, failures: list[str]) -> ServerInfo:
+        host = self.rest.client.host_info
+        env = host.get("environment") or {}
+        self.cluster.clustered = bool(env.get("server_clustered"))
+        if not self.cluster.clustered:
+            self.capabilities = type(self).capabilities - {Capability.CLUSTER}
+            return info
+        self.rest.cluster_hook = self._cluster_frame
+        if failures:
+            self.cluster.note = (f"through {info.server_name or host_port(self.remote.address)}"
+                                 f" ({self.remote.address}): " + "; ".join(failures))
+            info = replace(info, note=self.cluster.note)
+            self.rest.info = info
+        try:
+            await self.list_members()
+        except (OperationFailed, NotFound):
+            pass
+        return info
+
+    # Events -----------------------------------------------------------------------------
+
+    def _cluster_frame(self, data: Mapping[str, Any]) -> BackendEvent | None:
+        """A frame of the events stream that says a member changed (or may have)."""
+        meta = data.get("metadata") or {}
+        kind = data.get("type")
+        name = self.remote.name
+        if kind == "lifecycle":
+            action = str(meta.get("action") or "")
+            if action.startswith("cluster-member-"):
+                member = convert.url_name(str(meta.get("source") or ""))
+                return BackendEvent(EventKind.CLUSTER, name, action="member-changed",
+                                    message=member)
+            return None
+        if kind != "logging":
+            return None
+        message = str(meta.get("message") or "")
+        context = meta.get("context") or {}
+        if message in _HINTS_ANY:
+            return BackendEvent(EventKind.CLUSTER, name, action="member-changed")
+        if message in _HINTS_MEMBER:
+            peer = str(context.get("remote") or context.get("address") or "")
+            member = next((m.name for m in self.cluster.members.values()
+                           if host_port(m.url) == peer), None)
+            if member is not None:
+                return BackendEvent(EventKind.CLUSTER, name, action="member-changed",
+                                    message=member)
+        return None
+
+    # Members ----------------------------------------------------------------------------
+
+    def _need_cluster(self) -> None:
+        if not self.cluster.clustered:
+            raise self._unsupported("do this: it is not a cluster")
+
+    async def list_members(self) -> list[ClusterMember]:
+        self._need_cluster()
+        rest = self.rest
+        client = rest.client
+        project = self.remote.project
+
+        def _read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            members = client.api.cluster.members.get(params={"recursion": 1}).json()["metadata"]
+            instances = client.api.instances.get(params={"recursion": 1, "project": project})\
+                .json()["metadata"]
+            return members, instances
+
+        raw, instances = await rest.call(_read)
+        counts: dict[str, int] = {}
+        for inst in instances:
+            loc = str(inst.get("location") or "")
+            counts[loc] = counts.get(loc, 0) + 1
+        members = [to_member(d, self.remote.name, counts.get(str(d.get("server_name")), 0))
+                   for d in raw]
+        LEARNED[(self.remote.name, self.cluster.configured)] = tuple(
+            m.url for m in members if m.url)
+        loop = asyncio.get_running_loop()
+        probes = await asyncio.gather(*(
+            loop.run_in_executor(rest.pool, _probe, m.url, 1.0) for m in members if m.url))
+        down: dict[str, str] = {}
+        for member, problem in zip([m for m in members if m.url], probes):
+            if problem:
+                down[member.name] = f"{host_port(member.url)} {problem}"
+        self.cluster.down = down
+        out = []
+        for m in members:
+            if m.name in down and m.status is MemberStatus.ONLINE:
+                m = replace(m, status=MemberStatus.OFFLINE,
+                            message=f"not answering: {down[m.name]} (the cluster's heartbeat "
+                                    f"has not noticed yet)")
+            out.append(m)
+        self.cluster.members = {m.name: m for m in out}
+        return out
+
+    def _offline(self) -> dict[str, str]:
+        """Members whose instances cannot be known right now, with the reason."""
+        return {m.name: m.message or m.status.value for m in self.cluster.members.values()
+                if m.status is MemberStatus.OFFLINE}
+
+    def _mark(self, inst: Instance, offline: Mapping[str, str]) -> Instance:
+        if inst.location in offline:
+            reason = f"its member {inst.location} is offline: {offline[inst.location]}"
+            return replace(inst, status=InstanceStatus.UNKNOWN,
+                           extra={**inst.extra, "status_reason": reason})
+        return inst
+
+    async def list_instances(self) -> list[Instance]:
+        instances = await super().list_instances()
+        offline = self._offline() if self.cluster.clustered else {}
+        return [self._mark(i, offline) for i in instances] if offline else instances
+
+    async def get_instance(self, ref: InstanceRef) -> Instance:
+        inst = await super().get_instance(ref)
+        offline = self._offline() if self.cluster.clustered else {}
+        return self._mark(inst, offline) if offline else inst
+
+    async def placements(self) -> list[Placement]:
+        members = await self.list_members()
+        out = [AUTO_PLACEMENT]
+        for m in members:
+            usable = m.status is MemberStatus.ONLINE
+            out.append(Placement(m.name, f"member {m.name}",
+                                 f"{m.instances} instances" if usable
+                                 else f"{m.status.value}: {m.message}"))
+        if "clustering_groups" in self.rest.extensions:
+            client = self.rest.client
+            groups = await self.rest.call(lambda: client.api.cluster.groups.get(
+                params={"recursion": 1}).json()["metadata"])
+            for g in groups or ():
+                names = ", ".join(g.get("members") or ()) or "no members"
+                out.append(Placement(f"@{g.get('name')}", f"group {g.get('name')}", names))
+        return out
+
+    # Moving and evacuating --------------------------------------------------------------
+
+    def live_move_problem(self, instance: Instance) -> str | None:
+        if instance.type is not InstanceType.VM:
+            return (f"{self.rest.product} moves a running container only by stopping it "
+                    f"first (live migration is for VMs)")
+        if "migration.stateful" not in instance.config or \
+                instance.config.get("migration.stateful") not in ("true", "1"):
+            return "live migration needs migration.stateful=true on the VM"
+        return None
+
+    async def move_to_member(self, ref: InstanceRef, member: str, *,
+                             progress: Callable[[str], None] | None = None) -> Instance:
+        self._need_cluster()
+        rest = self.rest
+        inst = await self.get_instance(ref)
+        if inst.location == member:
+            raise InvalidInput(f"{ref} is already on {member}.")
+        known = self.cluster.members.get(member)
+        if known is None:
+            raise InvalidInput(f"'{member}' is not a member of '{self.remote.name}'.")
+        if known.status is not MemberStatus.ONLINE:
+            raise Conflict(f"{member} is {known.status.value} ({known.message}); "
+                           f"nothing can move there now.")
+        live = inst.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)
+        if live:
+            problem = self.live_move_problem(inst)
+            if problem:
+                raise Conflict(f"{ref} is running and {problem}. Stop it, then move it.")
+        report = progress or (lambda _text: None)
+        report(f"moving to {member}")
+        client = rest.client
+        body = {"name": ref.name, "migration": True, "live": live}
+
+        def _post() -> str:
+            return convert.operation_id(client.api.instances[ref.name].post(
+                json=body, params={"target": member}).json())
+
+        op_id = await rest.call(_post)
+        try:
+            meta = await rest.follow(op_id, report, timeout=3600)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel(op_id))
+            raise
+        if meta.get("status") != "Success":
+            raise OperationFailed(f"Moving {ref} to {member} failed: "
+                                  f"{meta.get('err') or meta.get('status')}.")
+        return await self.get_instance(ref)
+
+    async def _cancel(self, op_id: str) -> None:
+        client = self.rest.client
+
+        def _do() -> None:
+            try:
+                client.api.operations[op_id].delete()
+            except pylxd_exc.LXDAPIException:
+                pass  # finished meanwhile, or not cancellable: it ends by itself
+            self.rest.wait_quietly(op_id, 120)
+
+        try:
+            await self.rest.call(_do, timeout=150)
+        except Exception:  # noqa: BLE001 - the caller was cancelled; nothing to tell
+            pass
+
+    async def _member_state(self, member: str, action: str,
+                            progress: Callable[[str], None] | None) -> None:
+        self._need_cluster()
+        rest = self.rest
+        client = rest.client
+        report = progress or (lambda _text: None)
+
+        def _post() -> str:
+            return convert.operation_id(client.api.cluster.members[member].state.post(
+                json={"action": action}).json())
+
+        try:
+            op_id = await rest.call(_post)
+        except NotFound as e:
+            raise InvalidInput(f"'{member}' is not a member of '{self.remote.name}'.") from e
+        started = time.monotonic()
+        meta = await rest.follow(op_id, report, timeout=3600)
+        if meta.get("status") != "Success":
+            verb = "Evacuating" if action == "evacuate" else "Restoring"
+            raise OperationFailed(f"{verb} {member} failed after "
+                                  f"{time.monotonic() - started:.0f} s: "
+                                  f"{meta.get('err') or meta.get('status')}.")
+
+    async def evacuate_member(self, member: str, *,
+                              progress: Callable[[str], None] | None = None) -> None:
+        await self._member_state(member, "evacuate", progress)
+
+    async def restore_member(self, member: str, *,
+                             progress: Callable[[str], None] | None = None) -> None:
+        await self._member_state(member, "restore", progress)
