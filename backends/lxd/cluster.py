@@ -111,6 +111,8 @@ class ClusterState:
         self.down: dict[str, str] = {}
         """Member name -> why corral finds it not answering (its own observation)."""
         self.note = ""
+        self.locations: dict[str, str] | None = None
+        """Instance name -> member, from the last listing (kept current by reads)."""
 
 
 class Clustering(Backend):
@@ -220,16 +222,20 @@ class Clustering(Backend):
         client = rest.client
         project = self.remote.project
 
-        def _read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            members = client.api.cluster.members.get(params={"recursion": 1}).json()["metadata"]
-            instances = client.api.instances.get(params={"recursion": 1, "project": project})\
-                .json()["metadata"]
-            return members, instances
+        known = self.cluster.locations
 
-        raw, instances = await rest.call(_read)
+        def _read() -> tuple[list[dict[str, Any]], dict[str, str]]:
+            members = client.api.cluster.members.get(params={"recursion": 1}).json()["metadata"]
+            if known is not None:
+                return members, known
+            listed = client.api.instances.get(params={"recursion": 1, "project": project})\
+                .json()["metadata"]
+            return members, {str(i.get("name")): str(i.get("location") or "") for i in listed}
+
+        raw, locations = await rest.call(_read)
+        self.cluster.locations = dict(locations)
         counts: dict[str, int] = {}
-        for inst in instances:
-            loc = str(inst.get("location") or "")
+        for loc in locations.values():
             counts[loc] = counts.get(loc, 0) + 1
         members = [to_member(d, self.remote.name, counts.get(str(d.get("server_name")), 0))
                    for d in raw]
@@ -262,16 +268,25 @@ class Clustering(Backend):
         if inst.location in offline:
             reason = f"its member {inst.location} is offline: {offline[inst.location]}"
             return replace(inst, status=InstanceStatus.UNKNOWN,
-                           extra={**inst.extra, "status_reason": reason})
+                           extra={**inst.extra, "reason": reason})
         return inst
 
     async def list_instances(self) -> list[Instance]:
         instances = await super().list_instances()
+        if self.cluster.clustered:
+            self.cluster.locations = {i.name: i.location for i in instances}
         offline = self._offline() if self.cluster.clustered else {}
         return [self._mark(i, offline) for i in instances] if offline else instances
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
-        inst = await super().get_instance(ref)
+        try:
+            inst = await super().get_instance(ref)
+        except NotFound:
+            if self.cluster.locations is not None:
+                self.cluster.locations.pop(ref.name, None)
+            raise
+        if self.cluster.locations is not None:
+            self.cluster.locations[ref.name] = inst.location
         offline = self._offline() if self.cluster.clustered else {}
         return self._mark(inst, offline) if offline else inst
 

@@ -59,6 +59,8 @@ async def test_members_equal_the_cli(backend, lxd_cluster, unique):
     lxd_cluster.cli("init", "busybox", name, "--target", "m2")
     try:
         assert Capability.CLUSTER in backend.capabilities
+        listed = {i.name: i for i in await backend.list_instances()}
+        assert listed[name].location == "m2"
         members = {m.name: m for m in await backend.list_members()}
         cli = cli_members(lxd_cluster)
         assert set(members) == set(cli) == {"m1", "m2", "m3"}
@@ -77,8 +79,6 @@ async def test_members_equal_the_cli(backend, lxd_cluster, unique):
             {n: counts.get(n, 0) for n in members}
         leader = [m for m in members.values() if "database-leader" in m.roles]
         assert len(leader) == 1 and leader[0].role_text.startswith("leader")
-        listed = {i.name: i for i in await backend.list_instances()}
-        assert listed[name].location == "m2"
     finally:
         lxd_cluster.cli("delete", "--force", name)
 
@@ -249,7 +249,7 @@ async def test_failover_when_corrals_member_dies(lxd_cluster, unique):
         assert members["m1"].status is MemberStatus.OFFLINE
         listed = {i.name: i for i in await second.list_instances()}
         assert listed[on_m1].status is InstanceStatus.UNKNOWN
-        assert "m1 is offline" in listed[on_m1].extra["status_reason"]
+        assert "m1 is offline" in listed[on_m1].extra["reason"]
         assert listed[on_m2].status is InstanceStatus.STOPPED
         await second.start(InstanceRef(REMOTE, on_m2))
         assert (await second.get_instance(InstanceRef(REMOTE, on_m2))).status \

@@ -39,6 +39,8 @@ from backends.errors import BackendError
 from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from backends.units import format_size, parse_size
 
+from .placement import AUTO, load_placements
+
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
          "progress")
 TITLES = {
@@ -116,6 +118,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     yield Select([], id="wizard-pool", prompt="(profile default)")
                     yield Static("Network")
                     yield Select([], id="wizard-network", prompt="(default)")
+                    yield Static("Placement (cluster)", id="wizard-target-label")
+                    yield Select([("the cluster chooses", AUTO)], value=AUTO,
+                                 allow_blank=False, id="wizard-target")
                 with Vertical(id="cloud-init"):
                     yield Static("cloud-init user-data (YAML starting with #cloud-config; "
                                  "empty: none)")
@@ -248,6 +253,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#wizard-pool-label").display = bool(self.options.storage_pools)
         network = self.query_one("#wizard-network", Select)
         network.set_options([(n, n) for n in self.options.networks])
+        await load_placements(self, backend)
         problem.update("")
         return True
 
@@ -355,6 +361,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 options["cmdline"] = cmdline
         if src.kind in ("disk-image", "iso", "pxe"):
             options["firmware"] = str(self.query_one("#wizard-firmware", Select).value)
+        target = self.query_one("#wizard-target", Select)
+        if target.display and isinstance(target.value, str) and target.value != AUTO:
+            options["target"] = target.value
         user_data = ""
         if self.options.user_data:
             text = self.query_one("#wizard-user-data", TextArea).text
@@ -394,7 +403,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             rows.append(("Storage", r.storage_pool))
         rows.append(("Network", r.network or "default"))
         for key, value in r.options.items():
-            rows.append((key.capitalize(), value))
+            rows.append(("Placement" if key == "target" else key.capitalize(), value))
+        if self.query_one("#wizard-target", Select).display and "target" not in r.options:
+            rows.append(("Placement", "the cluster chooses the member"))
         if self.options.user_data:
             lines = r.user_data.count("\n") + 1 if r.user_data else 0
             rows.append(("cloud-init", f"{lines} lines of user-data" if lines else "none"))

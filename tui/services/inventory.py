@@ -30,6 +30,7 @@ from backends.models import (
     Remote,
 )
 
+from .members import ClusterMembers
 from .status import RemoteStatus
 
 _IMPLIED_STATUS = {
@@ -84,6 +85,7 @@ class Inventory:
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_pending: set[str] = set()
         self._wakeups: dict[str, asyncio.Event] = {}
+        self.members = ClusterMembers(self)  # of cluster remotes, from their events
 
     # Helpers ---------------------------------------------------------------------------
 
@@ -227,6 +229,8 @@ class Inventory:
                 wake.clear()
                 return True
             event = getter.result()
+            if event is not None and event.kind in (EventKind.CLUSTER, EventKind.CONNECTION):
+                self.members.saw(name, event)
             if event is None:
                 self._set_state(name, ConnectionState.DISCONNECTED, "event stream ended")
                 return False
@@ -508,6 +512,7 @@ class Inventory:
             self._notify(ref.remote, {ref})
 
     async def close(self) -> None:
+        self.members.close()
         for task in list(self._tasks):
             task.cancel()
         for backend in list(self.backends.values()):

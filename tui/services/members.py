@@ -1,0 +1,103 @@
+"""The members of every cluster remote, following the remotes' cluster events.
+
+Plain asyncio (no Textual), owned by the :class:`~tui.services.inventory.Inventory`: when a
+remote's backend reports a ``CLUSTER`` event (a member changed, or may have) or its events
+stream (re)connects, the remote's members are read again (bursts coalesced into one read),
+and the inventory is told, so the remotes pane and the instance rows follow. A member whose
+state changed makes the remote's instances be listed again (those on an offline member are
+then shown as unknown, with the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from backends.errors import BackendError
+from backends.members import ClusterMember
+from backends.models import BackendEvent, Capability, EventKind
+
+if TYPE_CHECKING:
+    from .inventory import Inventory
+
+COALESCE = 0.1
+"""Seconds to wait after a cluster event for the ones that follow it."""
+
+
+class ClusterMembers:
+    """``members[remote]``: the last reading of each cluster remote's members."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self.members: dict[str, list[ClusterMember]] = {}
+        self.clusters: set[str] = set()
+        """Remotes seen to be clusters (kept while one reconnects)."""
+        self.status_changed_at: dict[tuple[str, str], float] = {}
+        """``(remote, member)`` -> ``time.monotonic()`` its status last changed on screen."""
+        self._scheduled: set[str] = set()
+        self._again: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def of(self, remote: str) -> list[ClusterMember]:
+        return self.members.get(remote, [])
+
+    def member(self, remote: str, name: str) -> ClusterMember | None:
+        return next((m for m in self.of(remote) if m.name == name), None)
+
+    def is_cluster(self, remote: str) -> bool:
+        return remote in self.clusters
+
+    def saw(self, remote: str, event: BackendEvent) -> None:
+        """An event of ``remote``'s stream (the inventory passes cluster and connection
+        events on)."""
+        if event.kind is EventKind.CLUSTER or (
+                event.kind is EventKind.CONNECTION and event.action == "connected"):
+            self.refresh_soon(remote)
+
+    def refresh_soon(self, remote: str) -> None:
+        if remote in self._scheduled:
+            self._again.add(remote)
+            return
+        self._scheduled.add(remote)
+        task = asyncio.ensure_future(self._refresh_later(remote))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refresh_later(self, remote: str) -> None:
+        try:
+            while True:
+                self._again.discard(remote)
+                await asyncio.sleep(COALESCE)
+                await self.refresh(remote)
+                if remote not in self._again:
+                    return
+        finally:
+            self._scheduled.discard(remote)
+
+    async def refresh(self, remote: str) -> None:
+        """Read ``remote``'s members now (nothing for a remote that is not a cluster)."""
+        inv = self.inventory
+        backend = inv.backends.get(remote)
+        if backend is None or Capability.CLUSTER not in backend.capabilities:
+            return
+        try:
+            members = await backend.list_members()
+        except BackendError:
+            return  # the next event or reconnect reads them again
+        before = {m.name: m.status for m in self.of(remote)}
+        self.members[remote] = members
+        self.clusters.add(remote)
+        now = time.monotonic()
+        changed = False
+        for m in members:
+            if before.get(m.name) is not m.status:
+                self.status_changed_at[(remote, m.name)] = now
+                changed = changed or m.name in before
+        if changed:
+            inv.refresh_soon(remote)  # instances on an offline member: unknown, or back
+        inv._notify(remote, set())
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
