@@ -142,7 +142,7 @@ class Clustering(Backend):
     async def connect(self) -> ServerInfo:
         configured = self.remote
         candidates = [] if configured.is_unix else self._candidates()
-        failures: list[str] = []
+        failures: list[tuple[str, str]] = []
         info: ServerInfo | None = None
         for address in candidates if len(candidates) > 1 else ():
             if address != self.remote.address:
@@ -151,7 +151,8 @@ class Clustering(Backend):
                 info = await super().connect()
                 break
             except (Unreachable, NotResponding) as e:
-                failures.append(f"{host_port(address)} {e.message.rstrip('.')}")
+                failures.append((address, "no answer" if isinstance(e, NotResponding)
+                                 else "refused" if "refused" in e.message else "unreachable"))
                 if address == candidates[-1]:
                     self._use_address(configured.address)
                     raise
@@ -162,7 +163,8 @@ class Clustering(Backend):
         finally:
             self.rest.ready.set()
 
-    async def _after_connect(self, info: ServerInfo, failures: list[str]) -> ServerInfo:
+    async def _after_connect(self, info: ServerInfo,
+                             failures: list[tuple[str, str]]) -> ServerInfo:
         host = self.rest.client.host_info
         env = host.get("environment") or {}
         self.cluster.clustered = bool(env.get("server_clustered"))
@@ -170,15 +172,19 @@ class Clustering(Backend):
             self.capabilities = type(self).capabilities - {Capability.CLUSTER}
             return info
         self.rest.cluster_hook = self._cluster_frame
+        try:
+            members = await self.list_members()
+        except (OperationFailed, NotFound):
+            members = []
         if failures:
-            self.cluster.note = (f"through {info.server_name or host_port(self.remote.address)}"
-                                 f" ({self.remote.address}): " + "; ".join(failures))
+            by_url = {host_port(m.url): m.name for m in members}
+            dead = ", ".join(f"{by_url.get(host_port(a), 'member')} at {host_port(a)} "
+                             f"({why})" for a, why in failures)
+            here = info.server_name or "another member"
+            self.cluster.note = (f"reached through {here} ({host_port(self.remote.address)}):"
+                                 f" {dead} when corral connected")
             info = replace(info, note=self.cluster.note)
             self.rest.info = info
-        try:
-            await self.list_members()
-        except (OperationFailed, NotFound):
-            pass
         return info
 
     # Events -----------------------------------------------------------------------------

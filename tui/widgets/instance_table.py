@@ -134,6 +134,7 @@ class InstanceTable(DataTable):
         self.show_location = True
         self.add_column(LOCATION[1], key=LOCATION[0], width=LOCATION[2], default="")
         self._inputs.clear()  # every row gets its location cell
+        self._rendered.clear()
         self.on_resize()
 
     @property
