@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from backends.errors import BackendError
@@ -40,7 +41,16 @@ class ClusterMembers:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def of(self, remote: str) -> list[ClusterMember]:
-        return self.members.get(remote, [])
+        """The members, each with the number of instances the inventory has on it now
+        (kept current by the instance events; the backend's count is of its last read)."""
+        members = self.members.get(remote, [])
+        if not members or not self.inventory.statuses[remote].listed:
+            return members
+        counts: dict[str, int] = {}
+        for inst in self.inventory.instances_of(remote):
+            counts[inst.location] = counts.get(inst.location, 0) + 1
+        return [m if m.instances == counts.get(m.name, 0)
+                else replace(m, instances=counts.get(m.name, 0)) for m in members]
 
     def member(self, remote: str, name: str) -> ClusterMember | None:
         return next((m for m in self.of(remote) if m.name == name), None)
@@ -85,7 +95,7 @@ class ClusterMembers:
             members = await backend.list_members()
         except BackendError:
             return  # the next event or reconnect reads them again
-        before = {m.name: m.status for m in self.of(remote)}
+        before = {m.name: m.status for m in self.members.get(remote, [])}
         self.members[remote] = members
         self.clusters.add(remote)
         now = time.monotonic()
