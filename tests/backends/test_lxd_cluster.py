@@ -1,4 +1,4 @@
-"""The LXD backend on a real 3-member LXD cluster (tests/lab_cluster.py): members, placement,
+"""The LXD/Incus backend on a real 3-member LXD cluster and Incus cluster (tests/lab_cluster.py): members, placement,
 moves, evacuation, a member going offline and failover when corral's own member dies. Every
 outcome is checked with the `lxc` CLI."""
 
@@ -30,9 +30,14 @@ def remote_of(cluster):
     return {r.name: r for r in discover(cluster.env()).remotes}[REMOTE]
 
 
+@pytest.fixture(params=["lxd", "incus"])
+def cluster(request):
+    return request.getfixturevalue(f"{request.param}_cluster")
+
+
 @pytest.fixture
-async def backend(lxd_cluster):
-    b = get_backend(remote_of(lxd_cluster), timeout=10)
+async def backend(cluster):
+    b = get_backend(remote_of(cluster), timeout=10)
     await b.connect()
     yield b
     await b.close()
@@ -54,15 +59,15 @@ async def wait_for(predicate, timeout=30.0, what="condition"):
         await asyncio.sleep(0.2)
 
 
-async def test_members_equal_the_cli(backend, lxd_cluster, unique):
+async def test_members_equal_the_cli(backend, cluster, unique):
     name = unique()
-    lxd_cluster.cli("init", "busybox", name, "--target", "m2")
+    cluster.cli("init", "busybox", name, "--target", "m2")
     try:
         assert Capability.CLUSTER in backend.capabilities
         listed = {i.name: i for i in await backend.list_instances()}
         assert listed[name].location == "m2"
         members = {m.name: m for m in await backend.list_members()}
-        cli = cli_members(lxd_cluster)
+        cli = cli_members(cluster)
         assert set(members) == set(cli) == {"m1", "m2", "m3"}
         for n, m in members.items():
             c = cli[n]
@@ -73,14 +78,14 @@ async def test_members_equal_the_cli(backend, lxd_cluster, unique):
             assert m.status.value == c["status"].lower()
             assert m.message == c["message"]
         counts = {}
-        for loc in lxd_cluster.locations().values():
+        for loc in cluster.locations().values():
             counts[loc] = counts.get(loc, 0) + 1
         assert {n: m.instances for n, m in members.items()} == \
             {n: counts.get(n, 0) for n in members}
         leader = [m for m in members.values() if "database-leader" in m.roles]
         assert len(leader) == 1 and leader[0].role_text.startswith("leader")
     finally:
-        lxd_cluster.cli("delete", "--force", name)
+        cluster.cli("delete", "--force", name)
 
 
 async def test_a_plain_remote_is_not_a_cluster(lab, lab_env):
@@ -95,7 +100,7 @@ async def test_a_plain_remote_is_not_a_cluster(lab, lab_env):
 
 
 async def test_launch_on_a_chosen_member_and_where_the_cluster_places_it(
-        backend, lxd_cluster, unique):
+        backend, cluster, unique):
     placements = {p.value: p for p in await backend.placements()}
     assert placements[""].label == "let the cluster place it"
     assert {"m1", "m2", "m3", "@default"} <= set(placements)
@@ -109,51 +114,51 @@ async def test_launch_on_a_chosen_member_and_where_the_cluster_places_it(
         made_auto = await backend.create_instance(CreateRequest(name=auto, source=source))
         made_group = await backend.create_instance(CreateRequest(
             name=grouped, source=source, options={"target": "@default"}))
-        where = lxd_cluster.locations()
+        where = cluster.locations()
         assert where[chosen] == "m3"
         assert where[auto] == made_auto.location and where[auto] in ("m1", "m2", "m3")
         assert where[grouped] == made_group.location
     finally:
         for n in (chosen, auto, grouped):
-            lxd_cluster.cli("delete", "--force", n, check=False)
+            cluster.cli("delete", "--force", n, check=False)
 
 
-async def test_move_a_stopped_instance_between_members(backend, lxd_cluster, unique):
+async def test_move_a_stopped_instance_between_members(backend, cluster, unique):
     name = unique()
-    lxd_cluster.cli("init", "busybox", name, "--target", "m1")
+    cluster.cli("init", "busybox", name, "--target", "m1")
     ref = InstanceRef(REMOTE, name)
     texts: list[str] = []
     try:
         await backend.list_members()
         moved = await backend.move_to_member(ref, "m3", progress=texts.append)
         assert moved.location == "m3" and moved.status is InstanceStatus.STOPPED
-        assert lxd_cluster.locations()[name] == "m3"
+        assert cluster.locations()[name] == "m3"
         assert texts and texts[0] == "moving to m3"
         with pytest.raises(InvalidInput, match="already on m3"):
             await backend.move_to_member(ref, "m3")
         with pytest.raises(InvalidInput, match="not a member"):
             await backend.move_to_member(ref, "m9")
-        lxd_cluster.cli("start", name)
+        cluster.cli("start", name)
         inst = await backend.get_instance(ref)
         problem = backend.live_move_problem(inst)
         assert problem and "stopping it first" in problem
         with pytest.raises(Conflict, match="Stop it, then move it"):
             await backend.move_to_member(ref, "m2")
-        assert lxd_cluster.locations()[name] == "m3"
+        assert cluster.locations()[name] == "m3"
     finally:
-        lxd_cluster.cli("delete", "--force", name)
+        cluster.cli("delete", "--force", name)
 
 
-async def test_evacuate_and_restore_a_member(backend, lxd_cluster, unique):
+async def test_evacuate_and_restore_a_member(backend, cluster, unique):
     running, stopped = unique("r"), unique("s")
-    lxd_cluster.cli("launch", "busybox", running, "--target", "m2")
-    lxd_cluster.cli("init", "busybox", stopped, "--target", "m2")
+    cluster.cli("launch", "busybox", running, "--target", "m2")
+    cluster.cli("init", "busybox", stopped, "--target", "m2")
     texts: list[str] = []
     try:
         await backend.evacuate_member("m2", progress=texts.append)
-        cli = cli_members(lxd_cluster)
+        cli = cli_members(cluster)
         assert cli["m2"]["status"] == "Evacuated"
-        where = lxd_cluster.locations()
+        where = cluster.locations()
         assert where[running] != "m2" and where[stopped] != "m2"
         # the daemon's own words, as often as a 1 s poll of the operation catches them
         assert any(running in t or stopped in t for t in texts), texts
@@ -162,17 +167,17 @@ async def test_evacuate_and_restore_a_member(backend, lxd_cluster, unique):
         assert members["m2"].message == cli["m2"]["message"]
         texts.clear()
         await backend.restore_member("m2", progress=texts.append)
-        assert cli_members(lxd_cluster)["m2"]["status"] == "Online"
-        where = lxd_cluster.locations()
+        assert cli_members(cluster)["m2"]["status"] == "Online"
+        where = cluster.locations()
         assert where[running] == "m2" and where[stopped] == "m2"
-        out = lxd_cluster.cli("list", running, "--format", "csv", "-c", "s").stdout.strip()
+        out = cluster.cli("list", running, "--format", "csv", "-c", "s").stdout.strip()
         assert out == "RUNNING"
         with pytest.raises(InvalidInput, match="not a member"):
             await backend.evacuate_member("m9")
     finally:
-        if cli_members(lxd_cluster)["m2"]["status"] != "Online":
-            lxd_cluster.cli("cluster", "restore", "m2", "--force", check=False)
-        lxd_cluster.cli("delete", "--force", running, stopped, check=False)
+        if cli_members(cluster)["m2"]["status"] != "Online":
+            cluster.cli("cluster", "restore", "m2", "--force", check=False)
+        cluster.cli("delete", "--force", running, stopped, check=False)
 
 
 async def _collect(backend, events: list, stop: asyncio.Event):
@@ -182,7 +187,7 @@ async def _collect(backend, events: list, stop: asyncio.Event):
             return
 
 
-async def test_a_member_going_offline_is_seen_within_seconds(backend, lxd_cluster):
+async def test_a_member_going_offline_is_seen_within_seconds(backend, cluster):
     """m3 is SIGKILLed: a cluster event arrives and the member shows offline long before
     the daemon's offline threshold (20 s); started again, it comes back online."""
     events: list = []
@@ -190,7 +195,7 @@ async def test_a_member_going_offline_is_seen_within_seconds(backend, lxd_cluste
     task = asyncio.ensure_future(_collect(backend, events, stop))
     await wait_for(lambda: _has(events, EventKind.CONNECTION), 15, "events connected")
     await backend.list_members()
-    m3 = lxd_cluster.member("m3")
+    m3 = cluster.member("m3")
     killed = time.monotonic()
     m3.kill()
     try:
@@ -203,7 +208,7 @@ async def test_a_member_going_offline_is_seen_within_seconds(backend, lxd_cluste
         took = time.monotonic() - killed
         assert took <= 5, f"offline shown after {took:.1f} s"
         assert "not answering" in seen.message and "refuses connections" in seen.message
-        assert cli_members(lxd_cluster)["m3"]["status"] == "Online"  # the daemon: not yet
+        assert cli_members(cluster)["m3"]["status"] == "Online"  # the daemon: not yet
     finally:
         m3.start()
     async def online():
@@ -218,15 +223,15 @@ async def _has(events, kind):
     return any(e.kind is kind for _t, e in events)
 
 
-async def test_failover_when_corrals_member_dies(lxd_cluster, unique):
+async def test_failover_when_corrals_member_dies(cluster, unique):
     """The remote points at m1; m1 is SIGKILLed. The events stream ends, the next connect
     goes through another member and says so, m1 shows offline and its instances unknown
     with the reason while the others keep working; m1 started again comes back online."""
     on_m1, on_m2 = unique("x"), unique("y")
-    lxd_cluster.cli("init", "busybox", on_m1, "--target", "m1")
-    lxd_cluster.cli("init", "busybox", on_m2, "--target", "m2")
-    remote = remote_of(lxd_cluster)
-    assert remote.address == lxd_cluster.member("m1").url
+    cluster.cli("init", "busybox", on_m1, "--target", "m1")
+    cluster.cli("init", "busybox", on_m2, "--target", "m2")
+    remote = remote_of(cluster)
+    assert remote.address == cluster.member("m1").url
     first = get_backend(remote, timeout=5)
     await first.connect()
     await first.list_members()  # learns the members' addresses
@@ -234,7 +239,7 @@ async def test_failover_when_corrals_member_dies(lxd_cluster, unique):
     stop = asyncio.Event()
     task = asyncio.ensure_future(_collect(first, events, stop))
     await wait_for(lambda: _has(events, EventKind.CONNECTION), 15, "events connected")
-    m1 = lxd_cluster.member("m1")
+    m1 = cluster.member("m1")
     m1.kill()
     second = None
     try:
@@ -265,4 +270,4 @@ async def test_failover_when_corrals_member_dies(lxd_cluster, unique):
         assert listed[on_m1].status is InstanceStatus.STOPPED
     finally:
         await second.close()
-        lxd_cluster.cli("delete", "--force", on_m1, on_m2, check=False)
+        cluster.cli("delete", "--force", on_m1, on_m2, check=False)
