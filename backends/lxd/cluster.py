@@ -23,6 +23,7 @@ failing over to another member when the one corral talks to dies.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -352,28 +353,62 @@ class Clustering(Backend):
                 json=body, params={"target": member}).json())
 
         op_id = await rest.call(_post)
+        watcher = asyncio.ensure_future(self._transfer_progress(ref.name, report))
         try:
-            meta = await rest.follow(op_id, report, timeout=3600)
+            meta = await rest.follow(op_id, lambda _text: None, timeout=3600)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancel(op_id))
+            await asyncio.shield(self._cancel(op_id, ref.name))
             raise
+        finally:
+            watcher.cancel()
         if meta.get("status") != "Success":
             raise OperationFailed(f"Moving {ref} to {member} failed: "
                                   f"{meta.get('err') or meta.get('status')}.")
         return await self.get_instance(ref)
 
-    async def _cancel(self, op_id: str) -> None:
-        client = self.rest.client
+    def _operations_of(self, name: str) -> list[dict[str, Any]]:
+        """(In a pool thread) the running operations that name instance ``name``."""
+        data = self.rest.client.api.operations.get(params={"recursion": 1}).json()
+        running = (data.get("metadata") or {}).get("running") or []
+        return [op for op in running
+                if f"/1.0/instances/{name}" in (op.get("resources") or {}).get("instances", ())]
+
+    async def _transfer_progress(self, name: str, report: Callable[[str], None]) -> None:
+        """Pass on what the operations moving ``name`` say (the copy's size and speed are
+        on the migration's websocket operation, not on the one the move returned)."""
+        last = ""
+        while True:
+            await asyncio.sleep(1)
+            try:
+                ops = await self.rest.call(self._operations_of, name)
+            except (OperationFailed, Unreachable, NotResponding, NotFound):
+                continue
+            # the websocket operation carries the copy; the other one an image unpack
+            ops.sort(key=lambda op: op.get("class") != "websocket")
+            texts = [convert.progress_text(op.get("metadata")) for op in ops]
+            text = next((t for t in texts if t), "")
+            text = re.sub(r"lxd-move-of-[0-9a-f-]+|incus-move-of-[0-9a-f-]+", name, text)
+            if text and text != last:
+                last = text
+                report(text.removeprefix(f"{name}: "))
+
+    async def _cancel(self, op_id: str, name: str) -> None:
+        """Stop a move: LXD cancels it through the migration's websocket operation (the
+        one the move returned cannot be cancelled); the instance stays where it was."""
+        rest = self.rest
+        client = rest.client
 
         def _do() -> None:
-            try:
-                client.api.operations[op_id].delete()
-            except pylxd_exc.LXDAPIException:
-                pass  # finished meanwhile, or not cancellable: it ends by itself
-            self.rest.wait_quietly(op_id, 120)
+            for op in self._operations_of(name):
+                if op.get("may_cancel"):
+                    try:
+                        client.api.operations[op["id"]].delete()
+                    except pylxd_exc.LXDAPIException:
+                        pass  # finished meanwhile
+            rest.wait_quietly(op_id, 120)
 
         try:
-            await self.rest.call(_do, timeout=150)
+            await rest.call(_do, timeout=150)
         except Exception:  # noqa: BLE001 - the caller was cancelled; nothing to tell
             pass
 

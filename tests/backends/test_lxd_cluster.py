@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 import pytest
@@ -271,3 +272,36 @@ async def test_failover_when_corrals_member_dies(cluster, unique):
     finally:
         await second.close()
         cluster.cli("delete", "--force", on_m1, on_m2, check=False)
+
+
+async def test_a_move_shows_progress_and_can_be_cancelled(backend, cluster, unique, tmp_path):
+    """A container with 300 MB in it takes seconds to move: the progress says how much was
+    copied, and cancelling leaves it where it was, with nothing left on the target."""
+    name = unique()
+    cluster.cli("init", "busybox", name, "--target", "m1")
+    blob = tmp_path / "blob.bin"
+    with open(blob, "wb") as f:
+        for _ in range(300):
+            f.write(os.urandom(1 << 20))
+    cluster.cli("file", "push", str(blob), f"{name}/root/blob.bin", timeout=300)
+    ref = InstanceRef(REMOTE, name)
+    texts: list[str] = []
+    try:
+        await backend.list_members()
+        task = asyncio.ensure_future(backend.move_to_member(ref, "m2", progress=texts.append))
+        await wait_for(lambda: _async(any("MB" in t for t in texts)), 60,
+                       "progress of the copy")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert cluster.locations()[name] == "m1"
+        assert not [n for n in cluster.locations() if "move-of" in n]
+        running = [line for line in cluster.cli("operation", "list", "--format", "csv")
+                   .stdout.splitlines() if "RUNNING" in line and "instance" in line]
+        assert running == [], running
+    finally:
+        cluster.cli("delete", "--force", name)
+
+
+async def _async(value):
+    return value

@@ -61,6 +61,8 @@ async def move_member(ctx: Context) -> None:
                 ctx.fail(e, f"Stop {ref}")
                 return
             restart = True
+    ctx.notify(f"Moving {ref} to {target}. To stop it: w (operations), then x on its "
+               f"'Migrating instance'.", timeout=6)
     moved = await ctx.on_row(f"moving to {target}…", lambda p: backend.move_to_member(
         ref, target, progress=p))
     if moved is None:
