@@ -305,3 +305,30 @@ async def test_a_move_shows_progress_and_can_be_cancelled(backend, cluster, uniq
 
 async def _async(value):
     return value
+
+
+async def test_failover_through_the_addresses_an_incus_remote_lists(incus_cluster, unique):
+    """An Incus remote may carry several comma-separated addresses: with nothing learnt
+    yet (a fresh corral), a dead first address is skipped for the next one."""
+    from backends.lxd import cluster as cluster_mod
+
+    m1, m2 = incus_cluster.member("m1"), incus_cluster.member("m2")
+    incus_cluster.set_remote_addresses([m1.url, m2.url])
+    remote = remote_of(incus_cluster)
+    assert remote.addresses == (m1.url, m2.url)
+    saved = dict(cluster_mod.LEARNED)
+    cluster_mod.LEARNED.clear()
+    m1.kill()
+    try:
+        b = get_backend(remote, timeout=5)
+        info = await b.connect()
+        try:
+            assert info.server_name == "m2"
+            assert m1.https_address in info.note and "refused" in info.note
+            await b.list_instances()  # the cluster answers through m2
+        finally:
+            await b.close()
+    finally:
+        m1.start()
+        incus_cluster.set_remote_addresses([m1.url])
+        cluster_mod.LEARNED.update(saved)
