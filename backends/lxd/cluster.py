@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -86,18 +86,20 @@ def host_port(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
-def _probe(url: str, timeout: float) -> str | None:
-    """(In a pool thread) why nothing answers at ``url`` (None: a TCP connection opens)."""
+async def _probe(url: str, timeout: float) -> str | None:
+    """Why nothing answers at ``url`` (None: a TCP connection opens)."""
     host, _, port = host_port(url).rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return None
+        _reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]"), int(port)), timeout)
     except ConnectionRefusedError:
         return "refuses connections"
     except TimeoutError:
         return f"does not answer within {timeout:g} s"
     except (OSError, ValueError) as e:
         return f"cannot be reached ({getattr(e, 'strerror', None) or e})"
+    writer.close()
+    return None
 
 
 class ClusterState:
@@ -113,7 +115,9 @@ class ClusterState:
         """Member name -> why corral finds it not answering (its own observation)."""
         self.note = ""
         self.locations: dict[str, str] | None = None
-        """Instance name -> member, from the last listing (kept current by reads)."""
+        """Instance name -> member, from the last listing (kept current by reads); the
+        members' instance counts come from it."""
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lxd-cluster")
 
 
 class Clustering(Backend):
@@ -188,6 +192,10 @@ class Clustering(Backend):
             self.rest.info = info
         return info
 
+    async def close(self) -> None:
+        self.cluster.pool.shutdown(wait=False, cancel_futures=True)
+        await super().close()
+
     # Events -----------------------------------------------------------------------------
 
     def _cluster_frame(self, data: Mapping[str, Any]) -> BackendEvent | None:
@@ -227,30 +235,28 @@ class Clustering(Backend):
         self._need_cluster()
         rest = self.rest
         client = rest.client
-        project = self.remote.project
 
-        known = self.cluster.locations
+        known = self.cluster.locations or {}
 
-        def _read() -> tuple[list[dict[str, Any]], dict[str, str]]:
-            members = client.api.cluster.members.get(params={"recursion": 1}).json()["metadata"]
-            if known is not None:
-                return members, known
-            listed = client.api.instances.get(params={"recursion": 1, "project": project})\
-                .json()["metadata"]
-            return members, {str(i.get("name")): str(i.get("location") or "") for i in listed}
+        def _read() -> list[dict[str, Any]]:
+            return client.api.cluster.members.get(params={"recursion": 1}).json()["metadata"]
 
-        raw, locations = await rest.call(_read)
-        self.cluster.locations = dict(locations)
+        # Its own thread: usage sampling may keep the remote's pool busy, and a member
+        # going away must reach the screen at once.
+        loop = asyncio.get_running_loop()
+        try:
+            raw = await asyncio.wait_for(loop.run_in_executor(self.cluster.pool, _read),
+                                         self.timeout * 2)
+        except Exception as e:
+            raise rest.map_error(e) from e
         counts: dict[str, int] = {}
-        for loc in locations.values():
+        for loc in known.values():
             counts[loc] = counts.get(loc, 0) + 1
         members = [to_member(d, self.remote.name, counts.get(str(d.get("server_name")), 0))
                    for d in raw]
         LEARNED[(self.remote.name, self.cluster.configured)] = tuple(
             m.url for m in members if m.url)
-        loop = asyncio.get_running_loop()
-        probes = await asyncio.gather(*(
-            loop.run_in_executor(rest.pool, _probe, m.url, 1.0) for m in members if m.url))
+        probes = await asyncio.gather(*(_probe(m.url, 1.0) for m in members if m.url))
         down: dict[str, str] = {}
         for member, problem in zip([m for m in members if m.url], probes):
             if problem:

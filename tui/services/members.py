@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 COALESCE = 0.1
 """Seconds to wait after a cluster event for the ones that follow it."""
+RETRIES = 15
+"""Reads of the members tried (a second apart) before waiting for the next event."""
 
 
 class ClusterMembers:
@@ -91,10 +93,15 @@ class ClusterMembers:
         backend = inv.backends.get(remote)
         if backend is None or Capability.CLUSTER not in backend.capabilities:
             return
-        try:
-            members = await backend.list_members()
-        except BackendError:
-            return  # the next event or reconnect reads them again
+        for attempt in range(RETRIES):
+            try:
+                members = await backend.list_members()
+                break
+            except BackendError:
+                # a cluster electing a new leader answers nothing for a few seconds
+                if attempt == RETRIES - 1 or inv.backends.get(remote) is not backend:
+                    return  # the next event or reconnect reads them again
+                await asyncio.sleep(1.0)
         before = {m.name: m.status for m in self.members.get(remote, [])}
         self.members[remote] = members
         self.clusters.add(remote)
