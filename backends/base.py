@@ -351,8 +351,8 @@ class Backend(abc.ABC):
 
     async def list_members(self) -> list["ClusterMember"]:
         """The cluster's members with roles, state (the daemon's, or ``offline`` as soon
-        as corral saw one stop answering) and instance counts. Changes arrive from
-        ``watch`` as ``EventKind.CLUSTER`` events."""
+        as corral saw one stop answering) and instance counts (as of the last listing).
+        Changes arrive from ``watch`` as ``EventKind.CLUSTER`` events."""
         raise self._unsupported("show cluster members")
 
     async def placements(self) -> list["Placement"]:

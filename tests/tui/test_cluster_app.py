@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_actions_app import action, pick, screen_name  # noqa: E402
 from test_real_app import rows, select, wait_for, write_config  # noqa: E402
 from test_wizard_app import notes  # noqa: E402
+from wizard_keys import wizard  # noqa: E402
 
 REMOTE = "clu"
 
@@ -204,3 +205,28 @@ async def test_offline_member_and_failover_on_screen(lxd_cluster, unique, tmp_pa
 
 def table_ref(app, name):
     return next(r for r in app.inventory.instances if r.remote == REMOTE and r.name == name)
+
+
+async def test_launch_wizard_places_on_a_member_or_lets_the_cluster(lxd_cluster, unique,
+                                                                    tmp_path):
+    chosen, auto = unique("p"), unique("q")
+    app = make_app(write_config(tmp_path), env=lxd_cluster.env())
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: member_row(app, "m3") is not None, what="members")
+            await wizard(pilot, app, remote=REMOTE, source=lambda s: "busybox" in s.label,
+                         name=chosen, placement="m3", start=False, user_data="")
+            await wait_for(pilot, lambda: any(f"{REMOTE}:{chosen} on member m3" in n
+                                              for n in notes(app)), timeout=60,
+                           what=lambda: f"created on m3 ({notes(app)})")
+            assert lxd_cluster.locations()[chosen] == "m3"
+            await wizard(pilot, app, remote=REMOTE, source=lambda s: "busybox" in s.label,
+                         name=auto, start=False, user_data="")
+            await wait_for(pilot, lambda: auto in lxd_cluster.locations(), timeout=60,
+                           what=lambda: f"created ({notes(app)})")
+            where = lxd_cluster.locations()[auto]
+            await wait_for(pilot, lambda: any(f"{REMOTE}:{auto} on member {where}" in n
+                                              for n in notes(app)), timeout=10,
+                           what=lambda: f"where it went ({notes(app)})")
+    finally:
+        lxd_cluster.cli("delete", "--force", chosen, auto, check=False)

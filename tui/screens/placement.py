@@ -8,10 +8,12 @@ from textual.widgets import Select
 
 from backends.base import Backend
 from backends.errors import BackendError
+from backends.members import AUTO_PLACEMENT
 from backends.models import Capability
 
 AUTO = "\x00cluster"
 """The Select value of "let the cluster place it" (Select needs a non-empty value)."""
+AUTO_LABEL = AUTO_PLACEMENT.label
 
 
 async def load_placements(screen: Screen, backend: Backend) -> None:
@@ -24,8 +26,8 @@ async def load_placements(screen: Screen, backend: Backend) -> None:
         except BackendError:
             places = []
     target = screen.query_one("#wizard-target", Select)
-    target.set_options([(f"{p.label} ({p.detail})" if p.detail else p.label, p.value or AUTO)
-                        for p in places] or [("the cluster chooses", AUTO)])
+    target.set_options([(f"{p.label} ({p.detail})" if p.detail and p.value else p.label,
+                         p.value or AUTO) for p in places] or [(AUTO_LABEL, AUTO)])
     target.value = AUTO
     target.display = bool(places)
     screen.query_one("#wizard-target-label").display = bool(places)

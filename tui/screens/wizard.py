@@ -39,7 +39,7 @@ from backends.errors import BackendError
 from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from backends.units import format_size, parse_size
 
-from .placement import AUTO, load_placements
+from .placement import AUTO, AUTO_LABEL, load_placements
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
          "progress")
@@ -119,7 +119,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     yield Static("Network")
                     yield Select([], id="wizard-network", prompt="(default)")
                     yield Static("Placement (cluster)", id="wizard-target-label")
-                    yield Select([("the cluster chooses", AUTO)], value=AUTO,
+                    yield Select([(AUTO_LABEL, AUTO)], value=AUTO,
                                  allow_blank=False, id="wizard-target")
                 with Vertical(id="cloud-init"):
                     yield Static("cloud-init user-data (YAML starting with #cloud-config; "
