@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import shutil
 import ssl
@@ -40,8 +41,10 @@ from lab import (  # tests/ is on sys.path
     Daemon,
     Lab,
     LabError,
+    _all_pids,
     _clean_env,
     _free_port,
+    _read_proc,
     _run_parallel,
     build_busybox_image,
     mounts_under,
@@ -292,8 +295,21 @@ class Cluster:
             d = Daemon.from_json(data["members"][name])
             m = clu.members[i]
             m.pid, m.https_address, m.fingerprint, m.cert_pem, m._set_up = (
-                d.pid, d.https_address, d.fingerprint, d.cert_pem, True)
+                d.pid or _running_pid(m), d.https_address, d.fingerprint, d.cert_pem, True)
         return clu
+
+
+def _running_pid(member: ClusterMember) -> int | None:
+    """The pid of the daemon serving ``member``'s dir (it was restarted since the records
+    were written), or None."""
+    marker = f"{member.dir_var}={member.dir}".encode()
+    for pid in _all_pids():
+        argv = _read_proc(pid, "cmdline").split(b"\0")
+        # the daemon itself (not its fork helpers or the LXC monitors it spawned)
+        if len(argv) >= 2 and os.path.basename(argv[0]) in (b"lxd", b"incusd") \
+                and argv[1] == b"--group" and marker in _read_proc(pid, "environ").split(b"\0"):
+            return pid
+    return None
 
 
 def populate(cluster: Cluster, per_member: int, running: int, prefix: str = "b") -> float:

@@ -102,6 +102,14 @@ async def time_first_table(env, n: int, repeats: int = 5) -> list[float]:
     return out
 
 
+async def _until(predicate, what: str, timeout: float = 120.0, step: float = 0.005) -> None:
+    deadline = time.perf_counter() + timeout
+    while not predicate():
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"bench: {what} did not happen within {timeout:.0f} s")
+        await asyncio.sleep(step)
+
+
 def _member_state(app, member: str) -> str:
     from tui.widgets.member_rows import member_key
     from tui.widgets.remote_list import RemoteList
@@ -121,7 +129,8 @@ def _cli_state(cluster, member: str) -> str:
         return ""
 
 
-async def time_offline_and_failover(cluster, env, n: int) -> dict[str, float]:
+async def time_offline_and_failover(cluster, env, n: int, own_cluster: bool
+                                    ) -> dict[str, float]:
     from tui.app import make_app
     from tui.widgets.instance_table import InstanceTable
 
@@ -129,14 +138,13 @@ async def time_offline_and_failover(cluster, env, n: int) -> dict[str, float]:
     app = make_app(_config(), env=env)
     async with app.run_test(size=(160, 45)) as pilot:
         table = app.screen.query_one(InstanceTable)
-        while table.row_count < n or _member_state(app, "m3") != "online":
-            await asyncio.sleep(0.01)
+        await _until(lambda: table.row_count >= n and _member_state(app, "m3") == "online",
+                     "the full table with m3 online")
         await pilot.pause(1.0)
         m3 = cluster.member("m3")
         t0 = time.perf_counter()
         m3.kill()
-        while _member_state(app, "m3") != "offline":
-            await asyncio.sleep(0.005)
+        await _until(lambda: _member_state(app, "m3") == "offline", "m3 offline on screen")
         figures["offline on screen"] = time.perf_counter() - t0
         while await asyncio.to_thread(_cli_state, cluster, "m3") != "Offline":
             await asyncio.sleep(0.5)
@@ -145,24 +153,23 @@ async def time_offline_and_failover(cluster, env, n: int) -> dict[str, float]:
         figures["offline in `lxc cluster list`"] = time.perf_counter() - t0
         await asyncio.to_thread(m3.start)
         t1 = time.perf_counter()
-        while _member_state(app, "m3") != "online":
-            await asyncio.sleep(0.01)
+        await _until(lambda: _member_state(app, "m3") == "online", "m3 online on screen")
         figures["online again on screen after the daemon's start"] = time.perf_counter() - t1
 
         m1 = cluster.member("m1")
         status = app.inventory.statuses[REMOTE]
         t0 = time.perf_counter()
         m1.kill()
-        while not (status.server and "reached through" in status.server.note
-                   and status.state.value == "connected" and status.listed
-                   and table.row_count >= n):
-            await asyncio.sleep(0.005)
+        await _until(lambda: bool(status.server and "reached through" in status.server.note
+                                  and status.state.value == "connected" and status.listed
+                                  and table.row_count >= n), "the failover")
         figures["failover: connected through another member, table listed"] = \
             time.perf_counter() - t0
-        while _member_state(app, "m1") != "offline":
-            await asyncio.sleep(0.01)
+        await _until(lambda: _member_state(app, "m1") == "offline", "m1 offline on screen")
         figures["failover: dead member offline on screen"] = time.perf_counter() - t0
         await asyncio.to_thread(m1.start)
+        if not own_cluster:
+            cluster.write_records()  # the restarted members' pids, for the next run
         await pilot.pause(0.5)
     return figures
 
@@ -185,7 +192,9 @@ def main() -> int:
         populate(cluster, args.per_member, args.running)
         lxc_list = time_lxc_list(env)
         first = asyncio.run(time_first_table(env, n))
-        figures = asyncio.run(time_offline_and_failover(cluster, env, n))
+        print(f"lxc list: {lxc_list:.2f} s; corral first table: "
+              f"{', '.join(f'{t:.2f}' for t in first)} s", flush=True)
+        figures = asyncio.run(time_offline_and_failover(cluster, env, n, own))
         corral_first = statistics.median(first)
         print()
         print(f"instances: {n} on a 3-member LXD cluster (HTTPS), {args.running} running")
