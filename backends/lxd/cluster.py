@@ -61,6 +61,16 @@ _HINTS_MEMBER = ("Failed heartbeat", "Failed adding member event listener client
                  "Dqlite proxy started", "Successful heartbeat")
 """Log lines that name a member's address (``context.remote``) that went or came back."""
 
+STALE_AFTER = 1.5
+"""Seconds a members read may take before the last reading, checked against the members'
+addresses, is given instead."""
+
+
+def _ignore_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()  # read, so that asyncio does not log it as never retrieved
+
+
 _STATUS = {"online": MemberStatus.ONLINE, "offline": MemberStatus.OFFLINE,
            "evacuated": MemberStatus.EVACUATED, "blocked": MemberStatus.BLOCKED}
 
@@ -244,9 +254,19 @@ class Clustering(Backend):
         # Its own thread: usage sampling may keep the remote's pool busy, and a member
         # going away must reach the screen at once.
         loop = asyncio.get_running_loop()
+        reading = asyncio.ensure_future(asyncio.wait_for(
+            loop.run_in_executor(self.cluster.pool, _read), self.timeout * 2))
+        previous = list(self.cluster.members.values())
+        if previous:
+            # When the database leader died, the cluster answers nothing until a new one
+            # is elected (seconds): say meanwhile what the members' own addresses say.
+            done, _pending = await asyncio.wait({reading}, timeout=STALE_AFTER)
+            if not done:
+                reading.add_done_callback(_ignore_outcome)
+                return await self._overlay(previous, " (the cluster's database does not "
+                                                     "answer yet)")
         try:
-            raw = await asyncio.wait_for(loop.run_in_executor(self.cluster.pool, _read),
-                                         self.timeout * 2)
+            raw = await reading
         except Exception as e:
             raise rest.map_error(e) from e
         counts: dict[str, int] = {}
@@ -256,6 +276,10 @@ class Clustering(Backend):
                    for d in raw]
         LEARNED[(self.remote.name, self.cluster.configured)] = tuple(
             m.url for m in members if m.url)
+        return await self._overlay(members, " (the cluster's heartbeat has not noticed yet)")
+
+    async def _overlay(self, members: list[ClusterMember], why: str) -> list[ClusterMember]:
+        """``members`` with those whose address refuses shown offline, in words."""
         probes = await asyncio.gather(*(_probe(m.url, 1.0) for m in members if m.url))
         down: dict[str, str] = {}
         for member, problem in zip([m for m in members if m.url], probes):
@@ -264,10 +288,9 @@ class Clustering(Backend):
         self.cluster.down = down
         out = []
         for m in members:
-            if m.name in down and m.status is MemberStatus.ONLINE:
+            if m.name in down and m.status is not MemberStatus.OFFLINE:
                 m = replace(m, status=MemberStatus.OFFLINE,
-                            message=f"not answering: {down[m.name]} (the cluster's heartbeat "
-                                    f"has not noticed yet)")
+                            message=f"not answering: {down[m.name]}{why}")
             out.append(m)
         self.cluster.members = {m.name: m for m in out}
         return out

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 COALESCE = 0.1
 """Seconds to wait after a cluster event for the ones that follow it."""
+CONFIRM_AFTER = 3.0
+"""Seconds after a member changed state before its members are read once more."""
 RETRIES = 15
 """Reads of the members tried (a second apart) before waiting for the next event."""
 
@@ -113,7 +115,19 @@ class ClusterMembers:
                 changed = changed or m.name in before
         if changed:
             inv.refresh_soon(remote)  # instances on an offline member: unknown, or back
+            self._confirm_later(remote)
         inv._notify(remote, set())
+
+    def _confirm_later(self, remote: str) -> None:
+        """Read once more a little later after a change: what corral saw first (an
+        address that refuses) is then confirmed, or corrected, by the cluster itself."""
+        async def later() -> None:
+            await asyncio.sleep(CONFIRM_AFTER)
+            self.refresh_soon(remote)
+
+        task = asyncio.ensure_future(later())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def close(self) -> None:
         for task in list(self._tasks):
