@@ -141,7 +141,10 @@ class Clustering(Backend):
     def _candidates(self) -> list[str]:
         remote = self.remote
         seen: list[str] = []
-        for addr in (remote.address, *remote.addresses,
+        # the configured list counts when it holds the address (a Remote whose address
+        # was replaced on its own is meant to be reached there only)
+        listed = remote.addresses if remote.address in remote.addresses else ()
+        for addr in (remote.address, *listed,
                      *LEARNED.get((remote.name, remote.address), ())):
             if addr and addr not in seen:
                 seen.append(addr)
@@ -155,6 +158,12 @@ class Clustering(Backend):
         self.rest.fast = FastGet(remote, self.timeout)
 
     async def connect(self) -> ServerInfo:
+        try:
+            return await self._connect_any()
+        finally:
+            self.rest.ready.set()  # the events stream may subscribe (and fail) now
+
+    async def _connect_any(self) -> ServerInfo:
         configured = self.remote
         candidates = [] if configured.is_unix else self._candidates()
         failures: list[tuple[str, str]] = []
@@ -173,10 +182,7 @@ class Clustering(Backend):
                     raise
         if info is None:
             info = await super().connect()
-        try:
-            return await self._after_connect(info, failures)
-        finally:
-            self.rest.ready.set()
+        return await self._after_connect(info, failures)
 
     async def _after_connect(self, info: ServerInfo,
                              failures: list[tuple[str, str]]) -> ServerInfo:
