@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Self
 
 import yaml
 from lab import (  # tests/ is on sys.path
@@ -90,7 +91,7 @@ class ClusterMember(Daemon):
             cmd = [shutil.which("incus") or "incus", "admin", "init", "--preseed"]
         text = yaml.safe_dump(preseed, sort_keys=False)
         proc = subprocess.run(cmd, env=self._env(), input=text, capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120, check=False)
         if proc.returncode != 0:
             raise CliError(cmd, proc)
 
@@ -234,7 +235,7 @@ class Cluster:
         cmd = [self.client, "remote", "add", CLUSTER_REMOTE, token]
         env = self.env()
         r = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=60, check=False)
         if r.returncode != 0:
             raise CliError(cmd, r)
         pinned = (self.conf / "servercerts" / f"{CLUSTER_REMOTE}.crt").read_text()
@@ -270,7 +271,7 @@ class Cluster:
             shutil.rmtree(self.root, ignore_errors=True)
         self.timings["stop"] = time.monotonic() - t0
 
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

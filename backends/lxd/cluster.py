@@ -23,6 +23,7 @@ failing over to another member when the one corral talks to dies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -442,10 +443,8 @@ class Clustering(Backend):
                         pass  # finished meanwhile
             rest.wait_quietly(op_id, 120)
 
-        try:
+        with contextlib.suppress(Exception):  # the caller was cancelled; nothing to tell
             await rest.call(_do, timeout=150)
-        except Exception:  # noqa: BLE001 - the caller was cancelled; nothing to tell
-            pass
 
     async def _member_state(self, member: str, action: str,
                             progress: Callable[[str], None] | None) -> None:

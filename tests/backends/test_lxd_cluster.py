@@ -280,9 +280,7 @@ async def test_a_move_shows_progress_and_can_be_cancelled(backend, cluster, uniq
     name = unique()
     cluster.cli("init", "busybox", name, "--target", "m1")
     blob = tmp_path / "blob.bin"
-    with open(blob, "wb") as f:
-        for _ in range(300):
-            f.write(os.urandom(1 << 20))
+    await asyncio.to_thread(_write_random, blob, 300)
     cluster.cli("file", "push", str(blob), f"{name}/root/blob.bin", timeout=300)
     ref = InstanceRef(REMOTE, name)
     texts: list[str] = []
@@ -301,6 +299,11 @@ async def test_a_move_shows_progress_and_can_be_cancelled(backend, cluster, uniq
         assert running == [], running
     finally:
         cluster.cli("delete", "--force", name)
+
+
+def _write_random(path, mib: int) -> None:
+    with open(path, "wb") as f:
+        f.writelines(os.urandom(1 << 20) for _ in range(mib))
 
 
 async def _async(value):

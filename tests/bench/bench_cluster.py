@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import lab_cluster  # noqa: E402
+import lab_cluster
 
 REMOTE = lab_cluster.CLUSTER_REMOTE
 

@@ -20,10 +20,10 @@ from tui.widgets.member_rows import member_key
 from tui.widgets.remote_list import RemoteList
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_actions_app import action, pick, screen_name  # noqa: E402
-from test_real_app import rows, select, wait_for, write_config  # noqa: E402
-from test_wizard_app import notes  # noqa: E402
-from wizard_keys import wizard  # noqa: E402
+from test_actions_app import action, pick, screen_name
+from test_real_app import rows, select, wait_for, write_config
+from test_wizard_app import notes
+from wizard_keys import wizard
 
 REMOTE = "clu"
 
