@@ -58,8 +58,8 @@ _HINTS_ANY = ("Cluster member state has changed", "Event listener server handler
 """Log lines that mean some member may have come or gone (the peer is not named)."""
 _HINTS_MEMBER = ("Failed heartbeat", "Failed adding member event listener client",
                  "Added member event listener client",
-                 "Removed inactive member event listener client", "Dqlite proxy failed", "Dqlite proxy stopped",
-                 "Dqlite proxy started", "Successful heartbeat")
+                 "Removed inactive member event listener client",
+                 "Dqlite proxy failed", "Dqlite proxy stopped", "Dqlite proxy started")
 """Log lines that name a member's address (``context.remote``) that went or came back."""
 
 STALE_AFTER = 1.5
