@@ -1,4 +1,4 @@
-"""The app on a real 3-member LXD cluster (tests/lab_cluster.py): members under the cluster
+"""The app on a real 3-member LXD cluster and Incus cluster (tests/lab_cluster.py): members under the cluster
 remote, the Location column, ``location=`` in the filter, the member in the details, moving
 an instance and evacuating a member from the UI, a member going offline and failover when
 corral's own member dies — each checked with the `lxc` CLI."""
@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, Static
 
 from tui.actions import BY_NAME
@@ -26,6 +27,11 @@ from test_wizard_app import notes
 from wizard_keys import wizard
 
 REMOTE = "clu"
+
+
+@pytest.fixture(params=["lxd", "incus"])
+def cluster(request):
+    return request.getfixturevalue(f"{request.param}_cluster")
 
 
 def member_row(app, member):
@@ -45,19 +51,19 @@ def location_cell(app, ref):
     return rows(app).get(ref, [""] * 11)[-1]
 
 
-async def test_members_location_filter_and_details(lxd_cluster, unique, tmp_path):
+async def test_members_location_filter_and_details(cluster, unique, tmp_path):
     a, b = unique("a"), unique("b")
-    lxd_cluster.cli("init", "busybox", a, "--target", "m2")
-    lxd_cluster.cli("launch", "busybox", b, "--target", "m3")
-    app = make_app(write_config(tmp_path), env=lxd_cluster.env())
+    cluster.cli("init", "busybox", a, "--target", "m2")
+    cluster.cli("launch", "busybox", b, "--target", "m3")
+    app = make_app(write_config(tmp_path), env=cluster.env())
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda: f"{REMOTE}:{b}" in rows(app), what="the rows")
             await wait_for(pilot, lambda: member_row(app, "m3") is not None,
                            what="members under the remote")
-            cli = cli_members(lxd_cluster)
+            cli = cli_members(cluster)
             counts: dict[str, int] = {}
-            for loc in lxd_cluster.locations().values():
+            for loc in cluster.locations().values():
                 counts[loc] = counts.get(loc, 0) + 1
             for name, m in cli.items():
                 await wait_for(pilot, lambda name=name: member_row(app, name)[3]
@@ -91,14 +97,14 @@ async def test_members_location_filter_and_details(lxd_cluster, unique, tmp_path
                                         None, "")
             assert "Member  m2" in str(text)
     finally:
-        lxd_cluster.cli("delete", "--force", a, b, check=False)
+        cluster.cli("delete", "--force", a, b, check=False)
 
 
-async def test_move_and_evacuate_from_the_ui(lxd_cluster, unique, tmp_path):
+async def test_move_and_evacuate_from_the_ui(cluster, unique, tmp_path):
     a, r = unique("a"), unique("r")
-    lxd_cluster.cli("init", "busybox", a, "--target", "m1")
-    lxd_cluster.cli("launch", "busybox", r, "--target", "m2")
-    app = make_app(write_config(tmp_path), env=lxd_cluster.env())
+    cluster.cli("init", "busybox", a, "--target", "m1")
+    cluster.cli("launch", "busybox", r, "--target", "m2")
+    app = make_app(write_config(tmp_path), env=cluster.env())
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda: member_row(app, "m3") is not None
@@ -106,7 +112,7 @@ async def test_move_and_evacuate_from_the_ui(lxd_cluster, unique, tmp_path):
             # a stopped instance moves
             await action(pilot, app, f"{REMOTE}:{a}", "move-member")
             await pick(pilot, app, "m3")
-            await wait_for(pilot, lambda: lxd_cluster.locations().get(a) == "m3", timeout=60,
+            await wait_for(pilot, lambda: cluster.locations().get(a) == "m3", timeout=60,
                            what=lambda: f"moved ({notes(app)})")
             await wait_for(pilot, lambda: location_cell(app, f"{REMOTE}:{a}") == "m3",
                            what="the new location on screen")
@@ -118,9 +124,9 @@ async def test_move_and_evacuate_from_the_ui(lxd_cluster, unique, tmp_path):
             message = str(app.screen.query_one("#dialog-message", Static).render())
             assert "stopping it first" in message
             await pilot.click("#confirm")
-            await wait_for(pilot, lambda: lxd_cluster.locations().get(r) == "m1", timeout=90,
+            await wait_for(pilot, lambda: cluster.locations().get(r) == "m1", timeout=90,
                            what=lambda: f"moved running ({notes(app)})")
-            await wait_for(pilot, lambda: lxd_cluster.cli(
+            await wait_for(pilot, lambda: cluster.cli(
                 "list", r, "-c", "s", "--format", "csv").stdout.strip() == "RUNNING",
                 timeout=60, what="started again on m1")
             # evacuate m1: the confirmation lists what happens to its instances
@@ -133,11 +139,11 @@ async def test_move_and_evacuate_from_the_ui(lxd_cluster, unique, tmp_path):
             message = str(app.screen.query_one("#dialog-message", Static).render())
             assert f"{r}: running → stopped, moved, started again" in message
             await pilot.click("#confirm")
-            await wait_for(pilot, lambda: cli_members(lxd_cluster)["m1"]["status"]
+            await wait_for(pilot, lambda: cli_members(cluster)["m1"]["status"]
                            == "Evacuated", timeout=90, what=lambda: f"evacuated ({notes(app)})")
             await wait_for(pilot, lambda: member_row(app, "m1")[2] == "evacuated",
                            what="m1 evacuated on screen")
-            await wait_for(pilot, lambda: lxd_cluster.locations()[r] != "m1", timeout=90,
+            await wait_for(pilot, lambda: cluster.locations()[r] != "m1", timeout=90,
                            what="r moved off m1")
             await wait_for(pilot, lambda: not app.inventory.activity, timeout=90,
                            what="the evacuation's end")
@@ -146,24 +152,24 @@ async def test_move_and_evacuate_from_the_ui(lxd_cluster, unique, tmp_path):
             await wait_for(pilot, lambda: screen_name(app) == "ConfirmDialog",
                            what="the restore confirmation")
             await pilot.click("#confirm")
-            await wait_for(pilot, lambda: cli_members(lxd_cluster)["m1"]["status"]
+            await wait_for(pilot, lambda: cli_members(cluster)["m1"]["status"]
                            == "Online", timeout=90, what=lambda: f"restored ({notes(app)})")
             await wait_for(pilot, lambda: member_row(app, "m1")[2] == "online",
                            what="m1 online on screen")
-            await wait_for(pilot, lambda: lxd_cluster.locations()[r] == "m1", timeout=30,
+            await wait_for(pilot, lambda: cluster.locations()[r] == "m1", timeout=30,
                            what="r back on m1")
     finally:
-        if cli_members(lxd_cluster)["m1"]["status"] != "Online":
-            lxd_cluster.cli("cluster", "restore", "m1", "--force", check=False)
-        lxd_cluster.cli("delete", "--force", a, r, check=False)
+        if cli_members(cluster)["m1"]["status"] != "Online":
+            cluster.cli("cluster", "restore", "m1", "--force", check=False)
+        cluster.cli("delete", "--force", a, r, check=False)
 
 
-async def test_offline_member_and_failover_on_screen(lxd_cluster, unique, tmp_path):
+async def test_offline_member_and_failover_on_screen(cluster, unique, tmp_path):
     on1, on2 = unique("x"), unique("y")
-    lxd_cluster.cli("init", "busybox", on1, "--target", "m1")
-    lxd_cluster.cli("init", "busybox", on2, "--target", "m2")
-    app = make_app(write_config(tmp_path), env=lxd_cluster.env())
-    m1, m3 = lxd_cluster.member("m1"), lxd_cluster.member("m3")
+    cluster.cli("init", "busybox", on1, "--target", "m1")
+    cluster.cli("init", "busybox", on2, "--target", "m2")
+    app = make_app(write_config(tmp_path), env=cluster.env())
+    m1, m3 = cluster.member("m1"), cluster.member("m3")
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda: member_row(app, "m3") is not None
@@ -200,17 +206,17 @@ async def test_offline_member_and_failover_on_screen(lxd_cluster, unique, tmp_pa
         for m in (m1, m3):
             if not m.alive():
                 m.start()
-        lxd_cluster.cli("delete", "--force", on1, on2, check=False)
+        cluster.cli("delete", "--force", on1, on2, check=False)
 
 
 def table_ref(app, name):
     return next(r for r in app.inventory.instances if r.remote == REMOTE and r.name == name)
 
 
-async def test_launch_wizard_places_on_a_member_or_lets_the_cluster(lxd_cluster, unique,
+async def test_launch_wizard_places_on_a_member_or_lets_the_cluster(cluster, unique,
                                                                     tmp_path):
     chosen, auto = unique("p"), unique("q")
-    app = make_app(write_config(tmp_path), env=lxd_cluster.env())
+    app = make_app(write_config(tmp_path), env=cluster.env())
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda: member_row(app, "m3") is not None, what="members")
@@ -219,14 +225,14 @@ async def test_launch_wizard_places_on_a_member_or_lets_the_cluster(lxd_cluster,
             await wait_for(pilot, lambda: any(f"{REMOTE}:{chosen} on member m3" in n
                                               for n in notes(app)), timeout=60,
                            what=lambda: f"created on m3 ({notes(app)})")
-            assert lxd_cluster.locations()[chosen] == "m3"
+            assert cluster.locations()[chosen] == "m3"
             await wizard(pilot, app, remote=REMOTE, source=lambda s: "busybox" in s.label,
                          name=auto, start=False, user_data="")
-            await wait_for(pilot, lambda: auto in lxd_cluster.locations(), timeout=60,
+            await wait_for(pilot, lambda: auto in cluster.locations(), timeout=60,
                            what=lambda: f"created ({notes(app)})")
-            where = lxd_cluster.locations()[auto]
+            where = cluster.locations()[auto]
             await wait_for(pilot, lambda: any(f"{REMOTE}:{auto} on member {where}" in n
                                               for n in notes(app)), timeout=10,
                            what=lambda: f"where it went ({notes(app)})")
     finally:
-        lxd_cluster.cli("delete", "--force", chosen, auto, check=False)
+        cluster.cli("delete", "--force", chosen, auto, check=False)
