@@ -170,6 +170,22 @@ class Cluster:
     def cli_json(self, *args: str) -> list | dict:
         return json.loads(self.cli(*args, "--format", "json").stdout)
 
+    def wait_online(self, timeout: float = 90) -> None:
+        """Until every member is up and the cluster itself says so (after a member was
+        killed and started again, its heartbeat takes a while to catch up)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.cli("cluster", "list", "--format", "json", check=False, timeout=30)
+            try:
+                states = [m["status"] for m in json.loads(r.stdout)]
+            except ValueError:
+                states = []
+            if states and all(s == "Online" for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise LabError(f"cluster members not all online after {timeout} s: {states}")
+            time.sleep(0.5)
+
     def locations(self) -> dict[str, str]:
         """instance name -> member, as ``list -c nL`` prints it."""
         out = self.cli("list", "--format", "csv", "-c", "nL").stdout

@@ -33,7 +33,9 @@ def remote_of(cluster):
 
 @pytest.fixture(params=["lxd", "incus"])
 def cluster(request):
-    return request.getfixturevalue(f"{request.param}_cluster")
+    the_cluster = request.getfixturevalue(f"{request.param}_cluster")
+    the_cluster.wait_online()  # a member a test killed and started again is back
+    return the_cluster
 
 
 @pytest.fixture
@@ -315,6 +317,7 @@ async def test_failover_through_the_addresses_an_incus_remote_lists(incus_cluste
     yet (a fresh corral), a dead first address is skipped for the next one."""
     from backends.lxd import cluster as cluster_mod
 
+    incus_cluster.wait_online()
     m1, m2 = incus_cluster.member("m1"), incus_cluster.member("m2")
     incus_cluster.set_remote_addresses([m1.url, m2.url])
     remote = remote_of(incus_cluster)
