@@ -546,7 +546,9 @@ async def test_set_password(lxd, lab, unique, caplog, tmp_path, remote):
     b = backends[remote]
     daemon = {"local": lab.lxd1, "inc1": lab.incus1}[remote]
     caplog.set_level(logging.DEBUG)
-    logging.getLogger("websockets").setLevel(logging.DEBUG)
+    # caplog puts the level back afterwards: left at DEBUG, every websocket frame of the
+    # tests that follow was logged and kept by pytest (a console flood grew RSS by 500 MiB)
+    caplog.set_level(logging.DEBUG, logger="websockets")
     c = unique()
     make(daemon, c, start=True)
     try:

@@ -86,7 +86,11 @@ async def test_wizard_limits_snapshots_on_lxd_and_incus(lab, lab_env, unique, tm
                 snap = await take_snapshot(pilot, app, f"{remote}:{name}")
                 assert snap in daemon.cli("info", name).stdout
                 table = app.main_screen.query_one(SnapshotTable)
+                # the snapshots tab reads the list in the background: enter needs its row
+                await wait_for(pilot, lambda: snap in table.snapshots and table.row_count,
+                               timeout=30, what=f"{snap} in the snapshots tab")
                 table.focus()
+                await pilot.pause(0.1)
                 await pilot.press("enter")
                 await confirm(pilot, app)
                 await wait_for(pilot, lambda: any(f"Restored {remote}:{name}" in n
