@@ -83,6 +83,12 @@ async def test_wizard_limits_snapshots_on_lxd_and_incus(lab, lab_env, unique, tm
             # snapshots: take, restore, delete; checked with `lxc info`
             for remote, name in (("local", a), ("lab2", b)):
                 daemon = daemons[remote]
+                # stopped first: a snapshot of a running container freezes it, and on a
+                # busy host LXD's freeze times out ("freezing the container failed")
+                daemon.cli("stop", "--force", name)
+                await wait_for(pilot, lambda: rows(app).get(f"{remote}:{name}",
+                                                            [None] * 4)[3] == "stopped",
+                               timeout=30, what=f"{remote}:{name} stopped")
                 snap = await take_snapshot(pilot, app, f"{remote}:{name}")
                 assert snap in daemon.cli("info", name).stdout
                 table = app.main_screen.query_one(SnapshotTable)
