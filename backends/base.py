@@ -19,6 +19,7 @@ import abc
 from datetime import datetime
 from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
 
+from .cluster_verbs import ClusterVerbs
 from .errors import Unsupported
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 from .screen import ScreenSession
@@ -43,7 +44,7 @@ from .models import (
 )
 
 
-class Backend(ResourceVerbs, abc.ABC):
+class Backend(ResourceVerbs, ClusterVerbs, abc.ABC):
     """Base class of every backend (the verbs on profiles, networks, storage, projects and
     YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 
@@ -435,6 +436,8 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.OPERATIONS: ("list_operations", "cancel_operation"),
     **RESOURCE_CAPABILITY_METHODS,
     Capability.FILES: ("list_files", "read_file", "write_file"),
+    Capability.CLUSTER: ("list_members", "placements", "move_to_member", "evacuate_member",
+                         "restore_member"),
 }
 """The methods each optional ability needs. Abilities not listed here (start, stop, …,
 metrics) are the abstract core every backend implements."""

@@ -111,6 +111,10 @@ class Capability(str, enum.Enum):
     FILES = "files"
     """Browse the instance's files, pull and push them (``list_files``, ``read_file``,
     ``write_file``); symlinks are listed, never followed out of the instance."""
+    CLUSTER = "cluster"
+    """The remote is a cluster: members, placement at launch, moves between members,
+    evacuate/restore (``backends.members``). Narrowed away on a remote that is not
+    clustered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +256,9 @@ class EventKind(str, enum.Enum):
     LIFECYCLE = "lifecycle"
     OPERATION = "operation"
     CONNECTION = "connection"
+    CLUSTER = "cluster"
+    """A member of a cluster remote changed (``action`` ``member-changed``, ``message``
+    the member's name, or empty for "re-read them all")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +292,9 @@ class ServerInfo:
     auth: str = ""
     """``trusted`` / ``untrusted``."""
     server_name: str = ""
+    note: str = ""
+    """Something the user should know about this connection (a cluster remote reached
+    through another member than the configured one, and why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +372,8 @@ class CreateRequest:
     start: bool = False
     options: Mapping[str, str] = field(default_factory=dict)
     """Backend-specific: QEMU ``initrd``, ``cmdline``, ``firmware`` (bios/uefi), ``accel``,
-    ``overlay`` ("yes"/"no"); LXD ``description``."""
+    ``overlay`` ("yes"/"no"); LXD ``description``, ``target`` (on a cluster: a member or
+    ``@group``; empty: the cluster places it)."""
 
 
 @dataclass(frozen=True, slots=True)

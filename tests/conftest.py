@@ -22,7 +22,7 @@ import lab as labmod  # noqa: E402
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "lab" in getattr(item, "fixturenames", ()):
+        if {"lab", "lxd_cluster", "incus_cluster"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)
 
 
@@ -44,6 +44,36 @@ def lab():
     yield the_lab
     the_lab.stop()
     signal.signal(signal.SIGTERM, previous)
+
+
+def _cluster(kind: str):
+    import lab_cluster
+
+    reason = labmod.unavailable_reason((kind,))
+    if reason:
+        pytest.fail(f"the {kind} cluster cannot run here: {reason}", pytrace=False)
+    cluster = lab_cluster.Cluster(kind)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        cluster.start()
+    except Exception as e:  # noqa: BLE001
+        cluster.stop()
+        pytest.fail(f"the {kind} cluster failed to form: {e}", pytrace=False)
+    yield cluster
+    cluster.stop()
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(scope="session")
+def lxd_cluster():
+    """A real 3-member LXD cluster (m1..m3) on loopback, with a CLI config holding ``clu``."""
+    yield from _cluster("lxd")
+
+
+@pytest.fixture(scope="session")
+def incus_cluster():
+    """The same with three Incus daemons."""
+    yield from _cluster("incus")
 
 
 def _interrupt(*_args):

@@ -13,6 +13,7 @@ Command line (manual tmux testing, benchmarks):
 
     python tests/lab.py up --root DIR     # start, write DIR/env.sh and DIR/lab.json, leave running
     python tests/lab.py down --root DIR   # stop the daemons recorded in DIR/lab.json
+    python tests/lab.py up --cluster lxd --root DIR   # a 3-member LXD (or incus) cluster instead
 
 docs/lab.md explains the quirks this works around. Stdlib + PyYAML only.
 """
@@ -957,7 +958,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("up", "down"):
         p = sub.add_parser(name)
         p.add_argument("--root", type=Path, required=True)
+    sub.choices["up"].add_argument(
+        "--cluster", choices=("lxd", "incus"),
+        help="form a 3-member cluster of this kind (tests/lab_cluster.py) instead of the lab")
     args = ap.parse_args(argv)
+    if args.cmd == "up" and args.cluster or args.cmd == "down" and (args.root / "cluster.json").exists():
+        import lab_cluster
+
+        if args.cmd == "up":
+            return lab_cluster.cmd_up(args.root, args.cluster)
+        return lab_cluster.cmd_down(args.root)
     return _cmd_up(args.root) if args.cmd == "up" else _cmd_down(args.root)
 
 

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from backends.models import Capability, ConnectionState, InstanceRef
 
 from .flows import (
+    cluster,
     consoles,
     create,
     files,
@@ -242,6 +243,18 @@ ACTIONS: tuple[Action, ...] = (
            needs=(Cap.DESCRIPTION,), flow=transfer.describe, menu=True),
     Action("images", "Images of this remote…", "List and delete images", R,
            needs=(Cap.IMAGES,), flow=images.images, menu=True, palette="Images of {remote}"),
+    # Clusters
+    Action("move-member", "Move to another member…", "Move it to another member of its "
+           "cluster (a running one is stopped and started again)", I, needs=(Cap.CLUSTER,),
+           flow=cluster.move_member, menu=True, palette="Move {ref} to another member…",
+           available=cluster.is_cluster, one_at_a_time="lifecycle"),
+    Action("evacuate", "Evacuate a member…", "Move or stop every instance of a cluster "
+           "member and keep new ones off it (lists them first)", R, needs=(Cap.CLUSTER,),
+           flow=cluster.evacuate, menu=True, palette="Evacuate a member of {remote}…",
+           available=cluster.is_cluster),
+    Action("restore-member", "Restore a member…", "Bring an evacuated member back, with "
+           "its instances", R, needs=(Cap.CLUSTER,), flow=cluster.restore, menu=True,
+           palette="Restore a member of {remote}…", available=cluster.is_cluster),
 )
 
 BY_NAME = {a.name: a for a in ACTIONS}

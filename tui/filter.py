@@ -1,7 +1,8 @@
 """The ``/`` filter: substring terms and ``key=value`` terms, as ``lxc list`` accepts.
 
 ``web status=running type=vm remote=lab2 !test`` keeps running VMs on ``lab2`` whose name,
-image or address contains ``web`` and not ``test``.
+image or address contains ``web`` and not ``test``. ``location=m2`` keeps the instances on
+cluster member ``m2``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from backends.models import Instance, InstanceState
 
-KEYS = ("name", "remote", "status", "type", "image", "project", "ipv4", "ip")
+KEYS = ("name", "remote", "status", "type", "image", "project", "location", "ipv4", "ip")
 _TYPE_ALIASES = {"vm": "vm", "virtual-machine": "vm", "ct": "container",
                  "container": "container"}
 
@@ -58,6 +59,8 @@ def _field(inst: Instance, state: InstanceState | None, key: str) -> list[str]:
         return [inst.image.lower()]
     if key == "project":
         return [inst.ref.project.lower()]
+    if key == "location":
+        return [inst.location.lower()]
     return [a.lower() for a in ((state.ipv4 + state.ipv6) if state else ())]
 
 
@@ -70,7 +73,7 @@ def matches(terms: list[Term], inst: Instance, state: InstanceState | None) -> b
         elif term.key == "type":
             want = _TYPE_ALIASES.get(term.value, term.value)
             hit = inst.type.value == want
-        elif term.key in ("remote", "status", "project"):
+        elif term.key in ("remote", "status", "project", "location"):
             hit = any(v == term.value for v in _field(inst, state, term.key))
         else:
             hit = any(term.value in v for v in _field(inst, state, term.key))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..base import Backend
 from ..models import Capability, Instance, InstanceStatus, InstanceType, Remote
 from .backups import Backups
+from .cluster import Clustering, ClusterState
 from .consoles import Consoles
 from .create import Create
 from .events import Events
@@ -40,8 +41,8 @@ from .yamledit import YamlEdit
 __all__ = ["IncusBackend", "LXDBackend"]
 
 
-class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups, Transfer,
-                 Images, Guest, Operations, Profiles, Networks, Storage, Projects,
+class LXDBackend(Clustering, Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups,
+                 Transfer, Images, Guest, Operations, Profiles, Networks, Storage, Projects,
                  ImageAliases, YamlEdit, Files, Backend):
     """An LXD remote (also used for Incus, which speaks the same API)."""
 
@@ -61,6 +62,7 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
         Capability.STORAGE, Capability.PROJECTS, Capability.IMAGE_ALIASES,
         Capability.YAML_EDIT,
         Capability.FILES,
+        Capability.CLUSTER,
     })
     console_kinds = frozenset({"console"})
     """A VM's screen is SPICE graphics (``SPICE``: handed to remote-viewer), not VGA text."""
@@ -69,6 +71,7 @@ class LXDBackend(Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)
         self.rest = Rest(remote, timeout, self.product)
+        self.cluster = ClusterState(remote.address)
 
     def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
         """A VM's screen (SPICE) is offered while it runs, so that ``v`` can explain that it

@@ -98,7 +98,7 @@ def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
         created_at=parse_time(data.get("created_at")),
         snapshot_count=len(snaps) if isinstance(snaps, list) else None,
         profiles=tuple(p for p in data.get("profiles") or () if isinstance(p, str)),
-        location=data.get("location") or "",
+        location=location if (location := data.get("location") or "") != "none" else "",
         cpu_limit=str(expanded.get("limits.cpu") or ""),
         memory_limit=parse_size(expanded.get("limits.memory")),
         config=dict(expanded),

@@ -229,8 +229,12 @@ class Create(Backend):
         loop = asyncio.get_running_loop()
         report(f"creating {what} {name}")
 
+        target = str((request.options or {}).get("target") or "")
+        params = {"target": target} if target else None  # a cluster member or @group
+
         def _post() -> str:
-            return convert.operation_id(client.api.instances.post(json=body).json())
+            return convert.operation_id(
+                client.api.instances.post(json=body, params=params).json())
 
         post = loop.run_in_executor(rest.pool, _post)
         later: list[asyncio.Future] = []

@@ -36,7 +36,11 @@ class Events(Backend):
         rest = self.rest
         backoff = Backoff()
         name = self.remote.name
+        # Subscribe once the connection knows whether this is a cluster (its members'
+        # log lines say when one stops answering).
+        await rest.ready.wait()
         while True:
+            hook = rest.cluster_hook
             try:
                 # pings find a daemon that stopped answering (SIGSTOP, a hung host) within
                 # seconds; the TCP connection alone would look fine for ever
@@ -51,6 +55,8 @@ class Events(Backend):
                             log.warning("%s: skipped a malformed event (%s: %s): %.200r",
                                         name, type(e).__name__, e, frame)
                             continue
+                        if hook is not None and (member := hook(data)) is not None:
+                            yield member
                         if event is not None:
                             if event.ref is not None and event.action in (
                                     "instance-started", "instance-restarted"):
@@ -66,10 +72,12 @@ class Events(Backend):
                            f"'{name}' is not responding" if action == "not-responding"
                            else self._event_error(e))
             yield BackendEvent(EventKind.CONNECTION, name, action=action, message=message)
+            if hook is not None:
+                return  # a cluster: reconnect through a member that answers
             await asyncio.sleep(backoff.next())
 
     def _events_path(self) -> str:
-        params = {"type": "lifecycle,operation"}
+        params = {"type": "lifecycle,operation" + (",logging" if self.rest.cluster_hook else "")}
         if self.remote.project != "default":
             params["project"] = self.remote.project
         return "/1.0/events?" + urlencode(params)

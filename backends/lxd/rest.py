@@ -83,6 +83,11 @@ class Rest:
         self.pool_drivers: dict[str, str] = {}
         self.host_unsupported: dict[str, str] = {}
         """Limits this host refused for every instance (key -> the daemon's words)."""
+        self.ready = asyncio.Event()
+        """Set once ``connect`` has finished (the events stream subscribes accordingly)."""
+        self.cluster_hook: Callable[[dict[str, Any]], Any] | None = None
+        """Set on a cluster remote: turns event frames about members into events, and
+        makes the events stream end when it drops (to reconnect through another member)."""
 
     # Connection ------------------------------------------------------------------------
 

@@ -206,6 +206,11 @@ CALLS: dict[str, Call] = {
     "read_file": lambda b, r, s, d: b.read_file(r, FileEntry("/etc/hostname", "file"),
                                                 str(d / "pulled")),
     "write_file": lambda b, r, s, d: b.write_file(r, FileEntry("/tmp/contract", "directory")),
+    "list_members": lambda b, r, s, d: b.list_members(),
+    "placements": lambda b, r, s, d: b.placements(),
+    "move_to_member": lambda b, r, s, d: b.move_to_member(r, "m2"),
+    "evacuate_member": lambda b, r, s, d: b.evacuate_member("m2"),
+    "restore_member": lambda b, r, s, d: b.restore_member("m2"),
 }
 
 

@@ -34,7 +34,8 @@ def problem(app) -> str:
 
 async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None,
                  name: str, cpus: str = "", memory: str = "", disk: str | None = None,
-                 user_data: str | None = None, start: bool = True) -> None:
+                 user_data: str | None = None, start: bool = True,
+                 placement: str | None = None) -> None:
     """Walk the launch wizard from N to Create. ``source(index, CreateSource) -> bool``."""
     await pilot.press("N")
     await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
@@ -62,6 +63,9 @@ async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None
     await pilot.press("ctrl+n")
     await wait_for(pilot, lambda: app.screen.step == "network",
                    what=f"the network step ({problem(app)})")
+    if placement is not None:  # a cluster member or @group (the Select's value)
+        app.screen.query_one("#wizard-target").value = placement
+        await pilot.pause()
     await pilot.press("ctrl+n")
     if user_data is not None:
         await wait_for(pilot, lambda: app.screen.step == "cloud-init", what="cloud-init")

@@ -23,7 +23,8 @@ async def new_instance(ctx: Context) -> None:
     if result is None:
         return
     inst = result.instance
-    ctx.notify(f"Created {inst.ref} ({inst.status.value}).")
+    where = f" on member {inst.location}" if inst.location else ""
+    ctx.notify(f"Created {inst.ref}{where} ({inst.status.value}).")
     inv.refresh_soon(inst.ref.remote)
     if result.open_console:
         await consoles.open_kind(replace(ctx, ref=inst.ref, remote=inst.ref.remote), "console")

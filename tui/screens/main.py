@@ -232,11 +232,9 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         update_if_changed(self.query_one("#activity", Static), "  ·  ".join(parts))
 
     def _update_remote_info(self) -> None:
-        name = self.query_one(RemoteList).selected_remote
-        status = self.inventory.statuses.get(name) if name else None
         error = theme_colors(self.app, ["error"])["error"] or "red"
         update_if_changed(self.query_one("#remote-info", Static),
-                          RemoteList.describe(status, error) if status else "")
+                          self.query_one(RemoteList).info(self.inventory, error))
 
     # Details ---------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from backends.units import format_size, parse_size
 
 from .dialogs import ConfirmDialog
 from .paths import PathInput
+from .placement import AUTO, AUTO_LABEL, chosen_target, load_placements
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
          "progress")
@@ -120,6 +121,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     yield Select([], id="wizard-pool", prompt="(profile default)")
                     yield Static("Network", markup=False)
                     yield Select([], id="wizard-network", prompt="(default)")
+                    yield Static("Placement (cluster)", id="wizard-target-label", markup=False)
+                    yield Select([(AUTO_LABEL, AUTO)], value=AUTO, allow_blank=False, id="wizard-target")
                 with Vertical(id="cloud-init"):
                     yield Static("cloud-init user-data (YAML starting with #cloud-config; "
                                  "empty: none)", markup=False)
@@ -252,6 +255,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#wizard-pool-label").display = bool(self.options.storage_pools)
         network = self.query_one("#wizard-network", Select)
         network.set_options([(Text(n), n) for n in self.options.networks])
+        await load_placements(self, backend)
         problem.update("")
         return True
 
@@ -359,6 +363,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 options["cmdline"] = cmdline
         if src.kind in ("disk-image", "iso", "pxe"):
             options["firmware"] = str(self.query_one("#wizard-firmware", Select).value)
+        if (target := chosen_target(self)) is not None:
+            options["target"] = target
         user_data = ""
         if self.options.user_data:
             text = self.query_one("#wizard-user-data", TextArea).text
@@ -398,7 +404,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             rows.append(("Storage", r.storage_pool))
         rows.append(("Network", r.network or "default"))
         for key, value in r.options.items():
-            rows.append((key.capitalize(), value))
+            rows.append(("Placement" if key == "target" else key.capitalize(), value))
+        if self.query_one("#wizard-target", Select).display and "target" not in r.options:
+            rows.append(("Placement", "the cluster chooses the member"))
         if self.options.user_data:
             lines = r.user_data.count("\n") + 1 if r.user_data else 0
             rows.append(("cloud-init", f"{lines} lines of user-data" if lines else "none"))

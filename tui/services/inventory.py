@@ -31,6 +31,7 @@ from backends.models import (
 )
 
 from .sampling import Sampling
+from .members import ClusterMembers
 from .status import RemoteStatus
 
 _IMPLIED_STATUS = {
@@ -86,6 +87,7 @@ class Inventory(Sampling):
         self._wakeups: dict[str, asyncio.Event] = {}
         self.on_resource: Callable[[str, BackendEvent], None] | None = None
         """Told of lifecycle events about anything but instances (profiles, networks…)."""
+        self.members = ClusterMembers(self)  # of cluster remotes, from their events
 
     # Helpers ---------------------------------------------------------------------------
 
@@ -236,6 +238,8 @@ class Inventory(Sampling):
                 wake.clear()
                 return True
             event = getter.result()
+            if event is not None and event.kind in (EventKind.CLUSTER, EventKind.CONNECTION):
+                self.members.saw(name, event)
             if event is None:
                 self._set_state(name, ConnectionState.DISCONNECTED, "event stream ended")
                 return False
@@ -473,6 +477,7 @@ class Inventory(Sampling):
             self._notify(ref.remote, {ref})
 
     async def close(self) -> None:
+        self.members.close()
         for task in list(self._tasks):
             task.cancel()
         for backend in list(self.backends.values()):

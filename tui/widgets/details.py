@@ -214,6 +214,7 @@ class DetailsPane(Vertical):
             ("Created", f"{inst.created_at:%Y-%m-%d %H:%M} ({fmt.ago(inst.created_at)})"
              if inst.created_at else "—"),
             ("Profiles", ", ".join(inst.profiles) or "—"),
+            *((("Member", inst.location),) if inst.location else ()),
             ("Limits", limits),
             ("Snapshots", "…" if inst.snapshot_count is None else str(inst.snapshot_count)),
         ]

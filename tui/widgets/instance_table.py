@@ -49,6 +49,8 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("snapshots", "Snaps", 5),
     ("image", "Image", None),
 )
+LOCATION = ("location", "Location", 9)
+"""The cluster member column, shown once a cluster remote is known (empty elsewhere)."""
 FLEXIBLE = {"name": (8, 3), "remote": (6, 1), "image": (6, 2)}
 """Minimum width and share of the columns that grow with the terminal."""
 
@@ -114,6 +116,7 @@ class InstanceTable(DataTable):
         """Marked instances (kept until cleared, also while filtered out)."""
         self._inventory: Inventory | None = None
         """The inventory of the last sync (for the selected row's reason)."""
+        self.show_location = False
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -127,8 +130,8 @@ class InstanceTable(DataTable):
 
     def on_resize(self) -> None:
         """Give the flexible columns (name, remote, image) the width that is left."""
-        padding = 2 * self.cell_padding * len(COLUMNS)
-        fixed = sum(w for _, _, w in COLUMNS if w)
+        padding = 2 * self.cell_padding * len(self.active_columns)
+        fixed = sum(w for _, _, w in self.active_columns if w)
         spare = self.size.width - padding - fixed - 1  # 1: vertical scrollbar
         minimum = sum(m for m, _ in FLEXIBLE.values())
         extra = max(0, spare - minimum)
@@ -143,6 +146,20 @@ class InstanceTable(DataTable):
         if changed:
             self._require_update_dimensions = True
             self.refresh()
+
+    @property
+    def active_columns(self) -> tuple[tuple[str, str, int | None], ...]:
+        return COLUMNS + (LOCATION,) if self.show_location else COLUMNS
+
+    def _location_column(self, inv: Inventory) -> None:
+        """Show the Location column once some remote is a cluster (it stays)."""
+        if self.show_location or not inv.members.clusters:
+            return
+        self.show_location = True
+        self.add_column(LOCATION[1], key=LOCATION[0], width=LOCATION[2], default="")
+        self._inputs.clear()  # every row gets its location cell
+        self._rendered.clear()
+        self.on_resize()
 
     @property
     def selected_ref(self) -> InstanceRef | None:
@@ -191,6 +208,8 @@ class InstanceTable(DataTable):
         is_vm = inst.type is InstanceType.VM
         ipv4 = ", ".join(state.ipv4) if state else ""
         mem_used = state.memory_usage if state else -1
+        location = (SortCell(inst.location, (inst.location, inst.name)),) \
+            if self.show_location else ()
         return (
             SortCell(f"● {inst.name}" if ref in self.marked else inst.name,
                      (natural_key(inst.name), natural_key(ref.remote)),
@@ -206,6 +225,7 @@ class InstanceTable(DataTable):
             SortCell(str(inst.snapshot_count) if inst.snapshot_count else "",
                      -1 if inst.snapshot_count is None else inst.snapshot_count),
             SortCell(inst.image, inst.image),
+            *location,
         )
 
     def sync(self, inv: Inventory, terms: list[Term], refs: set[InstanceRef] | None = None) -> None:
@@ -217,6 +237,9 @@ class InstanceTable(DataTable):
         """
         selected = self.selected_ref
         self._inventory = inv
+        if not self.show_location and inv.members.clusters:
+            self._location_column(inv)
+            refs = None
         if refs is None:
             candidates = set(inv.instances) | set(self.refs.values())
         else:
@@ -258,7 +281,7 @@ class InstanceTable(DataTable):
                 # Only the cells whose text or style changed: usage figures that did not
                 # move cause no repaint at all.
                 changes = {col: cell for index, ((col, _, _), cell) in
-                           enumerate(zip(COLUMNS, cells))
+                           enumerate(zip(self.active_columns, cells))
                            if previous is None or previous[index] != shown[index]}
                 updated[key] = changes
                 resort = resort or self.sort_column in changes
@@ -414,7 +437,7 @@ class InstanceTable(DataTable):
     # Actions ---------------------------------------------------------------------------
 
     def action_cycle_sort(self) -> None:
-        keys = [k for k, _, _ in COLUMNS]
+        keys = [k for k, _, _ in self.active_columns]
         self.sort_column = keys[(keys.index(self.sort_column) + 1) % len(keys)]
         self._after_sort_change()
 

@@ -13,6 +13,7 @@ from backends.remotes import remote_warnings
 
 from ..services.inventory import Inventory, RemoteStatus
 from .colors import theme_colors
+from .member_rows import STATE_VAR, describe_member, member_cells, member_key, split_key
 
 LABELS = {
     ConnectionState.CONNECTED: "connected",
@@ -42,6 +43,8 @@ class RemoteList(DataTable):
         self._colors: dict[str, str] = {}
         self._rendered: dict[str, tuple] = {}
         self._present: set[str] = set()
+        self._layout: list[str] = []
+        """Row keys in order: each remote, then its cluster members."""
 
     @staticmethod
     def describe(st: RemoteStatus, error_style: str) -> Text:
@@ -55,6 +58,8 @@ class RemoteList(DataTable):
             if st.remote.project != "default":
                 text.append(f" · project {st.remote.project}")
             text.append("\n")
+            if st.server.note:
+                text.append(st.server.note + "\n", style="italic")
         if st.remote.read_only:
             text.append("read-only\n")
         if not st.listed and st.cached_at is not None:
@@ -76,11 +81,11 @@ class RemoteList(DataTable):
 
     def reload_colors(self) -> None:
         """Take the state colours from the current theme (rows re-render on next sync)."""
-        self._colors = theme_colors(self.app, list(set(_STATE_VAR.values())))
+        self._colors = theme_colors(self.app, list(set(_STATE_VAR.values())
+                                                   | set(STATE_VAR.values())))
         self._rendered.clear()
 
-    @property
-    def selected_remote(self) -> str | None:
+    def _selected_key(self) -> str | None:
         if self.row_count == 0:
             return None
         try:
@@ -88,8 +93,55 @@ class RemoteList(DataTable):
         except Exception:  # noqa: BLE001
             return None
 
+    @property
+    def selected_remote(self) -> str | None:
+        key = self._selected_key()
+        return split_key(key)[0] if key else None
+
+    @property
+    def selected_member(self) -> str | None:
+        """The cluster member whose row is selected (None: a remote's row)."""
+        key = self._selected_key()
+        return split_key(key)[1] if key else None
+
+    def info(self, inv: Inventory, error_style: str) -> Text | str:
+        """What is shown under the pane for the selected row."""
+        key = self._selected_key()
+        if not key:
+            return ""
+        remote, member = split_key(key)
+        found = inv.members.member(remote, member) if member else None
+        if found is not None:
+            return describe_member(found, error_style)
+        status = inv.statuses.get(remote)
+        return self.describe(status, error_style) if status else ""
+
+    def _relayout(self, inv: Inventory) -> bool:
+        """Rebuild the rows when a cluster's members came or went (rows cannot be inserted
+        in the middle); True when it did."""
+        layout = []
+        for name in inv.statuses:
+            layout.append(name)
+            layout += [member_key(name, m.name) for m in inv.members.of(name)]
+        if layout == self._layout:
+            return False
+        selected = self._selected_key()
+        self.clear()
+        self._present.clear()
+        self._rendered.clear()
+        self._layout = layout
+        self._sync_rows(inv, list(inv.statuses))
+        if selected in layout:
+            self.move_cursor(row=layout.index(selected), animate=False)
+        return True
+
     def sync(self, inv: Inventory, remote: str | None = None) -> None:
-        names = [remote] if remote else list(inv.statuses)
+        if self._relayout(inv):
+            return
+        self._sync_rows(inv, [remote] if remote else list(inv.statuses))
+
+    def _sync_rows(self, inv: Inventory, names: list[str]) -> None:
+        remote = names[0] if len(names) == 1 else None
         running: dict[str, int] = {}
         total: dict[str, int] = {}
         for ref, inst in inv.instances.items():
@@ -123,10 +175,16 @@ class RemoteList(DataTable):
                 Text(f"{count} ", justify="right", style="dim" if stale else ""),
             )
             plain = tuple(str(c) for c in cells) + (color,)
-            if name not in self._present:
-                self.add_row(*cells, key=name)
-                self._present.add(name)
-            elif self._rendered.get(name) != plain:
-                for col, cell in zip(("name", "kind", "state", "count"), cells):
-                    self.update_cell(name, col, cell)
-            self._rendered[name] = plain
+            self._put(name, cells, plain)
+            for m in inv.members.of(name):
+                cells = member_cells(m, self._colors)
+                self._put(member_key(name, m.name), cells, tuple(str(c) for c in cells))
+
+    def _put(self, key: str, cells: tuple[Text, ...], plain: tuple) -> None:
+        if key not in self._present:
+            self.add_row(*cells, key=key)
+            self._present.add(key)
+        elif self._rendered.get(key) != plain:
+            for col, cell in zip(("name", "kind", "state", "count"), cells):
+                self.update_cell(key, col, cell)
+        self._rendered[key] = plain
