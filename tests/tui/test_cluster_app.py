@@ -191,8 +191,10 @@ async def test_offline_member_and_failover_on_screen(cluster, unique, tmp_path):
                 timeout=30, what="failover")
             await wait_for(pilot, lambda: member_row(app, "m1")[2] == "offline", timeout=10,
                            what="m1 offline on screen")
-            await wait_for(pilot, lambda: rows(app)[f"{REMOTE}:{on1}"][3] == "unknown",
-                           timeout=10, what="its instance unknown")
+            # marked "unknown !": the reason (its member is offline) is the row's tooltip
+            await wait_for(pilot, lambda: rows(app)[f"{REMOTE}:{on1}"][3] == "unknown !",
+                           timeout=10,
+                           what=lambda: f"its instance unknown ({rows(app).get(f'{REMOTE}:{on1}')})")
             assert "m1 is offline" in app.inventory.instances[
                 table_ref(app, on1)].extra["reason"]
             select(app, f"{REMOTE}:{on2}")
