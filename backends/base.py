@@ -437,7 +437,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     **RESOURCE_CAPABILITY_METHODS,
     Capability.FILES: ("list_files", "read_file", "write_file"),
     Capability.CLUSTER: ("list_members", "placements", "move_to_member", "evacuate_member",
-                         "restore_member"),
+                         "restore_member", "cluster_instances"),
 }
 """The methods each optional ability needs. Abilities not listed here (start, stop, …,
 metrics) are the abstract core every backend implements."""

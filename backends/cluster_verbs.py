@@ -53,6 +53,12 @@ class ClusterVerbs:
         it can)."""
         return "this remote cannot move running instances"
 
+    async def cluster_instances(self) -> list[Instance]:
+        """Every instance of the cluster in every project, those of the remote's project
+        first (evacuating or restoring a member stops or moves them all, not only those of
+        the project shown)."""
+        raise self._unsupported("list the instances of every project")
+
     async def evacuate_member(self, member: str, *,
                               progress: Callable[[str], None] | None = None) -> None:
         """Stop or migrate every instance of ``member`` and mark it evacuated."""

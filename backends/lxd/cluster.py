@@ -47,7 +47,7 @@ from ..models import (
     ServerInfo,
 )
 from . import convert
-from .fasthttp import FastGet
+from .fasthttp import FastGet, HTTPStatusError
 from .rest import Rest
 
 LEARNED: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -468,6 +468,25 @@ class Clustering(Backend):
             raise OperationFailed(f"{verb} {member} failed after "
                                   f"{time.monotonic() - started:.0f} s: "
                                   f"{meta.get('err') or meta.get('status')}.")
+
+    async def cluster_instances(self) -> list[Instance]:
+        self._need_cluster()
+        fast = self.rest.fast
+
+        def _read() -> Any:
+            try:
+                return fast.get_json("instances", {"recursion": "1", "all-projects": "true"})
+            except HTTPStatusError as e:  # e.g. a certificate restricted to some projects
+                raise OperationFailed(f"Cannot list the instances of every project on "
+                                      f"'{self.remote.name}': {e}") from e
+
+        items = await self.rest.call(_read)
+        out = []
+        for d in items if isinstance(items, list) else ():
+            with contextlib.suppress(Exception):  # a malformed entry: listed nowhere else
+                out.append(convert.to_instance(d, self.remote.name))
+        here = self.remote.project
+        return sorted(out, key=lambda i: (i.ref.project != here, i.ref.project, i.name))
 
     async def evacuate_member(self, member: str, *,
                               progress: Callable[[str], None] | None = None) -> None:

@@ -31,6 +31,8 @@ class Events(Backend):
     """``watch`` of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    _all_projects: bool = False
+    """The stream is asked for every project (``all-projects=true``)."""
 
     async def watch(self) -> AsyncIterator[BackendEvent]:
         rest = self.rest
@@ -39,6 +41,11 @@ class Events(Backend):
         # Subscribe once the connection knows whether this is a cluster (its members'
         # log lines say when one stops answering).
         await rest.ready.wait()
+        # One stream for every project (the projects view hears of projects created or
+        # deleted anywhere); what belongs to another project than the one shown is dropped
+        # here. A certificate restricted to some projects is refused that: it falls back to
+        # the remote's project.
+        self._all_projects = "projects" in rest.extensions
         while True:
             hook = rest.cluster_hook
             try:
@@ -57,6 +64,8 @@ class Events(Backend):
                             continue
                         if hook is not None and (member := hook(data)) is not None:
                             yield member
+                        if event is not None and self._elsewhere(data, event):
+                            continue
                         if event is not None:
                             if event.ref is not None and event.action in (
                                     "instance-started", "instance-restarted"):
@@ -65,6 +74,13 @@ class Events(Backend):
                             yield event
                 message = f"event stream of '{name}' closed"
                 action = "disconnected"
+            except InvalidStatus as e:
+                if self._all_projects and e.response.status_code in (400, 403):
+                    log.info("%s: no events of all projects (HTTP %s); this project's only",
+                             name, e.response.status_code)
+                    self._all_projects = False
+                    continue
+                action, message = "disconnected", self._event_error(e)
             except (OSError, WebSocketException, InvalidHandshake, asyncio.TimeoutError,
                     TimeoutError, AuthError) as e:
                 action = "not-responding" if self._silent(e) else "disconnected"
@@ -78,9 +94,20 @@ class Events(Backend):
 
     def _events_path(self) -> str:
         params = {"type": "lifecycle,operation" + (",logging" if self.rest.cluster_hook else "")}
-        if self.remote.project != "default":
+        if self._all_projects:
+            params["all-projects"] = "true"
+        elif self.remote.project != "default":
             params["project"] = self.remote.project
         return "/1.0/events?" + urlencode(params)
+
+    def _elsewhere(self, data: dict, event: BackendEvent) -> bool:
+        """An event of another project than the one shown, which the remote's rows and
+        views do not show (the daemon's own rule: an event without a project is for
+        all). Projects themselves are listed from every project."""
+        project = data.get("project")
+        if not project or not isinstance(project, str) or project == self.remote.project:
+            return False
+        return not (event.kind is EventKind.LIFECYCLE and event.action.startswith("project-"))
 
     @staticmethod
     def _silent(e: BaseException) -> bool:

@@ -13,6 +13,7 @@ import json
 import socket
 import ssl
 import threading
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -69,14 +70,16 @@ class FastGet:
                 self._all.append(conn)
         return conn
 
-    def get_json(self, path: str) -> Any:
-        """``GET /1.0/<path>`` -> the ``metadata`` of the response.
+    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> Any:
+        """``GET /1.0/<path>`` -> the ``metadata`` of the response. ``query`` replaces
+        the remote's ``?project=`` (``all-projects`` must come without a project).
 
         Raises:
             HTTPStatusError: the daemon answered with an error.
             OSError, http.client.HTTPException: transport problems.
         """
-        url = "/1.0/" + quote(path) + self._query
+        url = "/1.0/" + quote(path) + (self._query if query is None
+                                       else "?" + urlencode(query) if query else "")
         for attempt in (0, 1):
             conn = self._connection()
             try:

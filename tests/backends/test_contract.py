@@ -211,6 +211,7 @@ CALLS: dict[str, Call] = {
     "move_to_member": lambda b, r, s, d: b.move_to_member(r, "m2"),
     "evacuate_member": lambda b, r, s, d: b.evacuate_member("m2"),
     "restore_member": lambda b, r, s, d: b.restore_member("m2"),
+    "cluster_instances": lambda b, r, s, d: b.cluster_instances(),
 }
 
 

@@ -299,16 +299,19 @@ async def test_export_and_clone_cancelled_leave_nothing(backend, lxc_path, tmp_p
     await backend.export_instance(ref("big"), str(archive))
     for stage in ("checking the archive", "unpacking"):
         reached = asyncio.Event()
+        tasks: list[asyncio.Future] = []
 
-        def progress(text, stage=stage):
-            if text.startswith(stage):
+        def progress(text, stage=stage, tasks=tasks, reached=reached):
+            # cancelled the moment the stage is said: on a busy machine a sleep here
+            # could outlast the whole import
+            if text.startswith(stage) and not reached.is_set():
                 reached.set()
+                tasks[0].cancel()
 
         task = asyncio.ensure_future(backend.import_instance(str(archive), "imp",
                                                              progress=progress))
+        tasks.append(task)
         await asyncio.wait_for(reached.wait(), 30)
-        await asyncio.sleep(0.05)
-        task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         assert sorted(p.name for p in lxc_path.iterdir()) == before, stage

@@ -75,9 +75,18 @@ async def move_member(ctx: Context) -> None:
             ctx.fail(e, f"Start {ref} on {target}")
 
 
-def _affected(inv: Inventory, remote: str, member: str) -> list[Instance]:
-    return sorted((i for i in inv.instances_of(remote) if i.location == member),
-                  key=lambda i: i.name)
+async def _every_project(ctx: Context) -> list[Instance] | None:
+    """The cluster's instances in every project (a member's evacuation touches them all);
+    None, with the reason said, when the daemon refuses that list."""
+    try:
+        return await ctx.backend.cluster_instances()
+    except BackendError as e:
+        ctx.fail(e, f"List the instances of {ctx.remote}")
+        return None
+
+
+def _label(inst: Instance, shown: str) -> str:
+    return inst.name if inst.ref.project == shown else f"{inst.name} (project {inst.ref.project})"
 
 
 def _fate(inst: Instance) -> str:
@@ -112,22 +121,25 @@ async def _member_flow(ctx: Context, verb: str) -> None:
         [(m.name, f"{m.name}  ({m.instances} instances, {m.role_text})") for m in members]))
     if not member:
         return
+    every = await _every_project(ctx)
+    if every is None:
+        return
+    shown = inv.remotes[remote].project
     if verb == "evacuate":
-        affected = _affected(inv, remote, member)
-        lines = [f"  {i.name}: {i.status.value} → {_fate(i)}" for i in affected] or \
-            ["  (no instances)"]
+        affected = [i for i in every if i.location == member]
+        lines = [f"  {_label(i, shown)}: {i.status.value} → {_fate(i)}"
+                 for i in affected] or ["  (no instances)"]
         message = (f"{member} is marked evacuated and gets no new instances. Its "
-                   f"instances:\n" + "\n".join(lines))
+                   f"instances, in every project:\n" + "\n".join(lines))
     else:
-        affected = [i for i in inv.instances_of(remote)
-                    if i.config.get("volatile.evacuate.origin") == member]
+        affected = [i for i in every if i.config.get("volatile.evacuate.origin") == member]
         message = (f"{member} takes instances again; those evacuated from it come back"
-                   + (":\n" + "\n".join(f"  {i.name} (now on {i.location})" for i in affected)
-                      if affected else "."))
+                   + (":\n" + "\n".join(f"  {_label(i, shown)} (now on {i.location})"
+                                         for i in affected) if affected else "."))
     if not await ctx.ask(ConfirmDialog(f"{verb.capitalize()} {remote}:{member}?", message,
                                        verb.capitalize(), destructive=verb == "evacuate")):
         return
-    refs = [i.ref for i in affected]
+    refs = [i.ref for i in affected if i.ref.project == shown]  # the rows on screen
     label = "evacuating…" if verb == "evacuate" else "restoring…"
     run = backend.evacuate_member if verb == "evacuate" else backend.restore_member
 
@@ -149,7 +161,7 @@ async def _member_flow(ctx: Context, verb: str) -> None:
     await inv.members.refresh(remote)
     now = inv.members.member(remote, member)
     state = f"{now.status.value} ({now.message})" if now else "unknown"
-    ctx.notify(f"{remote}:{member} is {state}; {len(refs)} instances "
+    ctx.notify(f"{remote}:{member} is {state}; {len(affected)} instances "
                f"{'evacuated' if verb == 'evacuate' else 'back'}.")
 
 
