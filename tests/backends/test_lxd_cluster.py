@@ -153,16 +153,26 @@ async def test_move_a_stopped_instance_between_members(backend, cluster, unique)
 
 
 async def test_evacuate_and_restore_a_member(backend, cluster, unique):
-    running, stopped = unique("r"), unique("s")
+    running, stopped, project = unique("r"), unique("s"), unique("p")
     cluster.cli("launch", "busybox", running, "--target", "m2")
     cluster.cli("init", "busybox", stopped, "--target", "m2")
+    # one of another project: evacuation moves it too, so corral lists it
+    cluster.cli("project", "create", project, "-c", "features.images=false",
+                "-c", "features.profiles=false")
+    cluster.cli("init", "busybox", stopped, "--target", "m2", "--project", project)
     texts: list[str] = []
     try:
+        every = [(i.ref.project, i.name, i.location) for i in await backend.cluster_instances()]
+        assert ("default", stopped, "m2") in every and (project, stopped, "m2") in every
+        shown = [p for p, _n, _l in every]
+        assert shown == sorted(shown, key=lambda p: p != "default")  # the project shown first
         await backend.evacuate_member("m2", progress=texts.append)
         cli = cli_members(cluster)
         assert cli["m2"]["status"] == "Evacuated"
         where = cluster.locations()
         assert where[running] != "m2" and where[stopped] != "m2"
+        assert {i.name: i.location for i in await backend.cluster_instances()
+                if i.ref.project == project}[stopped] != "m2"
         # the daemon's own words, as often as a 1 s poll of the operation catches them
         assert any(running in t or stopped in t for t in texts), texts
         members = {m.name: m for m in await backend.list_members()}
@@ -181,6 +191,8 @@ async def test_evacuate_and_restore_a_member(backend, cluster, unique):
         if cli_members(cluster)["m2"]["status"] != "Online":
             cluster.cli("cluster", "restore", "m2", "--force", check=False)
         cluster.cli("delete", "--force", running, stopped, check=False)
+        cluster.cli("delete", "--force", stopped, "--project", project, check=False)
+        cluster.cli("project", "delete", project, check=False)
 
 
 async def _collect(backend, events: list, stop: asyncio.Event):

@@ -103,9 +103,12 @@ async def test_members_location_filter_and_details(cluster, unique, tmp_path):
 
 
 async def test_move_and_evacuate_from_the_ui(cluster, unique, tmp_path):
-    a, r = unique("a"), unique("r")
+    a, r, o, project = unique("a"), unique("r"), unique("o"), unique("p")
     cluster.cli("init", "busybox", a, "--target", "m1")
     cluster.cli("launch", "busybox", r, "--target", "m2")
+    cluster.cli("project", "create", project, "-c", "features.images=false",
+                "-c", "features.profiles=false")
+    cluster.cli("init", "busybox", o, "--target", "m1", "--project", project)
     app = make_app(write_config(tmp_path), env=cluster.env())
     try:
         async with app.run_test(size=(160, 45)) as pilot:
@@ -140,6 +143,9 @@ async def test_move_and_evacuate_from_the_ui(cluster, unique, tmp_path):
                            what="the evacuation confirmation")
             message = str(app.screen.query_one("#dialog-message", Static).render())
             assert f"{r}: running → stopped, moved, started again" in message
+            # evacuation moves the instances of every project: those are listed too
+            assert f"{o} (project {project}): stopped → moved (stopped)" in message
+            assert f"{REMOTE}:{o}" not in rows(app)  # the table shows its own project
             await pilot.click("#confirm")
             await wait_for(pilot, lambda: cli_members(cluster)["m1"]["status"]
                            == "Evacuated", timeout=90, what=lambda: f"evacuated ({notes(app)})")
@@ -164,6 +170,8 @@ async def test_move_and_evacuate_from_the_ui(cluster, unique, tmp_path):
         if cli_members(cluster)["m1"]["status"] != "Online":
             cluster.cli("cluster", "restore", "m1", "--force", check=False)
         cluster.cli("delete", "--force", a, r, check=False)
+        cluster.cli("delete", "--force", o, "--project", project, check=False)
+        cluster.cli("project", "delete", project, check=False)
 
 
 async def test_offline_member_and_failover_on_screen(cluster, unique, tmp_path):
