@@ -43,8 +43,7 @@ class Events(Backend):
         await rest.ready.wait()
         # One stream for every project (the projects view hears of projects created or
         # deleted anywhere); what belongs to another project than the one shown is dropped
-        # here. A certificate restricted to some projects is refused that: it falls back to
-        # the remote's project.
+        # here. A daemon that refuses that (HTTP 400/403) is asked for the remote's project.
         self._all_projects = "projects" in rest.extensions
         while True:
             hook = rest.cluster_hook
