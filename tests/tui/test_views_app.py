@@ -342,7 +342,7 @@ async def test_instance_yaml_edit_and_profiles_in_order(lab, lab_env, unique, tm
 async def test_project_switch_is_remembered_per_remote(lab, lab_env, unique, tmp_path,
                                                        monkeypatch):
     monkeypatch.setenv("CORRAL_STATE_DIR", str(tmp_path / "state"))
-    proj, name = short("sw-"), unique()
+    proj, name, later = short("sw-"), unique(), short("sl-")
     # sharing the default project's images and profiles (the root disk)
     lab.lxd2.cli("project", "create", proj, "-c", "features.images=false",
                  "-c", "features.profiles=false")
@@ -364,6 +364,10 @@ async def test_project_switch_is_remembered_per_remote(lab, lab_env, unique, tmp
                                               for r in pane(app).table.items.values()
                                               if r.remote == "lab2"), what="shown: yes")
             assert app.inventory.remotes["local"].project == "default"
+            # a project created elsewhere reaches the view from lab2's events, although
+            # lab2 is shown in another project (one stream for every project)
+            lab.lxd2.cli("project", "create", later)
+            await wait_for(pilot, lambda: ("lab2", later) in mine(app), what="new project row")
         # a new run shows lab2 in that project again
         app = make_app(write_config(tmp_path), env=lab_env)
         async with app.run_test(size=(160, 45)) as pilot:
@@ -373,6 +377,7 @@ async def test_project_switch_is_remembered_per_remote(lab, lab_env, unique, tmp
     finally:
         lab.lxd2.cli("delete", "-f", name, "--project", proj, check=False)
         lab.lxd2.cli("project", "delete", proj, check=False)
+        lab.lxd2.cli("project", "delete", later, check=False)
 
 
 async def test_new_profile_as_a_copy_onto_another_remote(lab, lab_env, tmp_path):
