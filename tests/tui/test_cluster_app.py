@@ -166,6 +166,14 @@ async def test_move_and_evacuate_from_the_ui(cluster, unique, tmp_path):
                            what="m1 online on screen")
             await wait_for(pilot, lambda: cluster.locations().get(r) == "m1", timeout=30,
                            what="r back on m1")
+            # the member is online before its restore ends: the other project's instance
+            # comes back last (deleting it meanwhile fails the restore, and Incus then
+            # marks the member evacuated again)
+            await wait_for(pilot, lambda: not app.inventory.activity, timeout=90,
+                           what="the restore's end")
+            assert cluster.cli("list", o, "--project", project, "--format", "csv",
+                               "-c", "L").stdout.strip() == "m1"
+            assert cli_members(cluster)["m1"]["status"] == "Online"
     finally:
         if cli_members(cluster)["m1"]["status"] != "Online":
             cluster.cli("cluster", "restore", "m1", "--force", check=False)
