@@ -9,8 +9,8 @@
    (worst case: no two neighbouring cells alike) and a desktop-like picture. Target
    <= 30 ms.
 2. **Guest change -> repaint latency** at ``--fps`` (10): a real QEMU guest (TCG, the UEFI
-   framebuffer guest of ``tests/qemu_display_guest.py``), shown by a ``GraphicView`` in a
-   headless Textual app through corral's console server. A key is typed on the guest's
+   framebuffer guest, ``display_guest()`` of ``tests/qemu_guest.py``), shown by a
+   ``GraphicView`` in a headless Textual app through corral's console server. A key is typed on the guest's
    tty1; fbcon draws the character; the time until the view has repainted it is measured,
    and — as the baseline of what the guest and QEMU take themselves — the time until a
    bare RFB client on QEMU's VNC socket sees the same change. Target <= 100 ms.
@@ -85,7 +85,7 @@ def full_frame(n: int) -> None:
 
 
 async def latency_and_idle(n: int, fps: float) -> None:
-    import qemu_display_guest
+    import qemu_guest
     from qemu_guest import wait_serial
     from textual.app import App
 
@@ -98,12 +98,12 @@ async def latency_and_idle(n: int, fps: float) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-screen-"))
     run = Path(f"/tmp/cq-bench-{os.getpid()}")
     os.environ["XDG_RUNTIME_DIR"] = str(run)
-    kernel, initrd = qemu_display_guest.guest()
+    kernel, initrd = qemu_guest.display_guest()
     vms = QEMUBackend(qemu_remote(str(tmp / "vms")))
     await vms.connect()
     ref = InstanceRef("qemu", "bench")
     await vms.create("bench", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
-                     cmdline=qemu_display_guest.CMDLINE, accel="tcg", firmware="uefi")
+                     cmdline=qemu_guest.DISPLAY_CMDLINE, accel="tcg", firmware="uefi")
     try:
         await vms.start(ref)
         await wait_serial(vms, "bench", "corral-guest ready", timeout=180)
