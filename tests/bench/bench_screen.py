@@ -38,6 +38,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(ROOT))
 
+from benchlib import cpu_seconds  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 from rich.style import Style  # noqa: E402
 from textual.strip import Strip  # noqa: E402
@@ -162,10 +163,7 @@ async def latency_and_idle(n: int, fps: float) -> None:
                   + ", ".join(f"{t:.0f} ms" for t in after_idle))
 
             pid = server_pid(str(vms.vms.run_dir("bench") / "display.ws"))
-
-            def cpu(p: int | str) -> float:
-                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            cpu = cpu_seconds
 
             await bare.close()
             await pilot.pause(3)
