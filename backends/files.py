@@ -17,6 +17,7 @@ from typing import Callable
 from .base import Backend
 from .errors import InvalidInput, OperationFailed
 from .models import FileEntry, InstanceRef
+from .units import human_size
 
 Progress = Callable[[str], None]
 
@@ -41,16 +42,6 @@ class Tally:
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped (not a file, directory or symlink)")
         return ", ".join(parts)
-
-
-def human_size(n: int) -> str:
-    """``1536`` → ``1.5 KiB`` (for progress and listings, not for settings)."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def _os_error(e: OSError, path: str) -> OperationFailed:
