@@ -1,12 +1,13 @@
-"""Helpers of the backend tests: what the real CLIs say about the lab's daemons and a
-private lxcpath (the judges of what a backend did), and a backend's event stream as a
-queue."""
+"""Helpers of the tests against real things: what the real CLIs say about the lab's
+daemons and a private lxcpath (the judges of what corral did), a busybox container to
+work on, and a backend's event stream as a queue."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import subprocess
+from pathlib import Path
 
 # The lab's LXD/Incus remotes in the lab's CLI config: lxd1 over its unix socket, lxd2
 # over HTTPS through `lxc remote add`, Incus over HTTPS through `incus remote add`.
@@ -37,6 +38,15 @@ def lxc(path, tool, *args, check=True):
     """Run an lxc-* ``tool`` on the lxcpath ``path``."""
     return subprocess.run([tool, "-P", str(path), *args], capture_output=True, text=True,
                           check=check)
+
+
+def busybox_container(path, name) -> None:
+    """Create the busybox container ``name`` in the lxcpath ``path`` with no NIC (its
+    default one needs lxcbr0, which this host does not have)."""
+    lxc(path, "lxc-create", "-t", "busybox", "-n", name)
+    config = Path(path) / name / "config"
+    config.write_text("\n".join(line for line in config.read_text().splitlines()
+                                if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
 
 
 def state(path, name):

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, OptionList
 from tui.app import make_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_checks import busybox_container, lxc  # noqa: E402
 from test_real_app import rows, select, wait_for, write_config  # noqa: E402
 from test_wizard_app import notes  # noqa: E402
 
@@ -269,14 +270,11 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
     lxcpath = tmp_path / "lxcpath"
     cfg = write_config(tmp_path)
 
-    def lxc(*args) -> str:
-        return subprocess.run([args[0], "-P", str(lxcpath), *args[1:]], check=True,
-                              capture_output=True, text=True).stdout
+    busybox_container(lxcpath, "box1")
 
-    lxc("lxc-create", "-t", "busybox", "-n", "box1")
-    (lxcpath / "box1" / "config").write_text(
-        "\n".join(line for line in (lxcpath / "box1" / "config").read_text().splitlines()
-                  if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
+    def lxc_ls() -> list[str]:
+        return lxc(lxcpath, "lxc-ls").stdout.split()
+
     app = make_app(cfg, env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
                              "XDG_RUNTIME_DIR": run})
     try:
@@ -315,13 +313,13 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
             await action(pilot, app, "lxc:box1", "clone")
             await answer(pilot, app, "box2")
             await pick(pilot, app, "full")
-            await wait_for(pilot, lambda: "box2" in lxc("lxc-ls").split(), timeout=60,
+            await wait_for(pilot, lambda: "box2" in lxc_ls(), timeout=60,
                            what=f"LXC clone ({notes(app)})")
             await wait_for(pilot, lambda: "lxc:box2" in rows(app), what="box2 row")
             await action(pilot, app, "lxc:box2", "rename")
             await answer(pilot, app, "box3")
-            await wait_for(pilot, lambda: "box3" in lxc("lxc-ls").split()
-                           and "box2" not in lxc("lxc-ls").split(), timeout=60,
+            await wait_for(pilot, lambda: "box3" in lxc_ls()
+                           and "box2" not in lxc_ls(), timeout=60,
                            what=f"LXC rename ({notes(app)})")
     finally:
         subprocess.run(["rm", "-rf", run])
