@@ -57,6 +57,16 @@ def names(daemon) -> set[str]:
     return set(daemon.cli("list", "-c", "n", "--format", "csv").stdout.split())
 
 
+async def set_password(pilot, app, ref: str, password: str) -> None:
+    """The password action on ``ref``: the new password typed twice, then Enter."""
+    await action(pilot, app, ref, "password")
+    await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
+    app.screen.query_one("#pw-1").focus()
+    await pilot.press(*password)
+    app.screen.query_one("#pw-2").focus()
+    await pilot.press(*password, "enter")
+
+
 async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
     a, b = unique("a"), unique("b")
     lab.lxd1.cli("launch", "busybox", a)
@@ -199,12 +209,7 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
 
             # password: the busybox image has no chpasswd, said in words
             await wait_for(pilot, lambda: f"lab2:{b}" in rows(app), what="b")
-            await action(pilot, app, f"lab2:{b}", "password")
-            await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
-            app.screen.query_one("#pw-1").focus()
-            await pilot.press(*"s3cret-pw")
-            app.screen.query_one("#pw-2").focus()
-            await pilot.press(*"s3cret-pw", "enter")
+            await set_password(pilot, app, f"lab2:{b}", "s3cret-pw")
             await wait_for(pilot, lambda: any("chpasswd" in n for n in notes(app)),
                            timeout=30, what=f"the chpasswd refusal ({notes(app)})")
             assert not any("s3cret-pw" in n for n in notes(app))
@@ -216,12 +221,7 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             shim.write_text(CHPASSWD)
             lab.lxd2.cli("file", "push", "--mode", "0755", str(shim), f"{b}/bin/chpasswd")
             before = lab.lxd2.cli("exec", b, "--", "cat", "/etc/shadow").stdout
-            await action(pilot, app, f"lab2:{b}", "password")
-            await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
-            app.screen.query_one("#pw-1").focus()
-            await pilot.press(*"s3cret-pw")
-            app.screen.query_one("#pw-2").focus()
-            await pilot.press(*"s3cret-pw", "enter")
+            await set_password(pilot, app, f"lab2:{b}", "s3cret-pw")
             await wait_for(pilot, lambda: any("Password of root" in n for n in notes(app)),
                            timeout=30, what=f"password changed ({notes(app)})")
             shadow = lab.lxd2.cli("exec", b, "--", "cat", "/etc/shadow").stdout
