@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
+import sys
+from pathlib import Path
 
 from tui.app import make_app
 from tui.screens.dialogs import InputDialog
@@ -13,14 +14,8 @@ from tui.screens.files import FilesScreen
 from tui.screens.paths import complete
 from tui.widgets.instance_table import InstanceTable
 
-
-async def wait_for(pilot, predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_real_app import wait_for  # noqa: E402
 
 
 def local_app(tmp_path, lab_env):

@@ -13,7 +13,9 @@ from tui.widgets.instance_table import InstanceTable
 from tui.widgets.remote_list import RemoteList
 
 
-async def wait_for(pilot, predicate, timeout=15.0, what="condition"):
+async def wait_for(pilot, predicate, timeout=20.0, what="condition"):
+    """Until ``predicate()``: an AssertionError naming ``what`` (text, or a function
+    giving it) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
