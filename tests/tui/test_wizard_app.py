@@ -64,6 +64,19 @@ async def confirm(pilot, app) -> None:
     await pilot.click("#confirm")
 
 
+async def network_boot_named(pilot, app, name: str) -> None:
+    """The wizard on its first remote, a network-boot source, ``name`` typed on the name
+    step."""
+    await pilot.press("N")
+    await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
+                   what="wizard")
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.screen.step == "what", what="what")
+    app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
+    await pilot.press("ctrl+n")
+    await fill(pilot, app, "#wizard-name", name)
+
+
 async def restore_then_delete(pilot, app, restored: str, deleted) -> None:
     """In the snapshot table: restore the selected snapshot (enter, confirmed) until a
     note holds ``restored``, then delete it (d, confirmed) until ``deleted()``."""
@@ -101,14 +114,7 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             await wait_for(pilot, lambda: app.inventory.statuses["qemu"].state.value
                            == "connected", what="qemu remote")
             # a bad name is refused as it is typed; nothing is created
-            await pilot.press("N")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
-                           what="wizard")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: app.screen.step == "what", what="what")
-            app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
-            await pilot.press("ctrl+n")
-            await fill(pilot, app, "#wizard-name", "Bad_Name")
+            await network_boot_named(pilot, app, "Bad_Name")
             assert app.screen.query_one("#next").disabled
             assert "not a valid" in problem(app)
             await pilot.press("escape")
@@ -116,14 +122,7 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             assert not (vms / "Bad_Name").exists()
 
             # a bad size too: refused on the resources step, with the reason
-            await pilot.press("N")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
-                           what="wizard")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: app.screen.step == "what", what="what")
-            app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
-            await pilot.press("ctrl+n")
-            await fill(pilot, app, "#wizard-name", "sized")
+            await network_boot_named(pilot, app, "sized")
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.screen.step == "resources", what="resources")
             await fill(pilot, app, "#wizard-memory", "lots")
