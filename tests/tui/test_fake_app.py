@@ -160,11 +160,9 @@ async def test_pause_resume_start_and_disabled_actions(fake_env):
 
 
 async def test_help_lists_every_instance_key_and_keymap_rebinds(fake_env, tmp_path):
-    cfg, env, factory, backends = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text() + '[keymap]\n"instance.stop" = "x"\n')
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         await press(pilot, app, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         ids = {bid for _, _, bid in app.screen.rows}
@@ -224,11 +222,9 @@ async def test_usage_figures_fill_the_table_after_sampling(fake_env):
 
 
 async def test_light_theme_and_semantic_status_colours(fake_env):
-    cfg, env, factory, _ = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text().replace("[ui]\n", '[ui]\ntheme = "corral-light"\n'))
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         assert app.theme == "corral-light"
         variables = app.get_css_variables()
         assert variables["status-running"].upper() == "#2E7D32"
@@ -246,11 +242,10 @@ async def test_light_theme_and_semantic_status_colours(fake_env):
 
 
 async def test_read_only_remote_offers_no_actions(fake_env):
-    cfg, env, factory, backends = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text() + '[remotes]\nread_only = ["beta"]\n')
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         select(app, "beta:db1")
         await settle(pilot, app)
         assert app.screen.check_action("stop_instance", ()) is None
@@ -260,11 +255,9 @@ async def test_read_only_remote_offers_no_actions(fake_env):
 
 
 async def test_textual_builtin_theme_works(fake_env):
-    cfg, env, factory, _ = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text().replace("[ui]\n", '[ui]\ntheme = "textual-dark"\n'))
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         assert app.theme == "textual-dark"
         assert status(app, "alpha:web1") == "running"
         app.theme = "nord"
@@ -273,11 +266,10 @@ async def test_textual_builtin_theme_works(fake_env):
 
 
 async def test_usage_is_sampled_periodically(fake_env):
-    cfg, env, factory, backends = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text().replace("metrics_interval = 60", "metrics_interval = 1"))
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         before = backends["alpha"].state_calls
         await pilot.pause(3.5)
         assert backends["alpha"].state_calls >= before + 2
