@@ -18,6 +18,7 @@ from typing import Callable
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import Instance, InstanceRef, InstanceStatus
+from ..paths import export_target
 from ..work import in_thread
 from .archive import DamagedArchive, copy_file, read_archive, write_archive
 from .definition import (
@@ -83,17 +84,8 @@ class Transfer(Backend):
             OperationFailed: writing failed (disk full, ...).
         """
         say = progress or (lambda _text: None)
-        path = os.path.abspath(os.path.expanduser(path))
         d = self.vms.require_stopped(ref, "export")
-        if os.path.lexists(path):
-            raise InvalidInput(f"{path} exists already: choose a new file name.")
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            raise InvalidInput(f"The directory {parent} does not exist.")
-        part = path + ".part"
-        if os.path.lexists(part):
-            raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
-                               f"running. Remove it first.")
+        path, part = export_target(path)
         directory = self.vms.dir(ref.name)
         self.vms.busy[ref.name] = "being exported"
         tmp = ""
