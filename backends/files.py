@@ -43,6 +43,17 @@ class Tally:
             parts.append(f"{len(self.skipped)} skipped (not a file, directory or symlink)")
         return ", ".join(parts)
 
+    def file_progress(self, progress: Progress) -> Callable[[int], None]:
+        """The byte callback for one more file: ``n`` bytes of it moved so far are added
+        to what earlier files moved, and the new ``text`` goes to ``progress``."""
+        base = self.bytes
+
+        def moved(n: int) -> None:
+            self.bytes = base + n
+            progress(self.text)
+
+        return moved
+
 
 def _os_error(e: OSError, path: str) -> OperationFailed:
     why = {13: "permission denied", 28: "no space left", 17: "it exists already",
@@ -71,13 +82,7 @@ async def _pull(backend: Backend, ref: InstanceRef, entry: FileEntry, target: st
     root = os.geteuid() == 0
     try:
         if entry.kind == "file":
-            base = tally.bytes
-
-            def moved(n: int) -> None:
-                tally.bytes = base + n
-                progress(tally.text)
-
-            await backend.read_file(ref, entry, target, moved)
+            await backend.read_file(ref, entry, target, tally.file_progress(progress))
             tally.files += 1
         elif entry.kind == "symlink":
             os.symlink(entry.target, target)
@@ -139,15 +144,9 @@ async def _push(backend: Backend, ref: InstanceRef, local: str, remote: str, tal
         tally.skipped.append(local)
         return
     if entry.kind == "file":
-        base = tally.bytes
-
-        def moved(n: int) -> None:
-            tally.bytes = base + n
-            progress(tally.text)
-
         if not os.access(local, os.R_OK):
             raise OperationFailed(f"{local}: permission denied.")
-        await backend.write_file(ref, entry, local, moved)
+        await backend.write_file(ref, entry, local, tally.file_progress(progress))
         tally.files += 1
     elif entry.kind == "symlink":
         await backend.write_file(ref, entry)
