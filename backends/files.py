@@ -17,6 +17,7 @@ from typing import Callable
 from .base import Backend
 from .errors import InvalidInput, OperationFailed
 from .models import FileEntry, InstanceRef
+from .units import human_size
 
 Progress = Callable[[str], None]
 
@@ -42,15 +43,16 @@ class Tally:
             parts.append(f"{len(self.skipped)} skipped (not a file, directory or symlink)")
         return ", ".join(parts)
 
+    def file_progress(self, progress: Progress) -> Callable[[int], None]:
+        """The byte callback for one more file: ``n`` bytes of it moved so far are added
+        to what earlier files moved, and the new ``text`` goes to ``progress``."""
+        base = self.bytes
 
-def human_size(n: int) -> str:
-    """``1536`` → ``1.5 KiB`` (for progress and listings, not for settings)."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+        def moved(n: int) -> None:
+            self.bytes = base + n
+            progress(self.text)
+
+        return moved
 
 
 def _os_error(e: OSError, path: str) -> OperationFailed:
@@ -80,13 +82,7 @@ async def _pull(backend: Backend, ref: InstanceRef, entry: FileEntry, target: st
     root = os.geteuid() == 0
     try:
         if entry.kind == "file":
-            base = tally.bytes
-
-            def moved(n: int) -> None:
-                tally.bytes = base + n
-                progress(tally.text)
-
-            await backend.read_file(ref, entry, target, moved)
+            await backend.read_file(ref, entry, target, tally.file_progress(progress))
             tally.files += 1
         elif entry.kind == "symlink":
             os.symlink(entry.target, target)
@@ -148,15 +144,9 @@ async def _push(backend: Backend, ref: InstanceRef, local: str, remote: str, tal
         tally.skipped.append(local)
         return
     if entry.kind == "file":
-        base = tally.bytes
-
-        def moved(n: int) -> None:
-            tally.bytes = base + n
-            progress(tally.text)
-
         if not os.access(local, os.R_OK):
             raise OperationFailed(f"{local}: permission denied.")
-        await backend.write_file(ref, entry, local, moved)
+        await backend.write_file(ref, entry, local, tally.file_progress(progress))
         tally.files += 1
     elif entry.kind == "symlink":
         await backend.write_file(ref, entry)

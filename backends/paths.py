@@ -5,7 +5,8 @@ and without it (ssh sessions without pam_systemd, cron), a ``/tmp`` fallback cre
 and checked, so another user cannot plant it (symlinked lock files, a fake console socket
 catching what is typed). Modes are changed through a descriptor opened with ``O_NOFOLLOW``,
 never through a path a link could redirect. :func:`private_file` creates files only the
-user can read (exports, recordings)."""
+user can read (exports, recordings); :func:`export_target` checks where a new export
+archive may go."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import OperationFailed
+from .errors import InvalidInput, OperationFailed
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +105,24 @@ def private_file(path: str | os.PathLike[str], *, binary: bool = True,
     except BaseException:
         os.close(fd)
         raise
+
+
+def export_target(path: str) -> tuple[str, str]:
+    """A new export archive's ``path`` (``~`` expanded, made absolute) and the ``.part``
+    file it is written to before it is renamed.
+
+    Raises:
+        InvalidInput: the archive exists already, its directory does not, or the ``.part``
+            of an interrupted (or running) export is there.
+    """
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.lexists(path):
+        raise InvalidInput(f"{path} exists already: choose a new file name.")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise InvalidInput(f"The directory {parent} does not exist.")
+    part = path + ".part"
+    if os.path.lexists(part):
+        raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
+                           f"running. Remove it first.")
+    return path, part

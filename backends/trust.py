@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import datetime
 import hashlib
 import json
@@ -182,12 +183,22 @@ def write_private(path: Path, data: bytes, *, mode: int) -> None:
         raise
 
 
-def _session(pem_file: str, crt: Path, key: Path) -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False  # REQUESTS_CA_BUNDLE and proxies would undo the pin
-    session.verify = pem_file
-    session.cert = (str(crt), str(key))
-    return session
+@contextlib.contextmanager
+def _pinned_session(cert: ServerCert, crt: Path, key: Path):
+    """A requests session that trusts only ``cert`` (whatever names it holds) and presents
+    our client certificate; closed on the way out."""
+    with tempfile.NamedTemporaryFile("w", suffix=".crt") as pin:
+        pin.write(cert.pem)
+        pin.flush()
+        session = requests.Session()
+        session.trust_env = False  # REQUESTS_CA_BUNDLE and proxies would undo the pin
+        session.verify = pin.name
+        session.cert = (str(crt), str(key))
+        session.mount("https://", _NoHostname())
+        try:
+            yield session
+        finally:
+            session.close()
 
 
 class _NoHostname(requests.adapters.HTTPAdapter):
@@ -214,11 +225,7 @@ def present(cert: ServerCert, crt: Path, key: Path, token: Token | None, name: s
             was given.
         Unreachable: the connection failed.
     """
-    with tempfile.NamedTemporaryFile("w", suffix=".crt") as pin:
-        pin.write(cert.pem)
-        pin.flush()
-        session = _session(pin.name, crt, key)
-        session.mount("https://", _NoHostname())
+    with _pinned_session(cert, crt, key) as session:
         try:
             info = _get(session, cert.address, timeout)
             if info.get("auth") != "trusted" and token is not None:
@@ -229,8 +236,6 @@ def present(cert: ServerCert, crt: Path, key: Path, token: Token | None, name: s
                             f"added; nothing was stored.") from None
         except requests.exceptions.RequestException as e:
             raise Unreachable(f"Talking to {cert.address} failed: {e}") from None
-        finally:
-            session.close()
     if info.get("auth") != "trusted":
         if token is None:
             raise AuthError(
@@ -267,11 +272,7 @@ def new_token(cert: ServerCert, crt: Path, key: Path, name: str,
               timeout: float = 10.0) -> str:
     """Blocking: have the server (which trusts us) issue a trust token for ``name``, so
     the ``lxc``/``incus`` CLI can be added with its own certificate."""
-    with tempfile.NamedTemporaryFile("w", suffix=".crt") as pin:
-        pin.write(cert.pem)
-        pin.flush()
-        session = _session(pin.name, crt, key)
-        session.mount("https://", _NoHostname())
+    with _pinned_session(cert, crt, key) as session:
         try:
             r = session.post(cert.address + "/1.0/certificates",
                              json={"type": "client", "name": name, "token": True},
@@ -289,5 +290,3 @@ def new_token(cert: ServerCert, crt: Path, key: Path, name: str,
             raise OperationFailed("The server's answer held no token.")
         except requests.exceptions.RequestException as e:
             raise Unreachable(f"Talking to {cert.address} failed: {e}") from None
-        finally:
-            session.close()

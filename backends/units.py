@@ -54,6 +54,19 @@ def format_size(value: int) -> str:
     return f"{value}B"
 
 
+def human_size(n: int, *, decimals: int = 1, sep: str = " ") -> str:
+    """Bytes rounded for reading, not for settings: ``1536`` → ``1.5 KiB``, with
+    ``decimals`` places from KiB on and ``sep`` between number and unit (the CLIs print
+    ``25.08GiB``: ``decimals=2, sep=""``)."""
+    names = ("B", "KiB", "MiB", "GiB", "TiB")
+    size, i = float(n), 0
+    while size >= 1024 and i < len(names) - 1:
+        size /= 1024
+        i += 1
+    number = f"{size:.0f}" if i == 0 else f"{size:.{decimals}f}"
+    return f"{number}{sep}{names[i]}"
+
+
 def size_or_none(text: str | None) -> int | None:
     """Like :func:`parse_size` for values read back from a daemon or a config file, where
     anything that is not a size (``50%``, empty, malformed) means "no size": ``None``."""

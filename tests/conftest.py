@@ -32,17 +32,22 @@ def lab():
     reason = labmod.unavailable_reason()
     if reason:
         pytest.fail(f"the real-daemon lab cannot run here: {reason}", pytrace=False)
-    the_lab = labmod.Lab()
+    yield from _running(labmod.Lab(), "the real-daemon lab failed to start")
+
+
+def _running(daemons, failed: str):
+    """Start ``daemons`` (a Lab or a Cluster), yield it, stop it; if it does not start, the
+    test fails with ``failed`` and the reason."""
     # A SIGTERM (a CI time-out, a killed run) must still stop the daemons: turn it into
     # the KeyboardInterrupt pytest handles by running finalizers.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        the_lab.start()
+        daemons.start()
     except Exception as e:  # noqa: BLE001
-        the_lab.stop()
-        pytest.fail(f"the real-daemon lab failed to start: {e}", pytrace=False)
-    yield the_lab
-    the_lab.stop()
+        daemons.stop()
+        pytest.fail(f"{failed}: {e}", pytrace=False)
+    yield daemons
+    daemons.stop()
     signal.signal(signal.SIGTERM, previous)
 
 
@@ -52,16 +57,7 @@ def _cluster(kind: str):
     reason = labmod.unavailable_reason((kind,))
     if reason:
         pytest.fail(f"the {kind} cluster cannot run here: {reason}", pytrace=False)
-    cluster = lab_cluster.Cluster(kind)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        cluster.start()
-    except Exception as e:  # noqa: BLE001
-        cluster.stop()
-        pytest.fail(f"the {kind} cluster failed to form: {e}", pytrace=False)
-    yield cluster
-    cluster.stop()
-    signal.signal(signal.SIGTERM, previous)
+    yield from _running(lab_cluster.Cluster(kind), f"the {kind} cluster failed to form")
 
 
 @pytest.fixture(scope="session")

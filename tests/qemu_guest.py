@@ -1,7 +1,25 @@
-"""A bootable Linux guest for QEMU tests, built offline from Debian packages: the cloud
-kernel (vmlinuz) and a busybox initramfs whose /init loads the virtio balloon driver
-(virtio_pci + virtio_balloon and their dependencies, taken from the same kernel package),
-prints a marker and runs a shell on the serial console.
+"""Bootable Linux guests for QEMU tests, built offline from Debian packages: the cloud
+kernel (vmlinuz) and a busybox initramfs.
+
+- :func:`guest`: BIOS boot; /init loads the virtio balloon driver (virtio_pci +
+  virtio_balloon and their dependencies, taken from the same kernel package), prints a
+  marker and runs a shell on the serial console.
+- :func:`display_guest`: the same kernel booted through OVMF (UEFI) with
+  :data:`DISPLAY_CMDLINE`, so the kernel's efifb driver puts the screen in a true-colour
+  framebuffer mode (1280x800x32 with QEMU's std VGA) and fbcon draws tty1 in it. The cloud
+  kernel has no VESA, bochs or simpledrm driver, so a BIOS boot stays in VGA text mode:
+  UEFI is what gives this kernel a framebuffer. Its /init prints the same marker and runs
+  the same shell, and also
+
+  - reads lines typed on tty1 (the screen's keyboard) and prints each on the serial
+    console as ``tty1: <line>``, so a test sees what arrived through the keyboard;
+  - writes a line on tty2, so that console exists and Ctrl+Alt+F2 can switch to it (Linux
+    switches only to allocated consoles);
+  - ships ``/red.raw``: 200 rows of 1280 red BGRX pixels, so ``cat /red.raw > /dev/fb0``
+    paints a known colour over the top of the screen.
+
+  :data:`DISPLAY_CMDLINE` keeps kernel messages off the screen and hides the blinking
+  cursor, so the screen is still unless a test changes it.
 
 Cached under ~/.cache/corral-test (override: CORRAL_TEST_CACHE). The kernel package is
 fetched once with `apt-get download` (or taken from /var/cache/apt/archives when there
@@ -33,6 +51,22 @@ INIT = """#!/bin/busybox sh
 for m in {modules}; do
     insmod /lib/modules/$m.ko || echo "corral-guest: insmod $m failed"
 done
+echo "corral-guest ready"
+exec setsid cttyhack sh
+"""
+
+# The display guest's initramfs has a version of its own (its cache name has both).
+DISPLAY_VERSION = 2
+WIDTH, RED_ROWS = 1280, 200
+DISPLAY_CMDLINE = "console=ttyS0 vt.global_cursor_default=0 panic=-1"
+
+DISPLAY_INIT = """#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sys /sys
+/bin/busybox mount -t devtmpfs dev /dev
+/bin/busybox --install -s /bin
+echo "corral-guest tty2" > /dev/tty2
+(while read -r line; do echo "tty1: $line" > /dev/ttyS0; done) < /dev/tty1 > /dev/tty1 2>&1 &
 echo "corral-guest ready"
 exec setsid cttyhack sh
 """
@@ -169,22 +203,20 @@ def kernel() -> Path:
     return _kernel_dir() / "vmlinuz"
 
 
-def initrd() -> Path:
-    target = cache_dir() / f"initrd-v{CACHE_VERSION}.gz"
-    if target.exists():
-        return target
-    modules = _kernel_dir() / "modules"
-    order = (modules / "order").read_text().split()
+def _busybox_initrd(target: Path, init: str, files: dict[str, bytes]) -> Path:
+    """Write to `target` (atomically) a gzipped newc cpio with busybox as /bin/busybox and
+    /bin/sh, `init` as /init and `files` (path in the image -> content)."""
     busybox = shutil.which("busybox") or "/bin/busybox"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for d in ("bin", "proc", "sys", "dev", "tmp", "lib/modules"):
+        for d in ("bin", "proc", "sys", "dev", "tmp"):
             (root / d).mkdir(parents=True)
         shutil.copy(busybox, root / "bin" / "busybox")
         (root / "bin" / "sh").symlink_to("busybox")
-        for name in order:
-            shutil.copyfile(modules / f"{name}.ko", root / "lib" / "modules" / f"{name}.ko")
-        (root / "init").write_text(INIT.format(modules=" ".join(order)))
+        for rel, data in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        (root / "init").write_text(init)
         os.chmod(root / "init", 0o755)
         listing = subprocess.run(["find", "."], cwd=root, capture_output=True,
                                  check=True).stdout
@@ -196,12 +228,39 @@ def initrd() -> Path:
     return target
 
 
+def initrd() -> Path:
+    target = cache_dir() / f"initrd-v{CACHE_VERSION}.gz"
+    if target.exists():
+        return target
+    modules = _kernel_dir() / "modules"
+    order = (modules / "order").read_text().split()
+    files = {f"lib/modules/{name}.ko": (modules / f"{name}.ko").read_bytes()
+             for name in order}
+    return _busybox_initrd(target, INIT.format(modules=" ".join(order)), files)
+
+
+def display_initrd() -> Path:
+    target = cache_dir() / f"initrd-display-v{CACHE_VERSION}.{DISPLAY_VERSION}.gz"
+    if target.exists():
+        return target
+    _kernel_dir()
+    red = b"\x00\x00\xff\x00" * WIDTH * RED_ROWS
+    return _busybox_initrd(target, DISPLAY_INIT, {"red.raw": red})
+
+
 def guest() -> tuple[Path, Path]:
     return kernel(), initrd()
 
 
+def display_guest() -> tuple[Path, Path]:
+    """The UEFI framebuffer guest; boot it with ``firmware="uefi"`` and
+    ``cmdline=DISPLAY_CMDLINE``."""
+    return kernel(), display_initrd()
+
+
 if __name__ == "__main__":
     print(*guest())
+    print(*display_guest())
 
 
 async def wait_serial(backend, name: str, needle: str, timeout: float = 60) -> None:

@@ -17,7 +17,7 @@ from typing import Callable
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
-from ..paths import private_file
+from ..paths import export_target, private_file
 from ..work import in_thread
 from . import parse
 from .archive import check_container_archive, config_problems
@@ -198,15 +198,7 @@ class Transfer(Backend):
                 f"containers are exported" + (" (a linked clone shares its source's files: "
                                               "make a full clone and export that)"
                                               if kind == "overlay" else "") + ".")
-        path = os.path.abspath(os.path.expanduser(path))
-        if os.path.lexists(path):
-            raise InvalidInput(f"{path} exists already: choose a new file name.")
-        if not os.path.isdir(os.path.dirname(path)):
-            raise InvalidInput(f"The directory {os.path.dirname(path)} does not exist.")
-        part = path + ".part"
-        if os.path.lexists(part):
-            raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
-                               f"running. Remove it first.")
+        path, part = export_target(path)
         members = ["./config", "./rootfs"]
         if with_snapshots and self.lxc.snapshot_dirs(ref.name):
             members.append("./snaps")

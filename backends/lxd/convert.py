@@ -360,14 +360,6 @@ def mib(n: int) -> str:
     return f"{n / MiB:.1f} MiB"
 
 
-def format_size_short(size: int) -> str:
-    """Image sizes for the wizard: ``1.0 MiB``."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"  # pragma: no cover
 
 
 def rfc3339(when: datetime) -> str:

@@ -15,7 +15,7 @@ from pylxd import exceptions as pylxd_exc
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
-from ..units import format_size
+from ..units import format_size, human_size
 from ..cloudinit import user_data_problem
 from . import convert
 from .convert import name_problem
@@ -124,7 +124,7 @@ class Create(Backend):
             detail = " · ".join(p for p in (
                 img.description if img.description != label else "",
                 img.architecture or str(props.get("architecture") or ""),
-                convert.format_size_short(img.size) if img.size else "",
+                human_size(img.size) if img.size else "",
                 fp[:12]) if p)
             itype = InstanceType.VM if img.type == "virtual-machine" else InstanceType.CONTAINER
             sources.append(CreateSource(kind="image", label=label, value=fp, type=itype,

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from ..models import Resource, ResourceKind
+from ..units import human_size
 
 _USER_KINDS = {
     "instances": "instance", "containers": "instance", "virtual-machines": "instance",
@@ -40,12 +41,7 @@ def user_of(url: str) -> str:
 
 def human(n: int) -> str:
     """Bytes as the CLIs print them (``25.08GiB``)."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.2f}{unit}"
-        value /= 1024
-    return f"{n}B"
+    return human_size(n, decimals=2, sep="")
 
 
 def users(data: Mapping[str, Any]) -> tuple[str, ...]:

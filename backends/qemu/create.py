@@ -21,7 +21,7 @@ from ..models import (
     InstanceType,
 )
 from .definition import VMDefinition, check_name
-from .files import in_words, mark_partial, unmark_partial
+from .files import building
 from .images import image_info, qemu_img
 from .machines import Machines
 
@@ -100,8 +100,7 @@ class Create(Backend):
                                    f"({size} bytes); disks only grow.")
         directory = self.vms.dir(name)
         directory.mkdir(mode=0o700, parents=True)
-        try:
-            mark_partial(directory)
+        with building(directory):
             disks = []
             if image:
                 target = directory / "disk0.qcow2"
@@ -141,12 +140,6 @@ class Create(Backend):
                 shutil.copyfile(vars_src, directory / "OVMF_VARS.fd")
             say("saving definition…")
             definition.save(directory)
-            unmark_partial(directory)
-        except BaseException as e:
-            shutil.rmtree(directory, ignore_errors=True)
-            if isinstance(e, OSError):
-                raise OperationFailed(in_words(e, str(directory))) from e
-            raise
         self.vms.status[name] = InstanceStatus.STOPPED
         return self.vms.instance(name)
 

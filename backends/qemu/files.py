@@ -133,6 +133,22 @@ def unmark_partial(directory: Path) -> None:
         fsync_dir(directory)
 
 
+@contextlib.contextmanager
+def building(directory: Path):
+    """Fill the new VM directory ``directory`` in the block: it is marked partial meanwhile
+    (what a crash leaves, :func:`sweep` removes) and unmarked at the end; on any failure it
+    is removed, and an OSError is said in words (:class:`OperationFailed`)."""
+    try:
+        mark_partial(directory)
+        yield
+        unmark_partial(directory)
+    except BaseException as e:
+        shutil.rmtree(directory, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise OperationFailed(in_words(e, str(directory))) from e
+        raise
+
+
 def sweep(root: Path) -> list[str]:
     """Remove what interrupted work of dead corral processes left under ``root``: VM
     directories still marked partial, temporary definition files, export scratch

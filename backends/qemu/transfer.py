@@ -18,6 +18,7 @@ from typing import Callable
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import Instance, InstanceRef, InstanceStatus
+from ..paths import export_target
 from ..work import in_thread
 from .archive import DamagedArchive, copy_file, read_archive, write_archive
 from .definition import (
@@ -29,6 +30,7 @@ from .definition import (
     qcow2_backing,
 )
 from .files import (
+    building,
     drop_rename_journal,
     export_scratch,
     in_words,
@@ -82,17 +84,8 @@ class Transfer(Backend):
             OperationFailed: writing failed (disk full, ...).
         """
         say = progress or (lambda _text: None)
-        path = os.path.abspath(os.path.expanduser(path))
         d = self.vms.require_stopped(ref, "export")
-        if os.path.lexists(path):
-            raise InvalidInput(f"{path} exists already: choose a new file name.")
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            raise InvalidInput(f"The directory {parent} does not exist.")
-        part = path + ".part"
-        if os.path.lexists(part):
-            raise InvalidInput(f"{part} exists: an earlier export was interrupted, or one is "
-                               f"running. Remove it first.")
+        path, part = export_target(path)
         directory = self.vms.dir(ref.name)
         self.vms.busy[ref.name] = "being exported"
         tmp = ""
@@ -269,37 +262,31 @@ class Transfer(Backend):
         self.vms.busy[ref.name] = "being cloned"
         self.vms.busy[new_name] = "being created"
         try:
-            mark_partial(directory)
-            new = dataclasses.replace(d, name=new_name, mac=new_mac(), linked_to="",
-                                      io_limits=dict(d.io_limits), disks=list(d.disks),
-                                      created_at=datetime.now(timezone.utc).isoformat())
-            for disk in d.disks:
-                src, dst = str(source_dir / disk), str(directory / disk)
-                if linked:
-                    say(f"creating overlay {disk}…")
-                    await qemu_img("create", "-f", "qcow2", "-F", "qcow2", "-b", src, dst)
-                    new.linked_to = ref.name
-                elif with_snapshots:
-                    await in_thread(copy_file, src, dst, f"copying {disk}", progress=say)
-                    backing = qcow2_backing(Path(src))
-                    if backing and not backing.startswith("json:"):
-                        # a relative backing path would now point elsewhere: make it absolute
-                        fmt = (await image_info(src)).get("backing-filename-format")
-                        await qemu_img("rebase", "-u", *(["-F", fmt] if fmt else []),
-                                       "-b", backing, dst)
-                        new.linked_to = d.linked_to
-                else:
-                    await convert(src, dst, f"copying {disk}", say)
-            if d.firmware == "uefi" and (source_dir / "OVMF_VARS.fd").is_file():
-                await asyncio.to_thread(shutil.copyfile, source_dir / "OVMF_VARS.fd",
-                                        directory / "OVMF_VARS.fd")
-            new.save(directory)
-            unmark_partial(directory)
-        except BaseException as e:
-            shutil.rmtree(directory, ignore_errors=True)
-            if isinstance(e, OSError):
-                raise OperationFailed(in_words(e, str(directory))) from e
-            raise
+            with building(directory):
+                new = dataclasses.replace(d, name=new_name, mac=new_mac(), linked_to="",
+                                          io_limits=dict(d.io_limits), disks=list(d.disks),
+                                          created_at=datetime.now(timezone.utc).isoformat())
+                for disk in d.disks:
+                    src, dst = str(source_dir / disk), str(directory / disk)
+                    if linked:
+                        say(f"creating overlay {disk}…")
+                        await qemu_img("create", "-f", "qcow2", "-F", "qcow2", "-b", src, dst)
+                        new.linked_to = ref.name
+                    elif with_snapshots:
+                        await in_thread(copy_file, src, dst, f"copying {disk}", progress=say)
+                        backing = qcow2_backing(Path(src))
+                        if backing and not backing.startswith("json:"):
+                            # a relative backing path would now point elsewhere: make it absolute
+                            fmt = (await image_info(src)).get("backing-filename-format")
+                            await qemu_img("rebase", "-u", *(["-F", fmt] if fmt else []),
+                                           "-b", backing, dst)
+                            new.linked_to = d.linked_to
+                    else:
+                        await convert(src, dst, f"copying {disk}", say)
+                if d.firmware == "uefi" and (source_dir / "OVMF_VARS.fd").is_file():
+                    await asyncio.to_thread(shutil.copyfile, source_dir / "OVMF_VARS.fd",
+                                            directory / "OVMF_VARS.fd")
+                new.save(directory)
         finally:
             self.vms.busy.pop(ref.name, None)
             self.vms.busy.pop(new_name, None)

@@ -7,9 +7,9 @@ import os
 import subprocess
 
 import pytest
+from backend_checks import lxc, state
 
 from backends.errors import Conflict, InvalidInput, OperationFailed
-from backends.lxc import LXCBackend, lxc_remotes
 from backends.lxc.limits import cgroup_version, host_supports
 from backends.models import Capability, CreateRequest, CreateSource, InstanceRef, InstanceStatus
 
@@ -18,21 +18,8 @@ BUSYBOX = CreateSource("template", "busybox", value="busybox")
 
 
 @pytest.fixture
-async def backend(lxc_path):
-    b = LXCBackend(lxc_remotes([str(lxc_path)])[0], timeout=10)
-    await b.connect()
-    yield b
-    await b.close()
-
-
-def lxc(path, tool, *args, check=True):
-    return subprocess.run([tool, "-P", str(path), *args], capture_output=True, text=True,
-                          check=check)
-
-
-def state(path, name):
-    out = lxc(path, "lxc-info", "-n", name, "-s", check=False).stdout
-    return out.split(":", 1)[1].strip() if ":" in out else None
+def backend(lxc_backend):
+    return lxc_backend
 
 
 def cgroup(path, name, key):

@@ -6,33 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
+from backend_checks import lxc, state
 
 from backends.errors import Conflict, InvalidInput, Unsupported
-from backends.lxc import LXCBackend, lxc_remotes
 from backends.models import InstanceRef, InstanceStatus
 
 
 @pytest.fixture
-async def backend(lxc_path):
-    b = LXCBackend(lxc_remotes([str(lxc_path)])[0], timeout=10)
-    await b.connect()
-    yield b
-    await b.close()
-
-
-def lxc(path, tool, *args, check=True):
-    return subprocess.run([tool, "-P", str(path), *args], capture_output=True, text=True,
-                          check=check)
-
-
-def state(path, name):
-    out = lxc(path, "lxc-info", "-n", name, "-s", check=False).stdout
-    return out.split(":", 1)[1].strip() if ":" in out else None
+def backend(lxc_backend):
+    return lxc_backend
 
 
 def names(path):

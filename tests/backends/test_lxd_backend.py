@@ -8,36 +8,10 @@ import asyncio
 import time
 
 import pytest
+from backend_checks import cli_status, watching
 
-from backends import get_backend
 from backends.errors import Conflict, NotFound
 from backends.models import EventKind, InstanceRef, InstanceStatus, InstanceType
-from backends.remotes import discover
-
-REMOTES = ["local", "lab2", "inc1"]
-
-
-def daemon_for(lab, name):
-    return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
-
-
-@pytest.fixture(params=REMOTES)
-async def remote_backend(request, lab, lab_env):
-    remotes = {r.name: r for r in discover(lab_env).remotes}
-    backend = get_backend(remotes[request.param], timeout=10)
-    info = await backend.connect()
-    yield request.param, backend, info, daemon_for(lab, request.param)
-    await backend.close()
-
-
-def cli_status(daemon, name):
-    out = daemon.cli("list", name, "--format", "csv", "-c", "ns").stdout.strip()
-    for line in out.splitlines():
-        n, status = line.split(",")
-        if n == name:
-            return status
-    return None
-
 
 async def test_connect_identifies_server(remote_backend):
     name, backend, info, daemon = remote_backend
@@ -144,29 +118,22 @@ async def test_event_arrives_when_another_client_changes_state(remote_backend, u
     name, backend, info, daemon = remote_backend
     c = unique()
     daemon.cli("launch", "busybox", c)
-    events: asyncio.Queue = asyncio.Queue()
-
-    async def pump():
-        async for ev in backend.watch():
-            await events.put(ev)
-
-    task = asyncio.create_task(pump())
     try:
-        first = await asyncio.wait_for(events.get(), 10)
-        assert (first.kind, first.action) == (EventKind.CONNECTION, "connected")
-        started = time.monotonic()
-        await asyncio.to_thread(daemon.cli, "stop", "--force", c)
-        seen = []
-        while True:
-            ev = await asyncio.wait_for(events.get(), 15)
-            seen.append(ev)
-            if ev.kind is EventKind.LIFECYCLE and ev.ref == InstanceRef(name, c) \
-                    and ev.action in ("instance-stopped", "instance-shutdown"):
-                break
-        assert time.monotonic() - started < 15
-        assert any(e.kind is EventKind.OPERATION for e in seen)
+        async with watching(backend) as events:
+            first = await asyncio.wait_for(events.get(), 10)
+            assert (first.kind, first.action) == (EventKind.CONNECTION, "connected")
+            started = time.monotonic()
+            await asyncio.to_thread(daemon.cli, "stop", "--force", c)
+            seen = []
+            while True:
+                ev = await asyncio.wait_for(events.get(), 15)
+                seen.append(ev)
+                if ev.kind is EventKind.LIFECYCLE and ev.ref == InstanceRef(name, c) \
+                        and ev.action in ("instance-stopped", "instance-shutdown"):
+                    break
+            assert time.monotonic() - started < 15
+            assert any(e.kind is EventKind.OPERATION for e in seen)
     finally:
-        task.cancel()
         daemon.cli("delete", "--force", c)
 
 

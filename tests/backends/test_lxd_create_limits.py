@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from backend_checks import cli_status, names, watching
 
 from backends import get_backend
 from backends.errors import Conflict, InvalidInput, OperationFailed, Unsupported
@@ -29,21 +30,7 @@ from backends.models import (
 )
 from backends.remotes import discover
 
-REMOTES = ["local", "lab2", "inc1"]
 MiB = 1024 * 1024
-
-
-def daemon_for(lab, name):
-    return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
-
-
-@pytest.fixture(params=REMOTES)
-async def remote_backend(request, lab, lab_env):
-    remotes = {r.name: r for r in discover(lab_env).remotes}
-    backend = get_backend(remotes[request.param], timeout=10)
-    info = await backend.connect()
-    yield request.param, backend, info, daemon_for(lab, request.param)
-    await backend.close()
 
 
 @pytest.fixture
@@ -53,20 +40,6 @@ async def local_backend(lab, lab_env):
     await backend.connect()
     yield backend, lab.lxd1
     await backend.close()
-
-
-def names(daemon):
-    out = daemon.cli("list", "--format", "csv", "-c", "n").stdout
-    return {line.strip() for line in out.splitlines() if line.strip()}
-
-
-def cli_status(daemon, name):
-    out = daemon.cli("list", name, "--format", "csv", "-c", "ns").stdout.strip()
-    for line in out.splitlines():
-        n, status = line.split(",")
-        if n == name:
-            return status
-    return None
 
 
 def cfg(daemon, name, key):
@@ -481,42 +454,35 @@ async def test_restart_only_change_is_pending_until_the_next_start(remote_backen
     c = unique()
     daemon.cli("launch", "busybox", c, "-c", "limits.processes=100")
     ref = InstanceRef(name, c)
-    events: asyncio.Queue = asyncio.Queue()
-
-    async def pump():
-        async for ev in backend.watch():
-            await events.put(ev)
-
-    task = asyncio.create_task(pump())
     try:
-        first = await asyncio.wait_for(events.get(), 10)
-        assert first.action == "connected"
-        assert await backend.set_limits(ref, {"processes": "200", "memory": "300MiB"}) \
-            == {"processes": "restart", "memory": "live"}
-        assert cfg(daemon, c, "limits.processes") == "200"  # saved
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert (fields["processes"].value, fields["processes"].pending) == ("100", "200")
-        assert fields["memory"].pending == ""
-        await backend.restart(ref, force=True)
-        while True:
-            ev = await asyncio.wait_for(events.get(), 15)
-            if ev.kind is EventKind.LIFECYCLE and ev.ref == ref \
-                    and ev.action in ("instance-restarted", "instance-started"):
-                break
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert (fields["processes"].value, fields["processes"].pending) == ("200", "")
+        async with watching(backend) as events:
+            first = await asyncio.wait_for(events.get(), 10)
+            assert first.action == "connected"
+            assert await backend.set_limits(ref, {"processes": "200", "memory": "300MiB"}) \
+                == {"processes": "restart", "memory": "live"}
+            assert cfg(daemon, c, "limits.processes") == "200"  # saved
+            fields = {f.key: f for f in await backend.get_limits(ref)}
+            assert (fields["processes"].value, fields["processes"].pending) == ("100", "200")
+            assert fields["memory"].pending == ""
+            await backend.restart(ref, force=True)
+            while True:
+                ev = await asyncio.wait_for(events.get(), 15)
+                if ev.kind is EventKind.LIFECYCLE and ev.ref == ref \
+                        and ev.action in ("instance-restarted", "instance-started"):
+                    break
+            fields = {f.key: f for f in await backend.get_limits(ref)}
+            assert (fields["processes"].value, fields["processes"].pending) == ("200", "")
 
-        # the other way: a stop and a start seen by get_instance
-        await backend.set_limits(ref, {"processes": "300"})
-        assert {f.key: f for f in await backend.get_limits(ref)}["processes"].pending == "300"
-        daemon.cli("stop", "--force", c)
-        assert (await backend.get_instance(ref)).status is InstanceStatus.STOPPED
-        daemon.cli("start", c)
-        assert (await backend.get_instance(ref)).status is InstanceStatus.RUNNING
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert (fields["processes"].value, fields["processes"].pending) == ("300", "")
+            # the other way: a stop and a start seen by get_instance
+            await backend.set_limits(ref, {"processes": "300"})
+            assert {f.key: f for f in await backend.get_limits(ref)}["processes"].pending == "300"
+            daemon.cli("stop", "--force", c)
+            assert (await backend.get_instance(ref)).status is InstanceStatus.STOPPED
+            daemon.cli("start", c)
+            assert (await backend.get_instance(ref)).status is InstanceStatus.RUNNING
+            fields = {f.key: f for f in await backend.get_limits(ref)}
+            assert (fields["processes"].value, fields["processes"].pending) == ("300", "")
     finally:
-        task.cancel()
         daemon.cli("delete", "--force", c, check=False)
 
 

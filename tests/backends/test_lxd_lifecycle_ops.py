@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from backend_checks import names
 
 from backends import get_backend
 from backends.errors import (
@@ -61,11 +62,6 @@ async def lxd(lab, lab_env):
     yield backends, remotes
     for b in backends.values():
         await b.close()
-
-
-def names(daemon):
-    out = daemon.cli("list", "--format", "csv", "-c", "n").stdout
-    return {line.strip() for line in out.splitlines() if line.strip()}
 
 
 def user_list(lab, remote):

@@ -16,20 +16,11 @@ from backends.errors import Conflict, InvalidInput
 from backends.models import InstanceRef, ResourceKind
 from backends.remotes import discover
 
-REMOTES = ["local", "lab2", "inc1"]
-
-
-def daemon_for(lab, name):
-    return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
-
-
-@pytest.fixture(params=REMOTES)
-async def remote(request, lab, lab_env):
-    remotes = {r.name: r for r in discover(lab_env).remotes}
-    backend = get_backend(remotes[request.param], timeout=10)
-    await backend.connect()
-    yield backend, daemon_for(lab, request.param)
-    await backend.close()
+@pytest.fixture
+def remote(remote_backend):
+    """(connected backend, the lab daemon behind it), once for each of the lab's remotes."""
+    _name, backend, _info, daemon = remote_backend
+    return backend, daemon
 
 
 def cli_json(daemon, *args):

@@ -1,6 +1,6 @@
 """The graphical screen of a QEMU VM, against real QEMU (TCG): a UEFI guest whose kernel
-switches to a framebuffer (``tests/qemu_display_guest.py``), read through corral's console
-server from QEMU's VNC socket."""
+switches to a framebuffer (``display_guest()`` of ``tests/qemu_guest.py``), read through
+corral's console server from QEMU's VNC socket."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import qemu_display_guest
+import qemu_guest
 from qemu_guest import wait_serial
 
 from backends.console import server_alive
@@ -61,13 +61,13 @@ def typing(text: str) -> list[tuple[int, bool]]:
 
 @pytest.fixture(scope="session")
 def display_guest(guest):
-    return qemu_display_guest.guest()
+    return qemu_guest.display_guest()
 
 
 async def start_display_vm(qemu, name: str, display_guest) -> InstanceRef:
     kernel, initrd = display_guest
     await qemu.create(name, kernel=str(kernel), initrd=str(initrd), memory_mib=256,
-                      cmdline=qemu_display_guest.CMDLINE, accel="tcg", firmware="uefi")
+                      cmdline=qemu_guest.DISPLAY_CMDLINE, accel="tcg", firmware="uefi")
     ref = InstanceRef("qemu", name)
     await qemu.start(ref)
     await wait_serial(qemu, name, "corral-guest ready", timeout=120)

@@ -27,8 +27,6 @@ import argparse
 import asyncio
 import json
 import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +36,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import lab_cluster  # noqa: E402
+from benchlib import (  # noqa: E402
+    add_root_option,
+    lab_up,
+    print_first_table,
+    time_first_table,
+    time_lxc_list,
+)
 
 REMOTE = lab_cluster.CLUSTER_REMOTE
 
@@ -65,41 +70,11 @@ def populate(cluster, per_member: int, running: int) -> None:
           f"{time.monotonic() - t0:.1f} s")
 
 
-def time_lxc_list(env: dict[str, str], repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        subprocess.run(["lxc", "list", f"{REMOTE}:", "--format", "csv"], env=env, check=True,
-                       capture_output=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _config() -> Path:
     cfg = Path(tempfile.mkdtemp()) / "config.toml"
     # 'local' is member 1 again, through its unix socket: only the cluster remote here
     cfg.write_text('[ui]\nmetrics_interval = 10\n[remotes]\nhide = ["local", "incus-local"]\n')
     return cfg
-
-
-async def time_first_table(env, n: int, repeats: int = 5) -> list[float]:
-    from tui.app import make_app
-    from tui.widgets.instance_table import InstanceTable
-
-    cfg = _config()
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        app = make_app(cfg, env=env)
-        async with app.run_test(size=(160, 45)) as pilot:
-            while True:
-                table = app.screen.query_one(InstanceTable) if app.screen.is_mounted else None
-                if table is not None and table.row_count >= n:
-                    break
-                await asyncio.sleep(0.002)
-            out.append(time.perf_counter() - t0)
-            await pilot.pause(0.2)
-    return out
 
 
 async def _until(predicate, what: str, timeout: float = 120.0, step: float = 0.005) -> None:
@@ -179,35 +154,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-member", type=int, default=200)
     parser.add_argument("--running", type=int, default=30)
-    parser.add_argument("--root", type=Path,
-                        help="use a cluster started with `lab.py up --cluster lxd --root`")
+    add_root_option(parser, "use a cluster started with `lab.py up --cluster lxd --root`")
     args = parser.parse_args()
     own = args.root is None
-    cluster = lab_cluster.Cluster("lxd") if own else lab_cluster.Cluster.from_records(args.root)
-    if own:
-        cluster.start()
-    try:
+    with lab_up(args.root, cluster="lxd") as cluster:
         env = cluster.env()
         n = args.per_member * 3
         populate(cluster, args.per_member, args.running)
-        lxc_list = time_lxc_list(env)
-        first = asyncio.run(time_first_table(env, n))
+        lxc_list = time_lxc_list(env, [f"{REMOTE}:"])
+        first = asyncio.run(time_first_table(_config(), env, n))
         print(f"lxc list: {lxc_list:.2f} s; corral first table: "
               f"{', '.join(f'{t:.2f}' for t in first)} s", flush=True)
         figures = asyncio.run(time_offline_and_failover(cluster, env, n, own))
-        corral_first = statistics.median(first)
         print()
         print(f"instances: {n} on a 3-member LXD cluster (HTTPS), {args.running} running")
-        print(f"first full table, corral (median of {len(first)}): {corral_first*1000:7.0f} ms"
-              f"   (all: {', '.join(f'{t*1000:.0f}' for t in first)})")
-        print(f"lxc list {REMOTE}: --format csv (median of 5):     {lxc_list*1000:7.0f} ms")
-        print(f"ratio corral / lxc list: {corral_first / lxc_list:.2f}  (target <= 0.5)")
+        print_first_table(first, lxc_list, f"lxc list {REMOTE}: --format csv (median of 5):     ")
         for what, seconds in figures.items():
             print(f"{what}: {seconds:.2f} s")
         print("(target: a member offline on screen <= 5 s)")
-    finally:
-        if own:
-            cluster.stop()
     return 0
 
 

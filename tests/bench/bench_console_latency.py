@@ -33,7 +33,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(ROOT))
 
-import lab as labmod  # noqa: E402
+from benchlib import add_root_option, lab_up  # noqa: E402
 
 from backends import get_backend  # noqa: E402
 from backends.models import InstanceRef  # noqa: E402
@@ -148,17 +148,10 @@ async def run(lab, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=300, help="keystrokes per path and remote")
-    parser.add_argument("--root", type=Path, help="use a lab started with `lab.py up --root`")
+    add_root_option(parser)
     args = parser.parse_args()
-    own = args.root is None
-    lab = labmod.Lab() if own else labmod.Lab.from_records(args.root)
-    if own:
-        lab.start()
-    try:
+    with lab_up(args.root) as lab:
         asyncio.run(run(lab, args.n))
-    finally:
-        if own:
-            lab.stop()
 
 
 if __name__ == "__main__":

@@ -36,7 +36,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 
-import lab as labmod  # noqa: E402
+from benchlib import (  # noqa: E402
+    add_root_option,
+    cpu_percent,
+    lab_up,
+    print_first_table,
+    time_first_table,
+    time_lxc_list,
+)
 
 
 def populate(lab, n: int, running: int) -> list[tuple[str, str]]:
@@ -60,17 +67,6 @@ def populate(lab, n: int, running: int) -> list[tuple[str, str]]:
     return runners
 
 
-def time_lxc_list(env: dict[str, str], repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for remote in ("local:", "lab2:"):
-            subprocess.run(["lxc", "list", remote, "--format", "csv"], env=env, check=True,
-                           capture_output=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 async def time_corral(env: dict[str, str], n: int, runners, lab, repeats: int = 5):
     from backends.models import EventKind
     from tui.app import make_app
@@ -78,18 +74,7 @@ async def time_corral(env: dict[str, str], n: int, runners, lab, repeats: int = 
 
     cfg = Path(tempfile.mkdtemp()) / "config.toml"
     cfg.write_text('[ui]\nmetrics_interval = 10\n[remotes]\nhide = ["inc1", "incus-local"]\n')
-    first_table = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        app = make_app(cfg, env=env)
-        async with app.run_test(size=(160, 45)) as pilot:
-            while True:
-                table = app.screen.query_one(InstanceTable) if app.screen.is_mounted else None
-                if table is not None and table.row_count >= n:
-                    break
-                await asyncio.sleep(0.002)
-            first_table.append(time.perf_counter() - t0)
-            await pilot.pause(0.2)
+    first_table = await time_first_table(cfg, env, n, repeats)
 
     # event -> screen
     latencies_event, latencies_cmd = [], []
@@ -150,16 +135,7 @@ def idle_cpu(env: dict[str, str], n: int, seconds: float = 30.0) -> float:
                     "bash", "-c", cmd], env=env, check=True)
     try:
         time.sleep(8)  # connect, list, first samples
-        pid = int(pidfile.read_text())
-        tick = os.sysconf("SC_CLK_TCK")
-
-        def cpu() -> float:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / tick
-
-        c0, t0 = cpu(), time.monotonic()
-        time.sleep(seconds)
-        return (cpu() - c0) / (time.monotonic() - t0) * 100
+        return cpu_percent(int(pidfile.read_text()), seconds)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], check=False)
 
@@ -170,27 +146,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=300, help="containers to create (default 300)")
     parser.add_argument("--running", type=int, default=30, help="of which running (default 30)")
-    parser.add_argument("--root", type=Path, help="use a lab started with `lab.py up --root`")
+    add_root_option(parser)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     args = parser.parse_args()
 
-    own = args.root is None
-    lab = labmod.Lab() if own else labmod.Lab.from_records(args.root)
-    if own:
-        lab.start()
-    try:
+    with lab_up(args.root) as lab:
         env = lab.env()
         runners = populate(lab, args.n, args.running)
-        lxc_list = time_lxc_list(env)
+        lxc_list = time_lxc_list(env, ["local:", "lab2:"])
         first, ev_lat, cmd_lat = asyncio.run(time_corral(env, args.n, runners, lab))
         cpu = idle_cpu(env, args.n, args.idle_seconds)
-        corral_first = statistics.median(first)
         print()
         print(f"instances: {args.n} on 2 LXD remotes (unix + HTTPS), {args.running} running")
-        print(f"first full table, corral (median of {len(first)}): {corral_first*1000:7.0f} ms"
-              f"   (all: {', '.join(f'{t*1000:.0f}' for t in first)})")
-        print(f"lxc list --format csv, both remotes (median of 5): {lxc_list*1000:7.0f} ms")
-        print(f"ratio corral / lxc list: {corral_first / lxc_list:.2f}  (target <= 0.5)")
+        print_first_table(first, lxc_list, "lxc list --format csv, both remotes (median of 5): ")
         if ev_lat:
             print(f"event timestamp -> row changed: median {statistics.median(ev_lat)*1000:.0f} ms,"
                   f" max {max(ev_lat)*1000:.0f} ms over {len(ev_lat)} stops (target <= 250 ms)")
@@ -199,9 +167,6 @@ def main() -> int:
               f"(negative: the row changed before the command returned)")
         print(f"idle CPU over {args.idle_seconds:.0f} s in tmux: {cpu:.2f} % of a core"
               f" (target <= 1 %)")
-    finally:
-        if own:
-            lab.stop()
     return 0
 
 

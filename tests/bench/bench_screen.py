@@ -9,8 +9,8 @@
    (worst case: no two neighbouring cells alike) and a desktop-like picture. Target
    <= 30 ms.
 2. **Guest change -> repaint latency** at ``--fps`` (10): a real QEMU guest (TCG, the UEFI
-   framebuffer guest of ``tests/qemu_display_guest.py``), shown by a ``GraphicView`` in a
-   headless Textual app through corral's console server. A key is typed on the guest's
+   framebuffer guest, ``display_guest()`` of ``tests/qemu_guest.py``), shown by a
+   ``GraphicView`` in a headless Textual app through corral's console server. A key is typed on the guest's
    tty1; fbcon draws the character; the time until the view has repainted it is measured,
    and — as the baseline of what the guest and QEMU take themselves — the time until a
    bare RFB client on QEMU's VNC socket sees the same change. Target <= 100 ms.
@@ -38,6 +38,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(ROOT))
 
+from benchlib import cpu_seconds  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 from rich.style import Style  # noqa: E402
 from textual.strip import Strip  # noqa: E402
@@ -85,7 +86,7 @@ def full_frame(n: int) -> None:
 
 
 async def latency_and_idle(n: int, fps: float) -> None:
-    import qemu_display_guest
+    import qemu_guest
     from qemu_guest import wait_serial
     from textual.app import App
 
@@ -98,12 +99,12 @@ async def latency_and_idle(n: int, fps: float) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-screen-"))
     run = Path(f"/tmp/cq-bench-{os.getpid()}")
     os.environ["XDG_RUNTIME_DIR"] = str(run)
-    kernel, initrd = qemu_display_guest.guest()
+    kernel, initrd = qemu_guest.display_guest()
     vms = QEMUBackend(qemu_remote(str(tmp / "vms")))
     await vms.connect()
     ref = InstanceRef("qemu", "bench")
     await vms.create("bench", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
-                     cmdline=qemu_display_guest.CMDLINE, accel="tcg", firmware="uefi")
+                     cmdline=qemu_guest.DISPLAY_CMDLINE, accel="tcg", firmware="uefi")
     try:
         await vms.start(ref)
         await wait_serial(vms, "bench", "corral-guest ready", timeout=180)
@@ -162,10 +163,7 @@ async def latency_and_idle(n: int, fps: float) -> None:
                   + ", ".join(f"{t:.0f} ms" for t in after_idle))
 
             pid = server_pid(str(vms.vms.run_dir("bench") / "display.ws"))
-
-            def cpu(p: int | str) -> float:
-                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            cpu = cpu_seconds
 
             await bare.close()
             await pilot.pause(3)

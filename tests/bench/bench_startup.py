@@ -42,13 +42,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 
-import lab as labmod  # noqa: E402
+from benchlib import add_root_option, cpu_percent, lab_up  # noqa: E402
 
 _launches = itertools.count()
 REMOTES = (("lxc", "local", "lxd1"), ("lxc", "lab2", "lxd2"), ("incus", "inc1", "incus1"))
 
 
-def populate(lab: labmod.Lab, n: int, running: int) -> None:
+def populate(lab, n: int, running: int) -> None:
     """N containers named bench-NNNN over the three remotes, ``running`` of them started."""
     per = [n // 3 + (1 if i < n % 3 else 0) for i in range(3)]
     t0 = time.monotonic()
@@ -167,15 +167,7 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
         pid = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
                                  capture_output=True, text=True, check=True).stdout)
         time.sleep(5)
-        tick = os.sysconf("SC_CLK_TCK")
-
-        def cpu() -> float:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / tick
-
-        c0, t0 = cpu(), time.monotonic()
-        time.sleep(seconds)
-        busy = (cpu() - c0) / (time.monotonic() - t0) * 100
+        busy = cpu_percent(pid, seconds)
         rss = next(int(line.split()[1]) for line in
                    Path(f"/proc/{pid}/status").read_text().splitlines()
                    if line.startswith("VmRSS:")) / 1024
@@ -191,17 +183,14 @@ def main() -> int:
     parser.add_argument("--running", type=int, default=30)
     parser.add_argument("--vms", type=int, default=20, help="local QEMU VMs (default 20)")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--root", type=Path, help="use a lab started with `lab.py up --root`")
+    add_root_option(parser)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--consoles", type=int, default=4)
     args = parser.parse_args()
 
-    own = args.root is None
-    lab = labmod.Lab() if own else labmod.Lab.from_records(args.root)
-    if own:
-        lab.start()
-    work = Path(tempfile.mkdtemp(prefix="corral-bench-start-"))
-    try:
+    with lab_up(args.root) as lab, tempfile.TemporaryDirectory(
+            prefix="corral-bench-start-", ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
         env = lab.env()
         env["XDG_CACHE_HOME"] = str(work / "cache")
         populate(lab, args.n, args.running)
@@ -239,10 +228,6 @@ def main() -> int:
               f"{busy:.2f} % of a core (target <= 0.5 %); RSS {rss:.0f} MiB "
               f"(target <= 120 MiB)")
         return 0
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        if own:
-            lab.stop()
 
 
 if __name__ == "__main__":

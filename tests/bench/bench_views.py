@@ -32,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import lab as labmod  # noqa: E402
+from benchlib import add_root_option, lab_up  # noqa: E402
 
 
 def populate(lab, n: int, objects: int) -> None:
@@ -106,13 +106,9 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=50,
                         help="profiles and volumes each (default 50)")
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--root", type=Path, help="use a lab started with `lab.py up --root`")
+    add_root_option(parser)
     args = parser.parse_args()
-    own = args.root is None
-    lab = labmod.Lab() if own else labmod.Lab.from_records(args.root)
-    if own:
-        lab.start()
-    try:
+    with lab_up(args.root) as lab:
         populate(lab, args.n, args.objects)
         cold, warm, cpu = asyncio.run(measure(lab.env(), args.n, args.objects, args.rounds))
         print(f"\n{args.n} instances, {args.objects} profiles, {args.objects} volumes on "
@@ -130,9 +126,6 @@ def main() -> int:
         print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         worst = max([*cold.values(), *(x for v in warm.values() for x in v)])
         print(f"worst switch: {worst * 1000:.1f} ms (target <= 100 ms)")
-    finally:
-        if own:
-            lab.stop()
     return 0
 
 

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, OptionList
 from tui.app import make_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_checks import busybox_container, lxc  # noqa: E402
 from test_real_app import rows, select, wait_for, write_config  # noqa: E402
 from test_wizard_app import notes  # noqa: E402
 
@@ -54,6 +55,16 @@ async def pick(pilot, app, key: str) -> None:
 
 def names(daemon) -> set[str]:
     return set(daemon.cli("list", "-c", "n", "--format", "csv").stdout.split())
+
+
+async def set_password(pilot, app, ref: str, password: str) -> None:
+    """The password action on ``ref``: the new password typed twice, then Enter."""
+    await action(pilot, app, ref, "password")
+    await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
+    app.screen.query_one("#pw-1").focus()
+    await pilot.press(*password)
+    app.screen.query_one("#pw-2").focus()
+    await pilot.press(*password, "enter")
 
 
 async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
@@ -198,12 +209,7 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
 
             # password: the busybox image has no chpasswd, said in words
             await wait_for(pilot, lambda: f"lab2:{b}" in rows(app), what="b")
-            await action(pilot, app, f"lab2:{b}", "password")
-            await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
-            app.screen.query_one("#pw-1").focus()
-            await pilot.press(*"s3cret-pw")
-            app.screen.query_one("#pw-2").focus()
-            await pilot.press(*"s3cret-pw", "enter")
+            await set_password(pilot, app, f"lab2:{b}", "s3cret-pw")
             await wait_for(pilot, lambda: any("chpasswd" in n for n in notes(app)),
                            timeout=30, what=f"the chpasswd refusal ({notes(app)})")
             assert not any("s3cret-pw" in n for n in notes(app))
@@ -215,12 +221,7 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             shim.write_text(CHPASSWD)
             lab.lxd2.cli("file", "push", "--mode", "0755", str(shim), f"{b}/bin/chpasswd")
             before = lab.lxd2.cli("exec", b, "--", "cat", "/etc/shadow").stdout
-            await action(pilot, app, f"lab2:{b}", "password")
-            await wait_for(pilot, lambda: screen_name(app) == "PasswordDialog", what="pw")
-            app.screen.query_one("#pw-1").focus()
-            await pilot.press(*"s3cret-pw")
-            app.screen.query_one("#pw-2").focus()
-            await pilot.press(*"s3cret-pw", "enter")
+            await set_password(pilot, app, f"lab2:{b}", "s3cret-pw")
             await wait_for(pilot, lambda: any("Password of root" in n for n in notes(app)),
                            timeout=30, what=f"password changed ({notes(app)})")
             shadow = lab.lxd2.cli("exec", b, "--", "cat", "/etc/shadow").stdout
@@ -269,14 +270,11 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
     lxcpath = tmp_path / "lxcpath"
     cfg = write_config(tmp_path)
 
-    def lxc(*args) -> str:
-        return subprocess.run([args[0], "-P", str(lxcpath), *args[1:]], check=True,
-                              capture_output=True, text=True).stdout
+    busybox_container(lxcpath, "box1")
 
-    lxc("lxc-create", "-t", "busybox", "-n", "box1")
-    (lxcpath / "box1" / "config").write_text(
-        "\n".join(line for line in (lxcpath / "box1" / "config").read_text().splitlines()
-                  if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
+    def lxc_ls() -> list[str]:
+        return lxc(lxcpath, "lxc-ls").stdout.split()
+
     app = make_app(cfg, env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
                              "XDG_RUNTIME_DIR": run})
     try:
@@ -315,13 +313,13 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
             await action(pilot, app, "lxc:box1", "clone")
             await answer(pilot, app, "box2")
             await pick(pilot, app, "full")
-            await wait_for(pilot, lambda: "box2" in lxc("lxc-ls").split(), timeout=60,
+            await wait_for(pilot, lambda: "box2" in lxc_ls(), timeout=60,
                            what=f"LXC clone ({notes(app)})")
             await wait_for(pilot, lambda: "lxc:box2" in rows(app), what="box2 row")
             await action(pilot, app, "lxc:box2", "rename")
             await answer(pilot, app, "box3")
-            await wait_for(pilot, lambda: "box3" in lxc("lxc-ls").split()
-                           and "box2" not in lxc("lxc-ls").split(), timeout=60,
+            await wait_for(pilot, lambda: "box3" in lxc_ls()
+                           and "box2" not in lxc_ls(), timeout=60,
                            what=f"LXC rename ({notes(app)})")
     finally:
         subprocess.run(["rm", "-rf", run])

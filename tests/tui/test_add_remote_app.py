@@ -3,7 +3,8 @@ Incus daemons (Pilot, the same app the `corral` command builds)."""
 
 from __future__ import annotations
 
-import time
+import sys
+from pathlib import Path
 
 from backends.models import ConnectionState
 from tui.app import make_app
@@ -11,14 +12,8 @@ from tui.screens.add_remote import AddRemoteDialog
 from tui.screens.dialogs import ConfirmDialog
 from tui.widgets.remote_list import RemoteList
 
-
-async def wait_for(pilot, predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_real_app import wait_for  # noqa: E402
 
 
 def _config(tmp_path):

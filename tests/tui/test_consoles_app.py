@@ -16,6 +16,7 @@ from tui.widgets.instance_table import InstanceTable
 from tui.widgets.terminal import TerminalView
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_checks import busybox_container, lxc  # noqa: E402
 from test_real_app import rows, select, wait_for, write_config  # noqa: E402
 
 
@@ -145,16 +146,8 @@ async def test_qemu_serial_and_vga_and_lxc_consoles(tmp_path, monkeypatch):
     casts = tmp_path / "casts"
     cfg = write_config(tmp_path, extra=f'[console]\nrecord_dir = "{casts}"\n')
     lxcpath = tmp_path / "lxcpath"
-
-    def lxc(*args):
-        subprocess.run([args[0], "-P", str(lxcpath), *args[1:]], check=True,
-                       capture_output=True)
-
-    lxc("lxc-create", "-t", "busybox", "-n", "box1")
-    (lxcpath / "box1" / "config").write_text(
-        "\n".join(line for line in (lxcpath / "box1" / "config").read_text().splitlines()
-                  if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
-    lxc("lxc-start", "-n", "box1")
+    busybox_container(lxcpath, "box1")
+    lxc(lxcpath, "lxc-start", "-n", "box1")
     app = make_app(cfg, env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
                              "XDG_RUNTIME_DIR": run})
     try:

@@ -5,6 +5,8 @@ screen against the real daemons."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from backends.fake import FakeBackend
@@ -45,14 +47,34 @@ def fake_env(tmp_path):
 
 async def settle(pilot, app):
     await pilot.pause()
-    await app.workers.wait_for_complete() if False else None
     for _ in range(5):
         await pilot.pause(0.05)
+
+
+async def press(pilot, app, *keys):
+    """Press ``keys``, then let the app settle."""
+    await pilot.press(*keys)
+    await settle(pilot, app)
+
+
+@contextlib.asynccontextmanager
+async def running(fake_env, size=(140, 40)):
+    """(app, pilot): corral on the fake remotes, settled after its start."""
+    cfg, env, factory, _ = fake_env
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        yield app, pilot
 
 
 def table_rows(app):
     table = app.screen.query_one(InstanceTable)
     return {str(ref): table.get_row(key) for key, ref in table.refs.items()}
+
+
+def status(app, ref_text):
+    """The status cell of the row ``ref_text`` (remote:name)."""
+    return str(table_rows(app)[ref_text][3])
 
 
 def select(app, ref_text):
@@ -65,18 +87,13 @@ def select(app, ref_text):
 
 
 async def test_table_lists_all_remotes_and_filter_narrows(fake_env):
-    cfg, env, factory, _ = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         rows = table_rows(app)
         assert set(rows) == {"alpha:web1", "alpha:web2", "alpha:vm1", "beta:db1", "beta:hang"}
         assert str(rows["alpha:vm1"][2]) == "VM"
-        await pilot.press("slash", *"status=running", "space", *"type=vm")
-        await settle(pilot, app)
+        await press(pilot, app, "slash", *"status=running", "space", *"type=vm")
         assert set(table_rows(app)) == {"alpha:vm1"}
-        await pilot.press("escape")
-        await settle(pilot, app)
+        await press(pilot, app, "escape")
         assert len(table_rows(app)) == 5
         remotes = app.screen.query_one(RemoteList)
         assert str(remotes.get_row("alpha")[2]) == "connected"
@@ -84,33 +101,26 @@ async def test_table_lists_all_remotes_and_filter_narrows(fake_env):
 
 
 async def test_stop_key_and_force_dialog_when_graceful_stop_hangs(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         select(app, "beta:db1")
-        await pilot.press("s")
-        await settle(pilot, app)
-        assert str(table_rows(app)["beta:db1"][3]) == "stopped"
+        await press(pilot, app, "s")
+        assert status(app, "beta:db1") == "stopped"
         select(app, "beta:hang")
-        await pilot.press("s")
-        await settle(pilot, app)
+        await press(pilot, app, "s")
         assert isinstance(app.screen, ConfirmDialog)
         assert "did not shut down" in app.screen.message
         await pilot.click("#confirm")
         await settle(pilot, app)
         assert backends["beta"].calls[-1] == ("stop", "hang", {"force": True})
-        assert str(table_rows(app)["beta:hang"][3]) == "stopped"
+        assert status(app, "beta:hang") == "stopped"
 
 
 async def test_delete_asks_naming_the_instance_and_cancel_keeps_it(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         select(app, "alpha:web1")
-        await pilot.press("d")
-        await settle(pilot, app)
+        await press(pilot, app, "d")
         dialog = app.screen
         assert isinstance(dialog, ConfirmDialog)
         assert "alpha:web1" in dialog.title_text
@@ -119,8 +129,7 @@ async def test_delete_asks_naming_the_instance_and_cancel_keeps_it(fake_env):
         await settle(pilot, app)
         assert "alpha:web1" in table_rows(app)
         assert not any(c[0] == "delete" for c in backends["alpha"].calls)
-        await pilot.press("d")
-        await settle(pilot, app)
+        await press(pilot, app, "d")
         await pilot.click("#confirm")
         await settle(pilot, app)
         assert "alpha:web1" not in table_rows(app)
@@ -128,44 +137,33 @@ async def test_delete_asks_naming_the_instance_and_cancel_keeps_it(fake_env):
 
 
 async def test_external_change_shows_without_a_keypress(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         backends["alpha"].set_status("web2", InstanceStatus.RUNNING)
         await settle(pilot, app)
-        assert str(table_rows(app)["alpha:web2"][3]) == "running"
+        assert status(app, "alpha:web2") == "running"
 
 
 async def test_pause_resume_start_and_disabled_actions(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         select(app, "alpha:web1")
-        await pilot.press("p")
-        await settle(pilot, app)
-        assert str(table_rows(app)["alpha:web1"][3]) == "frozen"
-        await pilot.press("p")
-        await settle(pilot, app)
-        assert str(table_rows(app)["alpha:web1"][3]) == "running"
+        await press(pilot, app, "p")
+        assert status(app, "alpha:web1") == "frozen"
+        await press(pilot, app, "p")
+        assert status(app, "alpha:web1") == "running"
         select(app, "alpha:web2")
         await settle(pilot, app)
         # a stopped instance cannot be stopped: the action is disabled, nothing is called
         assert app.screen.check_action("stop_instance", ()) is None
-        await pilot.press("S")
-        await settle(pilot, app)
-        assert str(table_rows(app)["alpha:web2"][3]) == "running"
+        await press(pilot, app, "S")
+        assert status(app, "alpha:web2") == "running"
 
 
 async def test_help_lists_every_instance_key_and_keymap_rebinds(fake_env, tmp_path):
-    cfg, env, factory, backends = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text() + '[keymap]\n"instance.stop" = "x"\n')
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("question_mark")
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
+        await press(pilot, app, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         ids = {bid for _, _, bid in app.screen.rows}
         for needed in ("instance.start", "instance.stop", "instance.restart", "instance.pause",
@@ -175,16 +173,12 @@ async def test_help_lists_every_instance_key_and_keymap_rebinds(fake_env, tmp_pa
         assert stop_keys == ["x"]
         await pilot.press("escape")
         select(app, "beta:db1")
-        await pilot.press("x")
-        await settle(pilot, app)
-        assert str(table_rows(app)["beta:db1"][3]) == "stopped"
+        await press(pilot, app, "x")
+        assert status(app, "beta:db1") == "stopped"
 
 
 async def test_sort_cycles_and_keeps_selection(fake_env):
-    cfg, env, factory, _ = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         table = app.screen.query_one(InstanceTable)
         def names():
             return [table.refs[table.coordinate_to_cell_key((i, 0)).row_key.value].name
@@ -192,39 +186,29 @@ async def test_sort_cycles_and_keeps_selection(fake_env):
 
         assert names() == sorted(names())
         select(app, "beta:db1")
-        await pilot.press("O")
-        await settle(pilot, app)
+        await press(pilot, app, "O")
         assert names() == sorted(names(), reverse=True)
         assert str(table.selected_ref) == "beta:db1"
 
 
 async def test_command_palette_offers_instance_actions(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("ctrl+p")
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
+        await press(pilot, app, "ctrl+p")
         await pilot.press(*"Stop beta:db1")
         await pilot.pause(0.5)
-        await pilot.press("enter")
-        await settle(pilot, app)
+        await press(pilot, app, "enter")
         assert ("stop", "db1", {"force": False}) in backends["beta"].calls
         # screens are in the palette too: the launch wizard
-        await pilot.press("ctrl+p")
-        await settle(pilot, app)
+        await press(pilot, app, "ctrl+p")
         await pilot.press(*"New instance")
         await pilot.pause(0.5)
-        await pilot.press("enter")
-        await settle(pilot, app)
+        await press(pilot, app, "enter")
         assert app.screen.__class__.__name__ == "WizardScreen"
 
 
 async def test_usage_figures_fill_the_table_after_sampling(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env, size=(160, 40)) as (app, pilot):
         await pilot.pause(0.6)  # the first sample runs 0.3 s after a listing
         await settle(pilot, app)
         row = table_rows(app)["alpha:web1"]
@@ -238,11 +222,9 @@ async def test_usage_figures_fill_the_table_after_sampling(fake_env):
 
 
 async def test_light_theme_and_semantic_status_colours(fake_env):
-    cfg, env, factory, _ = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text().replace("[ui]\n", '[ui]\ntheme = "corral-light"\n'))
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         assert app.theme == "corral-light"
         variables = app.get_css_variables()
         assert variables["status-running"].upper() == "#2E7D32"
@@ -260,39 +242,34 @@ async def test_light_theme_and_semantic_status_colours(fake_env):
 
 
 async def test_read_only_remote_offers_no_actions(fake_env):
-    cfg, env, factory, backends = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text() + '[remotes]\nread_only = ["beta"]\n')
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         select(app, "beta:db1")
         await settle(pilot, app)
         assert app.screen.check_action("stop_instance", ()) is None
-        await pilot.press("s", "d")
-        await settle(pilot, app)
+        await press(pilot, app, "s", "d")
         assert backends["beta"].calls == []
         assert not isinstance(app.screen, ConfirmDialog)
 
 
 async def test_textual_builtin_theme_works(fake_env):
-    cfg, env, factory, _ = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text().replace("[ui]\n", '[ui]\ntheme = "textual-dark"\n'))
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    async with running(fake_env) as (app, pilot):
         assert app.theme == "textual-dark"
-        assert str(table_rows(app)["alpha:web1"][3]) == "running"
+        assert status(app, "alpha:web1") == "running"
         app.theme = "nord"
         await settle(pilot, app)
-        assert str(table_rows(app)["alpha:web1"][3]) == "running"
+        assert status(app, "alpha:web1") == "running"
 
 
 async def test_usage_is_sampled_periodically(fake_env):
-    cfg, env, factory, backends = fake_env
+    cfg = fake_env[0]
     cfg.write_text(cfg.read_text().replace("metrics_interval = 60", "metrics_interval = 1"))
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         before = backends["alpha"].state_calls
         await pilot.pause(3.5)
         assert backends["alpha"].state_calls >= before + 2
@@ -317,10 +294,8 @@ async def test_failed_listing_is_retried_and_the_remote_recovers(fake_env):
 
 
 async def test_reconnect_key_reconnects_the_selected_remote(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         first = backends["beta"]
         select(app, "beta:db1")
         await pilot.press("R")
@@ -334,37 +309,28 @@ async def test_reconnect_key_reconnects_the_selected_remote(fake_env):
 
 
 async def test_greyed_key_says_why(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
         select(app, "alpha:web2")  # stopped
         await settle(pilot, app)
-        await pilot.press("s")
-        await settle(pilot, app)
+        await press(pilot, app, "s")
         messages = [n.message for n in app._notifications]
         assert any("not possible for alpha:web2: it is stopped" in m for m in messages)
         assert backends["alpha"].calls == []
 
 
 async def test_wizard_shows_progress_and_cancels_a_running_creation(fake_env):
-    cfg, env, factory, backends = fake_env
-    app = make_app(cfg, env=env, factory=factory)
-    async with app.run_test(size=(150, 45)) as pilot:
-        await settle(pilot, app)
+    backends = fake_env[3]
+    async with running(fake_env, size=(150, 45)) as (app, pilot):
         backends["alpha"].slow_create = 30
-        await pilot.press("N")
-        await settle(pilot, app)
+        await press(pilot, app, "N")
         wizard = app.screen
         wizard.remote = "alpha"
-        await pilot.press("enter")
-        await settle(pilot, app)
+        await press(pilot, app, "enter")
         await pilot.press("ctrl+n")
-        await pilot.press(*"new1", "enter")
-        await settle(pilot, app)
+        await press(pilot, app, *"new1", "enter")
         for _ in range(3):  # resources, network, cloud-init
-            await pilot.press("ctrl+n")
-            await settle(pilot, app)
+            await press(pilot, app, "ctrl+n")
         assert wizard.step == "summary"
         await pilot.press("ctrl+n")  # create
         await settle(pilot, app)
@@ -397,8 +363,7 @@ async def test_small_terminal_gives_the_remotes_room_to_the_table(fake_env):
         await pilot.press("1")  # asked for: shown and focused
         await settle(pilot, app)
         assert remotes.region.width > 0 and app.screen.query_one(RemoteList).has_focus
-        await pilot.press("2")
-        await settle(pilot, app)
+        await press(pilot, app, "2")
         assert remotes.region.width == 0
     async with make_app(cfg, env=env, factory=factory).run_test(size=(150, 40)) as pilot:
         await settle(pilot, pilot.app)

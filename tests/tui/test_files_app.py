@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
+import sys
+from pathlib import Path
 
 from tui.app import make_app
 from tui.screens.dialogs import InputDialog
@@ -13,14 +14,28 @@ from tui.screens.files import FilesScreen
 from tui.screens.paths import complete
 from tui.widgets.instance_table import InstanceTable
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_real_app import wait_for  # noqa: E402
 
-async def wait_for(pilot, predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+
+def local_app(tmp_path, lab_env):
+    """corral on the lab's 'local' remote only (lxd1), no LXC or QEMU."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n'
+                   '[qemu]\nenabled = false\n')
+    return make_app(cfg, env=lab_env, remote_names=["local"])
+
+
+async def open_files(pilot, app, name: str) -> FilesScreen:
+    """Select the instance ``name`` once it is listed and open its files panel (f)."""
+    table = app.main_screen.query_one(InstanceTable)
+    await wait_for(pilot, lambda: any(r.name == name for r in table.refs.values()),
+                   what=f"{name} listed")
+    key = next(k for k, r in table.refs.items() if r.name == name)
+    table.move_cursor(row=table.get_row_index(key))
+    await pilot.press("f")
+    await wait_for(pilot, lambda: isinstance(app.screen, FilesScreen), what="the files panel")
+    return app.screen
 
 
 def status(screen) -> str:
@@ -39,19 +54,10 @@ async def test_files_panel_push_and_pull(lab, lab_env, tmp_path, unique):
     name = unique()
     lab.lxd1.cli("launch", "busybox", name)
     lab.lxd1.cli("exec", name, "--", "sh", "-c", "mkdir -p /srv/a/b && echo one > /srv/a/b/x")
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n'
-                   '[qemu]\nenabled = false\n')
-    app = make_app(cfg, env=lab_env, remote_names=["local"])
+    app = local_app(tmp_path, lab_env)
     try:
         async with app.run_test(size=(160, 45)) as pilot:
-            table = app.main_screen.query_one(InstanceTable)
-            await wait_for(pilot, lambda: any(r.name == name for r in table.refs.values()))
-            key = next(k for k, r in table.refs.items() if r.name == name)
-            table.move_cursor(row=table.get_row_index(key))
-            await pilot.press("f")
-            await wait_for(pilot, lambda: isinstance(app.screen, FilesScreen), what="panel")
-            screen = app.screen
+            screen = await open_files(pilot, app, name)
             await wait_for(pilot, lambda: "/srv" in screen.entries, what="the root listing")
             screen.load("/srv")
             await wait_for(pilot, lambda: "/srv/a" in screen.entries, what="/srv")
@@ -116,20 +122,11 @@ async def test_edit_pushes_back_and_cancel_stops_a_copy(lab, lab_env, tmp_path, 
     editor.chmod(0o755)
     monkeypatch.setenv("EDITOR", str(editor))
     monkeypatch.delenv("VISUAL", raising=False)
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n'
-                   '[qemu]\nenabled = false\n')
-    app = make_app(cfg, env=lab_env, remote_names=["local"])
+    app = local_app(tmp_path, lab_env)
     monkeypatch.setattr(app, "suspend", contextlib.nullcontext)
     try:
         async with app.run_test(size=(160, 45)) as pilot:
-            table = app.main_screen.query_one(InstanceTable)
-            await wait_for(pilot, lambda: any(r.name == name for r in table.refs.values()))
-            key = next(k for k, r in table.refs.items() if r.name == name)
-            table.move_cursor(row=table.get_row_index(key))
-            await pilot.press("f")
-            await wait_for(pilot, lambda: isinstance(app.screen, FilesScreen))
-            screen = app.screen
+            screen = await open_files(pilot, app, name)
             screen.load("/etc", select="/etc/app.conf")
             await wait_for(pilot, lambda: screen.selected is not None
                            and screen.selected.path == "/etc/app.conf", what="app.conf")

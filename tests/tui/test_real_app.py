@@ -13,7 +13,9 @@ from tui.widgets.instance_table import InstanceTable
 from tui.widgets.remote_list import RemoteList
 
 
-async def wait_for(pilot, predicate, timeout=15.0, what="condition"):
+async def wait_for(pilot, predicate, timeout=20.0, what="condition"):
+    """Until ``predicate()``: an AssertionError naming ``what`` (text, or a function
+    giving it) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -226,6 +228,7 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import qemu_guest
+    from backend_checks import busybox_container, lxc
 
     from backends.qemu import QEMUBackend, qemu_remote
 
@@ -241,15 +244,7 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
     lab.lxd1.cli("launch", "busybox", a)
     cfg = write_config(tmp_path, stop_timeout=3)
     lxcpath = tmp_path / "lxcpath"
-
-    def lxc(*args):
-        subprocess.run([args[0], "-P", str(lxcpath), *args[1:]], check=True,
-                       capture_output=True)
-
-    lxc("lxc-create", "-t", "busybox", "-n", "box1")
-    (lxcpath / "box1" / "config").write_text(
-        "\n".join(line for line in (lxcpath / "box1" / "config").read_text().splitlines()
-                  if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
+    busybox_container(lxcpath, "box1")
     app = make_app(cfg, env=lab_env)
     try:
         async with app.run_test(size=(160, 45)) as pilot:
@@ -287,7 +282,7 @@ async def test_lxc_and_qemu_beside_lxd_and_incus(lab, lab_env, unique, tmp_path,
                                      f"{[n.message for n in app._notifications]}") from None
             assert status(app, "lxc:box1") == "stopped"
             assert str(app.screen.query_one(RemoteList).get_row("lxc")[1]).strip() == "lxc"
-            await asyncio.to_thread(lxc, "lxc-start", "-n", "box1")
+            await asyncio.to_thread(lxc, lxcpath, "lxc-start", "-n", "box1")
             await wait_for(pilot, lambda: status(app, "lxc:box1") == "running",
                            what="external lxc-start shown")
             select(app, "lxc:box1")

@@ -1,5 +1,5 @@
 """A VM's graphical screen inside corral, driven by keys and the mouse against real QEMU
-(TCG): the UEFI framebuffer guest of ``tests/qemu_display_guest.py``, drawn as
+(TCG): the UEFI framebuffer guest (``display_guest()`` of ``tests/qemu_guest.py``), drawn as
 half-blocks in a console tab. What corral draws is compared with QEMU's own screendump
 scaled to the same size; typing in the pane reaches the guest (its serial console says
 so); a click lands at the guest pixel under the cell; P saves a PNG equal to the
@@ -59,7 +59,7 @@ def expected_colours(dump: Image.Image, view: GraphicView, y: int) -> list[tuple
 
 
 async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
-    import qemu_display_guest
+    import qemu_guest
     from qemu_guest import wait_serial
 
     from backends.models import InstanceRef
@@ -67,11 +67,11 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
 
     run = f"/tmp/cq-gfx-{os.getpid()}"
     monkeypatch.setenv("XDG_RUNTIME_DIR", run)
-    kernel, initrd = qemu_display_guest.guest()
+    kernel, initrd = qemu_guest.display_guest()
     vms = QEMUBackend(qemu_remote(str(tmp_path / "vms")))
     await vms.connect()
     await vms.create("gfx", kernel=str(kernel), initrd=str(initrd), memory_mib=256,
-                     cmdline=qemu_display_guest.CMDLINE, accel="tcg", firmware="uefi")
+                     cmdline=qemu_guest.DISPLAY_CMDLINE, accel="tcg", firmware="uefi")
     shots = tmp_path / "shots"
     cfg = write_config(tmp_path, extra=f'[console]\ngraphics = "halfblock"\n'
                                        f'screenshot_dir = "{shots}"\nscreen_fps = 10\n')

@@ -12,6 +12,7 @@ import ast
 import html
 import os
 import re
+import sys
 from pathlib import Path
 
 from textual.content import Content
@@ -23,6 +24,9 @@ from backends.models import InstanceStatus, InstanceType, Remote
 from tui.app import make_app
 from tui.screens.dialogs import ChoiceDialog, ConfirmDialog
 from tui.widgets.instance_table import InstanceTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_fake_app import select  # noqa: E402
 
 R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
 CT = InstanceType.CONTAINER
@@ -54,15 +58,6 @@ def fake_env(tmp_path):
 async def settle(pilot):
     for _ in range(6):
         await pilot.pause(0.05)
-
-
-def select(app, ref_text):
-    table = app.screen.query_one(InstanceTable)
-    for key, ref in table.refs.items():
-        if str(ref) == ref_text:
-            table.move_cursor(row=table.get_row_index(key))
-            return
-    raise AssertionError(f"{ref_text} not in table")
 
 
 def screen_text(app) -> str:

@@ -4,6 +4,7 @@ daemons (LXD over unix, LXD over HTTPS, Incus over HTTPS), the CLIs as judges.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
@@ -73,15 +74,30 @@ def mine(app):
     return {(r, n) for r, n in view_rows(app) if r in CONNECTED}
 
 
+async def select_in_view(pilot, app, view, remote, name):
+    """Switch to ``view``, wait for its row ``remote``:``name`` and put the cursor on it."""
+    await switch(pilot, view)
+    await wait_for(pilot, lambda: (remote, name) in mine(app),
+                   what=f"{remote}:{name} in the {view} view")
+    select_row(app, remote, name)
+
+
+@contextlib.asynccontextmanager
+async def lab_app(tmp_path, lab_env):
+    """(app, pilot): corral on the lab's remotes in a 160x45 Pilot, all of them connected."""
+    app = make_app(write_config(tmp_path), env=lab_env)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await connected(pilot, app)
+        yield app, pilot
+
+
 async def test_views_list_what_the_clis_list(lab, lab_env, tmp_path):
     daemons = {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}
     prof = short("vp-")
     for d in daemons.values():
         d.cli("profile", "create", prof)
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
             for word, args in (("profiles", ("profile", "list")),
                                ("net", ("network", "list")),
                                ("storage", ("storage", "list")),
@@ -132,13 +148,9 @@ async def test_storage_enter_opens_volumes_and_new_volume_is_seen_by_cli(lab, la
                                                                          tmp_path):
     vol = short("vv-")
     lab.lxd2.cli("storage", "volume", "create", "default", vol)
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
-            await switch(pilot, "storage")
-            await wait_for(pilot, lambda: ("lab2", "default") in mine(app), what="pools")
-            select_row(app, "lab2", "default")
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
+            await select_in_view(pilot, app, "storage", "lab2", "default")
             await pilot.press("enter")
             await wait_for(pilot, lambda: pane(app).spec.name == "volumes"
                            and ("lab2", vol) in mine(app), what="volumes of the pool")
@@ -164,13 +176,9 @@ async def test_deleting_a_used_profile_from_the_view_is_refused(lab, lab_env, un
     prof, inst = short("vu-"), unique()
     lab.lxd1.cli("profile", "create", prof)
     lab.lxd1.cli("init", "busybox", inst, "-p", "default", "-p", prof)
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
-            await switch(pilot, "profiles")
-            await wait_for(pilot, lambda: ("local", prof) in mine(app), what="profile row")
-            select_row(app, "local", prof)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
+            await select_in_view(pilot, app, "profiles", "local", prof)
             await pilot.press("d")
             await confirm(pilot, app)
             results = app.inventory.statuses["local"].results
@@ -218,13 +226,9 @@ async def test_yaml_edit_in_editor_and_concurrent_change(lab, lab_env, tmp_path,
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in lab.lxd1._env().items()
                    if k in ("LXD_DIR", "LXD_CONF", "HOME"))
     monkeypatch.setenv("CORRAL_TEST_SIDE", f"env {env} lxc profile set {prof} user.other=1")
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
-            await switch(pilot, "profiles")
-            await wait_for(pilot, lambda: ("local", prof) in mine(app), what="profile row")
-            select_row(app, "local", prof)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
+            await select_in_view(pilot, app, "profiles", "local", prof)
             await pilot.press("E")
             # the editor changed the text while someone else changed the profile: refused
             await wait_for(pilot, lambda: app.screen.query("#choice-list"),
@@ -251,10 +255,8 @@ async def test_bulk_stop_of_three_marked_and_a_partial_failure(lab, lab_env, uni
     names = [f"{prefix}-{i}" for i in range(3)]
     for n in names:
         lab.lxd1.cli("launch", "busybox", n)
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
             await wait_for(pilot, lambda: all(f"local:{n}" in rows(app) for n in names),
                            what="instances")
             await pilot.press("slash", *prefix, "enter")
@@ -315,10 +317,8 @@ async def test_instance_yaml_edit_and_profiles_in_order(lab, lab_env, unique, tm
     script.write_text(INSTANCE_EDITOR)
     monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
     monkeypatch.delenv("VISUAL", raising=False)
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
             await wait_for(pilot, lambda: f"inc1:{name}" in rows(app), what="instance")
             select(app, f"inc1:{name}")
             await pilot.press("E")
@@ -348,13 +348,9 @@ async def test_project_switch_is_remembered_per_remote(lab, lab_env, unique, tmp
                  "-c", "features.profiles=false")
     lab.lxd2.cli("init", "busybox", name, "--project", proj)
     try:
-        app = make_app(write_config(tmp_path), env=lab_env)
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
             assert f"lab2:{name}" not in rows(app)
-            await switch(pilot, "projects")
-            await wait_for(pilot, lambda: ("lab2", proj) in mine(app), what="project row")
-            select_row(app, "lab2", proj)
+            await select_in_view(pilot, app, "projects", "lab2", proj)
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.inventory.remotes["lab2"].project == proj
                            and app.inventory.statuses["lab2"].listed
@@ -384,13 +380,9 @@ async def test_new_profile_as_a_copy_onto_another_remote(lab, lab_env, tmp_path)
     src, name = short("cs-"), short("cc-")
     lab.lxd1.cli("profile", "create", src)
     lab.lxd1.cli("profile", "set", src, "limits.memory=128MiB")
-    app = make_app(write_config(tmp_path), env=lab_env)
     try:
-        async with app.run_test(size=(160, 45)) as pilot:
-            await connected(pilot, app)
-            await switch(pilot, "profiles")
-            await wait_for(pilot, lambda: ("local", src) in mine(app), what="source row")
-            select_row(app, "local", src)
+        async with lab_app(tmp_path, lab_env) as (app, pilot):
+            await select_in_view(pilot, app, "profiles", "local", src)
             await pilot.press("N")
 
             def choose(option_id):

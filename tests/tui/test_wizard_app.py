@@ -64,6 +64,34 @@ async def confirm(pilot, app) -> None:
     await pilot.click("#confirm")
 
 
+async def network_boot_named(pilot, app, name: str) -> None:
+    """The wizard on its first remote, a network-boot source, ``name`` typed on the name
+    step."""
+    await pilot.press("N")
+    await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
+                   what="wizard")
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.screen.step == "what", what="what")
+    app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
+    await pilot.press("ctrl+n")
+    await fill(pilot, app, "#wizard-name", name)
+
+
+async def restore_then_delete(pilot, app, restored: str, deleted) -> None:
+    """In the snapshot table: restore the selected snapshot (enter, confirmed) until a
+    note holds ``restored``, then delete it (d, confirmed) until ``deleted()``."""
+    table = app.main_screen.query_one(SnapshotTable)
+    table.focus()
+    await pilot.press("enter")  # restore
+    await confirm(pilot, app)
+    await wait_for(pilot, lambda: any(restored in n for n in notes(app)),
+                   timeout=60, what=lambda: f"{restored!r} in the notes ({notes(app)})")
+    table.focus()
+    await pilot.press("d")
+    await confirm(pilot, app)
+    await wait_for(pilot, deleted, timeout=60, what="the snapshot deleted")
+
+
 async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import qemu_guest
@@ -86,14 +114,7 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             await wait_for(pilot, lambda: app.inventory.statuses["qemu"].state.value
                            == "connected", what="qemu remote")
             # a bad name is refused as it is typed; nothing is created
-            await pilot.press("N")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
-                           what="wizard")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: app.screen.step == "what", what="what")
-            app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
-            await pilot.press("ctrl+n")
-            await fill(pilot, app, "#wizard-name", "Bad_Name")
+            await network_boot_named(pilot, app, "Bad_Name")
             assert app.screen.query_one("#next").disabled
             assert "not a valid" in problem(app)
             await pilot.press("escape")
@@ -101,14 +122,7 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             assert not (vms / "Bad_Name").exists()
 
             # a bad size too: refused on the resources step, with the reason
-            await pilot.press("N")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
-                           what="wizard")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: app.screen.step == "what", what="what")
-            app.screen.source = next(s for s in app.screen.sources if s.kind == "pxe")
-            await pilot.press("ctrl+n")
-            await fill(pilot, app, "#wizard-name", "sized")
+            await network_boot_named(pilot, app, "sized")
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.screen.step == "resources", what="resources")
             await fill(pilot, app, "#wizard-memory", "lots")
@@ -174,17 +188,9 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             listing = subprocess.run(["qemu-img", "snapshot", "-U", "-l", str(disk)],
                                      capture_output=True, text=True).stdout
             assert name in listing
-            table = app.main_screen.query_one(SnapshotTable)
-            table.focus()
-            await pilot.press("enter")  # restore
-            await confirm(pilot, app)
-            await wait_for(pilot, lambda: any("Restored" in n for n in notes(app)),
-                           timeout=60, what=f"restored ({notes(app)})")
-            table.focus()
-            await pilot.press("d")
-            await confirm(pilot, app)
-            await wait_for(pilot, lambda: any("Deleted snapshot" in n for n in notes(app)),
-                           timeout=60, what="deleted")
+            await restore_then_delete(
+                pilot, app, "Restored",
+                lambda: any("Deleted snapshot" in n for n in notes(app)))
             listing = subprocess.run(["qemu-img", "snapshot", "-U", "-l", str(disk)],
                                      capture_output=True, text=True).stdout
             assert name not in listing
@@ -198,18 +204,9 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             assert "snap0" in lxc("lxc-snapshot", "-n", "box1", "-L")
             comments = lxc("lxc-snapshot", "-n", "box1", "-L", "-C")
             assert lname in comments  # corral's name is kept as the snapshot's comment
-            table = app.main_screen.query_one(SnapshotTable)
-            table.focus()
-            await pilot.press("enter")  # restore
-            await confirm(pilot, app)
-            await wait_for(pilot, lambda: any("Restored lxc:box1" in n for n in notes(app)),
-                           timeout=60, what=f"LXC restore ({notes(app)})")
-            table.focus()
-            await pilot.press("d")
-            await confirm(pilot, app)
-            await wait_for(pilot, lambda: "snap0" not in lxc("lxc-snapshot", "-n", "box1",
-                                                              "-L"),
-                           timeout=60, what="LXC snapshot deleted")
+            await restore_then_delete(
+                pilot, app, "Restored lxc:box1",
+                lambda: "snap0" not in lxc("lxc-snapshot", "-n", "box1", "-L"))
     finally:
         subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", "box1", "-k"],
                        capture_output=True)

@@ -26,69 +26,52 @@ echo hello
 """
 
 
-@pytest.mark.parametrize("text", [
-    "#cloud-config\npackages:\n  - htop\nruncmd:\n  - [touch, /tmp/x]\n",
-    "#cloud-config\n",  # an empty mapping: nothing to do, but valid
-    "#cloud-config\n# only a comment\n",
-    "\ufeff#cloud-config\nhostname: web\n",  # a byte-order mark from an editor
-    "\n\n#cloud-config\nhostname: web\n",  # leading blank lines
-    "#cloud-config\r\nhostname: web\r\n",  # Windows line ends
-    "#cloud-config\nusers:\n  - name: alice\n    groups: [sudo]\n"
-    "    ssh_authorized_keys: ['ssh-ed25519 AAAA alice']\n",
-])
-def test_cloud_config_mappings_are_accepted(text):
-    assert user_data_problem(text) is None
+# What cloud-init acts on (or, for nothing at all, what it needs no data for), by kind.
+ACCEPTED = {
+    "cloud-config": [
+        "#cloud-config\npackages:\n  - htop\nruncmd:\n  - [touch, /tmp/x]\n",
+        "#cloud-config\n",  # an empty mapping: nothing to do, but valid
+        "#cloud-config\n# only a comment\n",
+        "\ufeff#cloud-config\nhostname: web\n",  # a byte-order mark from an editor
+        "\n\n#cloud-config\nhostname: web\n",  # leading blank lines
+        "#cloud-config\r\nhostname: web\r\n",  # Windows line ends
+        "#cloud-config\nusers:\n  - name: alice\n    groups: [sudo]\n"
+        "    ssh_authorized_keys: ['ssh-ed25519 AAAA alice']\n",
+    ],
+    "script": [
+        "#!/bin/sh\necho hello\n",
+        "#!/bin/bash\nset -e\napt-get update\n",
+        "#!/usr/bin/env python3\nprint('hi')\n",
+        "#! /bin/sh\necho spaced\n",
+    ],
+    "include": [
+        "#include\nhttps://example.com/user-data.yaml\n",
+        "#include\nhttps://example.com/a\nhttp://example.com/b\n",
+        "#include-once\nhttps://example.com/once\n",
+        "#include\n# a comment line\nhttps://example.com/a\n",
+    ],
+    "jinja": [
+        "## template: jinja\n#cloud-config\nhostname: {{ v1.local_hostname }}\n",
+        "## template: jinja\n#!/bin/sh\necho {{ ds.meta_data.instance_id }}\n",
+        "## template:jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.region }}\n",
+        # the YAML is only YAML once rendered: braces are fine here
+        "## template: jinja\n#cloud-config\n{% if v1.region %}region: {{ v1.region }}{% endif %}\n",
+        "## template: jinja\n{% set x = 1 %}\n#cloud-config\n",
+    ],
+    "multipart": [MULTIPART, MULTIPART.replace("multipart/mixed", "multipart/alternative")],
+    "other-kind": [
+        "#cloud-boothook\n#!/bin/sh\necho early\n",
+        "#part-handler\ndef list_types(): return []\n",
+        "#cloud-config-archive\n- type: text/cloud-config\n  content: 'hostname: x'\n",
+    ],
+    "nothing": ["", "   ", "\n\n", " \t\n"],
+}
 
 
-@pytest.mark.parametrize("text", [
-    "#!/bin/sh\necho hello\n",
-    "#!/bin/bash\nset -e\napt-get update\n",
-    "#!/usr/bin/env python3\nprint('hi')\n",
-    "#! /bin/sh\necho spaced\n",
-])
-def test_scripts_are_accepted(text):
-    assert user_data_problem(text) is None
-
-
-@pytest.mark.parametrize("text", [
-    "#include\nhttps://example.com/user-data.yaml\n",
-    "#include\nhttps://example.com/a\nhttp://example.com/b\n",
-    "#include-once\nhttps://example.com/once\n",
-    "#include\n# a comment line\nhttps://example.com/a\n",
-])
-def test_includes_with_urls_are_accepted(text):
-    assert user_data_problem(text) is None
-
-
-@pytest.mark.parametrize("text", [
-    "## template: jinja\n#cloud-config\nhostname: {{ v1.local_hostname }}\n",
-    "## template: jinja\n#!/bin/sh\necho {{ ds.meta_data.instance_id }}\n",
-    "## template:jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.region }}\n",
-    # the YAML is only YAML once rendered: braces are fine here
-    "## template: jinja\n#cloud-config\n{% if v1.region %}region: {{ v1.region }}{% endif %}\n",
-    "## template: jinja\n{% set x = 1 %}\n#cloud-config\n",
-])
-def test_jinja_templates_are_accepted(text):
-    assert user_data_problem(text) is None
-
-
-def test_mime_multipart_is_accepted():
-    assert user_data_problem(MULTIPART) is None
-    assert user_data_problem(MULTIPART.replace("multipart/mixed", "multipart/alternative")) \
-        is None
-
-
-@pytest.mark.parametrize("text", [
-    "#cloud-boothook\n#!/bin/sh\necho early\n",
-    "#part-handler\ndef list_types(): return []\n",
-    "#cloud-config-archive\n- type: text/cloud-config\n  content: 'hostname: x'\n",
-])
-def test_other_kinds_cloud_init_knows_are_accepted(text):
-    assert user_data_problem(text) is None
-
-
-@pytest.mark.parametrize("text", ["", "   ", "\n\n", " \t\n"])
-def test_nothing_is_fine(text):
+@pytest.mark.parametrize("text", [pytest.param(text, id=f"{kind}-{i}")
+                                  for kind, texts in ACCEPTED.items()
+                                  for i, text in enumerate(texts)])
+def test_what_cloud_init_acts_on_is_accepted(text):
     assert user_data_problem(text) is None
 
 

@@ -169,3 +169,16 @@ def test_lxd_convert_reads_2g_as_2_gib():
     assert convert.parse_size("2GB") == 2 * 10**9
     for junk in (None, "", "50%", "lots"):
         assert convert.parse_size(junk) is None  # a daemon's odd value is "no limit"
+
+
+@pytest.mark.parametrize("n, shown, cli", [
+    (0, "0 B", "0B"),
+    (1023, "1023 B", "1023B"),
+    (1536, "1.5 KiB", "1.50KiB"),
+    (1 << 20, "1.0 MiB", "1.00MiB"),
+    (26929444044, "25.1 GiB", "25.08GiB"),
+    (1 << 50, "1024.0 TiB", "1024.00TiB"),  # TiB is the largest unit shown
+])
+def test_human_size_rounds_for_reading(n, shown, cli):
+    assert units.human_size(n) == shown
+    assert units.human_size(n, decimals=2, sep="") == cli

@@ -6,23 +6,22 @@ does the work."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.containers import Vertical
+from textual.widgets import Checkbox, Input, Label, Static
 
 from backends.enrol import check_name
 
+from .dialogs import FormDialog, cancel_binding, dialog_buttons
 
-class AddRemoteDialog(ModalScreen["dict | None"]):
+
+class AddRemoteDialog(FormDialog):
     """Answers ``{"name", "address", "token", "cli"}`` or None."""
 
     DEFAULT_CSS = """
     AddRemoteDialog { align: center middle; background: $background 60%; }
     AddRemoteDialog .hint { color: $foreground-muted; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without adding anything")]
+    BINDINGS = [cancel_binding("Close without adding anything")]
 
     def __init__(self, taken: set[str]) -> None:
         super().__init__()
@@ -43,9 +42,7 @@ class AddRemoteDialog(ModalScreen["dict | None"]):
             yield Checkbox("Also add it to the lxc / incus CLI (through that CLI)", False,
                            id="remote-cli")
             yield Static("", id="dialog-problem", markup=False)
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Add", id="confirm", variant="primary", disabled=True)
+            yield dialog_buttons("Add", disabled=True)
 
     def on_mount(self) -> None:
         self.query_one("#remote-name", Input).focus()
@@ -61,29 +58,11 @@ class AddRemoteDialog(ModalScreen["dict | None"]):
             return "An address, a token, or both."
         return None
 
-    def on_input_changed(self) -> None:
-        problem = self.problem()
-        self.query_one("#dialog-problem", Static).update(problem or "")
-        self.query_one("#confirm", Button).disabled = problem is not None
+    def submit(self) -> None:
+        if self.show_problem() is None:  # else the problem is said
+            super().submit()
 
-    def _done(self) -> None:
-        if self.problem() is not None:
-            self.on_input_changed()
-            return
-        answer = {"name": self._value("name"), "address": self._value("address"),
-                  "token": self._value("token"),
-                  "cli": self.query_one("#remote-cli", Checkbox).value}
-        self.query_one("#remote-token", Input).value = ""  # not kept in the widget
-        self.dismiss(answer)
-
-    def on_input_submitted(self) -> None:
-        self._done()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "confirm":
-            self._done()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def answer(self) -> dict:
+        return {"name": self._value("name"), "address": self._value("address"),
+                "token": self._value("token"),
+                "cli": self.query_one("#remote-cli", Checkbox).value}

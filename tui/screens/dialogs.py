@@ -14,12 +14,74 @@ from textual.widgets.option_list import Option
 from backends.models import InstanceRef
 
 
+def cancel_binding(tooltip: str) -> Binding:
+    """``escape``: close the dialog without acting (its ``action_cancel``)."""
+    return Binding("escape", "cancel", "Cancel", id="dialog.cancel", tooltip=tooltip)
+
+
+def dialog_buttons(confirm: str | Text, *, variant: str = "primary",
+                   disabled: bool = False) -> Horizontal:
+    """The row under a dialog: *Cancel* (``#cancel``) and the confirming button
+    (``#confirm``); a plain ``str`` label is not read as markup."""
+    label = Text(confirm) if isinstance(confirm, str) else confirm
+    return Horizontal(Button("Cancel", id="cancel"),
+                      Button(label, id="confirm", variant=variant, disabled=disabled),
+                      id="dialog-buttons")
+
+
+class FormDialog(ModalScreen):
+    """A dialog of fields checked as they are typed. Subclasses give :meth:`problem` (what
+    is wrong, or None) and :meth:`answer` (what the dialog answers), and compose a
+    ``#dialog-problem`` line and :func:`dialog_buttons`. The problem is shown as the fields
+    change and *confirm* is off while there is one; Enter or *confirm* answers when nothing
+    is wrong, and password fields are emptied then (a secret is not kept in the widget);
+    ``escape`` or *Cancel* answers None."""
+
+    def problem(self) -> str | None:
+        """What is wrong with the fields (None: nothing)."""
+        return None
+
+    def answer(self):
+        """What the dialog answers once nothing is wrong."""
+        return None
+
+    def show_problem(self) -> str | None:
+        problem = self.problem()
+        self.query_one("#dialog-problem", Static).update(problem or "")
+        self.query_one("#confirm", Button).disabled = problem is not None
+        return problem
+
+    def on_input_changed(self) -> None:
+        self.show_problem()
+
+    def submit(self) -> None:
+        if self.problem() is not None:
+            return
+        answer = self.answer()
+        for box in self.query(Input).results(Input):
+            if box.password:
+                box.value = ""
+        self.dismiss(answer)
+
+    def on_input_submitted(self) -> None:
+        self.submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class ConfirmDialog(ModalScreen[bool]):
     """Ask before doing something. ``escape`` or *Cancel* answers no; the focus starts on
     *Cancel* for destructive actions, so a stray ``enter`` never destroys anything."""
 
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="dialog.cancel", tooltip="Close without acting"),
+        cancel_binding("Close without acting"),
         Binding("left,h", "app.focus_previous", show=False),
         Binding("right,l", "app.focus_next", show=False),
     ]
@@ -35,10 +97,8 @@ class ConfirmDialog(ModalScreen[bool]):
         with Vertical(id="dialog", classes="" if self.destructive else "-safe"):
             yield Label(self.title_text, id="dialog-title", markup=False)
             yield Static(self.message, id="dialog-message", markup=False)
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button(Text(self.confirm_label), id="confirm",
-                             variant="error" if self.destructive else "primary")
+            yield dialog_buttons(self.confirm_label,
+                                 variant="error" if self.destructive else "primary")
 
     def on_mount(self) -> None:
         self.query_one("#cancel" if self.destructive else "#confirm", Button).focus()
@@ -69,8 +129,7 @@ def _label(name: str) -> str:
 class SpecialKeysMenu(ModalScreen[str | None]):
     """Keys a terminal cannot type into a console (or that corral keeps for itself)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without sending")]
+    BINDINGS = [cancel_binding("Close without sending")]
 
     def __init__(self, title: str, names: list[str]) -> None:
         super().__init__()
@@ -93,11 +152,11 @@ class SpecialKeysMenu(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class InputDialog(ModalScreen[str | None]):
-    """Ask for one value, checked as it is typed (``check`` returns a problem or None)."""
+class InputDialog(FormDialog):
+    """Ask for one value, checked as it is typed (``check`` returns a problem or None);
+    answers it stripped, or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without acting")]
+    BINDINGS = [cancel_binding("Close without acting")]
 
     def __init__(self, title: str, label: str, value: str = "", *, confirm: str = "OK",
                  check=None, path: bool = False) -> None:
@@ -111,8 +170,6 @@ class InputDialog(ModalScreen[str | None]):
         self.check = check
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Input
-
         with Vertical(id="dialog", classes="-safe"):
             yield Label(self.title_text, id="dialog-title", markup=False)
             yield Static(self.label, markup=False)
@@ -123,43 +180,25 @@ class InputDialog(ModalScreen[str | None]):
             else:
                 yield Input(self.value, id="dialog-input")
             yield Static("", id="dialog-problem", markup=False)
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button(Text(self.confirm_label), id="confirm", variant="primary")
+            yield dialog_buttons(self.confirm_label)
 
-    def _problem(self, value: str) -> str | None:
+    def _value(self) -> str:
+        return self.query_one("#dialog-input", Input).value
+
+    def problem(self) -> str | None:
+        value = self._value()
         return self.check(value) if self.check else (None if value.strip() else
                                                      "A value is needed.")
 
-    def on_input_changed(self, event) -> None:
-        problem = self._problem(event.value)
-        self.query_one("#dialog-problem", Static).update(problem or "")
-        self.query_one("#confirm", Button).disabled = problem is not None
-
-    def on_input_submitted(self, event) -> None:
-        if self._problem(event.value) is None:
-            self.dismiss(event.value.strip())
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "confirm":
-            from textual.widgets import Input
-
-            value = self.query_one("#dialog-input", Input).value
-            if self._problem(value) is None:
-                self.dismiss(value.strip())
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def answer(self) -> str:
+        return self._value().strip()
 
 
 class SnapshotDialog(ModalScreen["dict | None"]):
     """A new snapshot: name (a default is offered), with memory where the backend can,
     and an expiry where the backend keeps one."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without taking a snapshot")]
+    BINDINGS = [cancel_binding("Close without taking a snapshot")]
 
     def __init__(self, title: str, name: str, *, stateful: bool | None,
                  expiry: bool, taken: set[str]) -> None:
@@ -186,9 +225,7 @@ class SnapshotDialog(ModalScreen["dict | None"]):
                 yield Static("Expires after (e.g. 2d, 1w, 12H; empty: never)", markup=False)
                 yield Input("", id="snapshot-expiry", placeholder="never")
             yield Static("", id="dialog-problem", markup=False)
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Take snapshot", id="confirm", variant="primary")
+            yield dialog_buttons("Take snapshot")
 
     def _values(self) -> tuple[dict | None, str | None]:
         from textual.widgets import Checkbox, Input
@@ -253,8 +290,7 @@ class SnapshotDialog(ModalScreen["dict | None"]):
 class ActionsMenu(ModalScreen[str | None]):
     """Pick an action for one instance."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without acting")]
+    BINDINGS = [cancel_binding("Close without acting")]
 
     def __init__(self, ref: InstanceRef, actions: list[tuple[str, str, str]]) -> None:
         """``actions``: (id, label, help) of each action offered."""
@@ -276,11 +312,10 @@ class ActionsMenu(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
+class PasswordDialog(FormDialog):
     """User and password; the password is masked and never shown, logged or kept."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without changing anything")]
+    BINDINGS = [cancel_binding("Close without changing anything")]
 
     def __init__(self, ref: InstanceRef) -> None:
         super().__init__()
@@ -296,9 +331,7 @@ class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
             yield Static("Again", markup=False)
             yield Input(password=True, id="pw-2")
             yield Static("", id="dialog-problem", markup=False)
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Set password", id="confirm", variant="primary", disabled=True)
+            yield dialog_buttons("Set password", disabled=True)
 
     def problem(self) -> str | None:
         user = self.query_one("#pw-user", Input).value
@@ -314,38 +347,15 @@ class PasswordDialog(ModalScreen["tuple[str, str] | None"]):
             return "The two passwords differ."
         return None
 
-    def on_input_changed(self) -> None:
-        problem = self.problem()
-        self.query_one("#dialog-problem", Static).update(problem or "")
-        self.query_one("#confirm", Button).disabled = problem is not None
-
-    def _done(self) -> None:
-        if self.problem() is None:
-            result = (self.query_one("#pw-user", Input).value,
-                      self.query_one("#pw-1", Input).value)
-            for box in self.query(Input).results(Input):
-                if box.password:
-                    box.value = ""  # do not keep it in the widget
-            self.dismiss(result)
-
-    def on_input_submitted(self) -> None:
-        self._done()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "confirm":
-            self._done()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def answer(self) -> tuple[str, str]:
+        return (self.query_one("#pw-user", Input).value,
+                self.query_one("#pw-1", Input).value)
 
 
 class ChoiceDialog(ModalScreen[str | None]):
     """Pick one of a few labelled choices."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel",
-                        tooltip="Close without choosing")]
+    BINDINGS = [cancel_binding("Close without choosing")]
 
     def __init__(self, title: str, choices: list[tuple[str, str]], note: str = "") -> None:
         super().__init__()

@@ -1,0 +1,71 @@
+"""Helpers of the tests against real things: what the real CLIs say about the lab's
+daemons and a private lxcpath (the judges of what corral did), a busybox container to
+work on, and a backend's event stream as a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+from pathlib import Path
+
+# The lab's LXD/Incus remotes in the lab's CLI config: lxd1 over its unix socket, lxd2
+# over HTTPS through `lxc remote add`, Incus over HTTPS through `incus remote add`.
+REMOTES = ["local", "lab2", "inc1"]
+
+
+def daemon_for(lab, name):
+    return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
+
+
+def names(daemon) -> set[str]:
+    """The instances `lxc list` / `incus list` shows on ``daemon``."""
+    out = daemon.cli("list", "--format", "csv", "-c", "n").stdout
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def cli_status(daemon, name):
+    """The status the CLI lists for ``name`` (RUNNING, STOPPED, ...), or None."""
+    out = daemon.cli("list", name, "--format", "csv", "-c", "ns").stdout.strip()
+    for line in out.splitlines():
+        n, status = line.split(",")
+        if n == name:
+            return status
+    return None
+
+
+def lxc(path, tool, *args, check=True):
+    """Run an lxc-* ``tool`` on the lxcpath ``path``."""
+    return subprocess.run([tool, "-P", str(path), *args], capture_output=True, text=True,
+                          check=check)
+
+
+def busybox_container(path, name) -> None:
+    """Create the busybox container ``name`` in the lxcpath ``path`` with no NIC (its
+    default one needs lxcbr0, which this host does not have)."""
+    lxc(path, "lxc-create", "-t", "busybox", "-n", name)
+    config = Path(path) / name / "config"
+    config.write_text("\n".join(line for line in config.read_text().splitlines()
+                                if not line.startswith("lxc.net.")) + "\nlxc.net.0.type = empty\n")
+
+
+def state(path, name):
+    """What `lxc-info -s` says of the container ``name`` (RUNNING, STOPPED), or None."""
+    out = lxc(path, "lxc-info", "-n", name, "-s", check=False).stdout
+    return out.split(":", 1)[1].strip() if ":" in out else None
+
+
+@contextlib.asynccontextmanager
+async def watching(backend):
+    """A queue that gets every event of ``backend.watch()`` while the block runs."""
+    events: asyncio.Queue = asyncio.Queue()
+
+    async def pump():
+        async for ev in backend.watch():
+            await events.put(ev)
+
+    task = asyncio.create_task(pump())
+    try:
+        yield events
+    finally:
+        task.cancel()
