@@ -10,9 +10,8 @@ import re
 from collections.abc import Callable
 
 from pyte import modes as mo
-from pyte.screens import StaticDefaultDict
 
-from .lines import DEFAULT_KEY, Key, Run, merge_runs, row_runs
+from .lines import DEFAULT_KEY, Key, Run, RunsRow, merge_runs, row_runs
 from .parser import Parser
 from .screen import CharCache, Screen
 from .sgr import Char, apply_sgr
@@ -39,6 +38,7 @@ class FastPath:
         self._stream = stream
         self._scrolled_off = scrolled_off
         self._sgr_cache: dict[tuple[Char, str], tuple[Char, Key]] = {}
+        self._plans: dict[tuple[Char, tuple[str, ...]], tuple] = {}
 
     def ok(self) -> bool:
         """Whether the next complete lines can be laid out here (see :meth:`feed`)."""
@@ -130,6 +130,92 @@ class FastPath:
                 return stop
         return s.columns - 1
 
+    def _long(self, parts: list[str], x: int, attrs: Char, key: Key, last_text: str,
+              rows: list[tuple[Run, ...]]) -> tuple[int, Char, Key, str]:
+        """A simple line (``parts`` as split at its SGR sequences) that wraps."""
+        sgr = self._sgr
+        columns = self._screen.columns
+        row: list[Run] = []
+        if x and x < columns:
+            row.append((" " * x, DEFAULT_KEY))
+        for i, body in enumerate(parts):
+            if i % 2:
+                attrs, key = sgr(attrs, body)
+                continue
+            if not body:
+                continue
+            last_text = body
+            if x + len(body) <= columns:
+                row.append((body, key))
+                x += len(body)
+                continue
+            p = body
+            while p:
+                if x >= columns:
+                    rows.append(merge_runs(row))
+                    row = []
+                    x = 0
+                take = columns - x
+                row.append((p[:take], key))
+                x += len(p[:take])
+                p = p[take:]
+        rows.append(merge_runs(row))
+        return x, attrs, key, last_text
+
+    def _cells(self, line: str, x: int, attrs: Char, key: Key, last_text: str,
+               rows: list[tuple[Run, ...]]) -> tuple[int, Char, Key, str]:
+        """A line with tabs or carriage returns inside, cell by cell."""
+        sgr = self._sgr
+        columns = self._screen.columns
+        cells: list[tuple[str, Key]] = []
+        for tok in _TOKENS.finditer(line):
+            chunk, params, cr, _tab = tok.groups()
+            if chunk is not None:
+                last_text = chunk
+                for ch in chunk:
+                    if x >= columns:
+                        rows.append(merge_runs(cells))
+                        cells = []
+                        x = 0
+                    if x < len(cells):
+                        cells[x] = (ch, key)
+                    else:
+                        if x > len(cells):
+                            cells.extend([(" ", DEFAULT_KEY)] * (x - len(cells)))
+                        cells.append((ch, key))
+                    x += 1
+            elif params is not None:
+                attrs, key = sgr(attrs, params)
+            elif cr is not None:
+                x = 0
+            else:
+                if x < columns:  # wrap pending at the margin: a tab keeps it
+                    x = self._next_tab(x)
+        rows.append(merge_runs(cells))
+        return x, attrs, key, last_text
+
+    def _plan(self, sig: tuple[Char, tuple[str, ...]]) -> tuple:
+        """What the SGR sequences of a line do to a line that starts with attributes
+        ``sig[0]``: ``(groups, attrs after, key after, length of the sequences)``, where
+        ``groups`` are ``(first, end, key)`` of the text pieces between the sequences with
+        the same key (cached: a stream has few distinct sequences of sequences)."""
+        attrs, params = sig
+        keys = [tuple(attrs[1:])]
+        for p in params:
+            attrs, key = self._sgr(attrs, p)
+            keys.append(key)
+        groups = []
+        first = 0
+        for i in range(1, len(keys) + 1):
+            if i == len(keys) or keys[i] != keys[first]:
+                groups.append((first, i, keys[first]))
+                first = i
+        plan = (tuple(groups), attrs, keys[-1], sum(len(p) + 3 for p in params))
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[sig] = plan
+        return plan
+
     def _lines(self, block: str) -> None:
         """Lay out complete simple lines (``block`` = lines joined by LF, no final LF)."""
         s = self._screen
@@ -138,88 +224,79 @@ class FastPath:
         x = cursor.x
         attrs = cursor.attrs
         key = tuple(attrs[1:])
-        rows: list[list[Run]] = []
-        append_row = rows.append
+        rows: list[tuple[Run, ...]] = []
         last_text = ""
-        sgr = self._sgr
+        plans = self._plans
         split = _SGR_SPLIT.split
         for line in block.split("\n"):
-            cr_end = line.endswith("\r")
+            cr_end = line[-1:] == "\r"
             body = line[:-1] if cr_end else line
-            if "\t" not in body and "\r" not in body:
-                row: list[Run] = []
-                if x and x < columns:
-                    row.append((" " * x, DEFAULT_KEY))
-                if "\x1b" in body:
-                    parts = split(body)
-                    pairs = zip(parts[1::2], parts[2::2])
-                    body = parts[0]
-                else:
-                    pairs = ()
-                while True:
-                    if body:
-                        last_text = body
-                        n = len(body)
-                        if x + n <= columns:
-                            row.append((body, key))
-                            x += n
-                        else:
-                            p = body
-                            while p:
-                                if x >= columns:
-                                    append_row(row)
-                                    row = []
-                                    x = 0
-                                take = columns - x
-                                row.append((p[:take], key))
-                                x += len(p[:take])
-                                p = p[take:]
-                    for params, body in pairs:  # noqa: B007 - binds the next run's text (used above)
-                        attrs, key = sgr(attrs, params)
-                        break
-                    else:
-                        break
-                append_row(row)
-                if cr_end:
-                    x = 0
+            if "\t" in body or "\r" in body:
+                x, attrs, key, last_text = self._cells(line, x, attrs, key, last_text, rows)
                 continue
-            # General case: tabs and carriage returns inside the line, cell by cell.
-            cells: list[tuple[str, Key]] = []
-            for tok in _TOKENS.finditer(line):
-                chunk, params, cr, _tab = tok.groups()
-                if chunk is not None:
-                    last_text = chunk
-                    for ch in chunk:
-                        if x >= columns:
-                            append_row(cells)
-                            cells = []
-                            x = 0
-                        if x < len(cells):
-                            cells[x] = (ch, key)
+            x0 = x
+            if "\x1b" in body:
+                parts = split(body)
+                sig = (attrs, tuple(parts[1::2]))
+                plan = plans.get(sig)
+                if plan is None:
+                    plan = self._plan(sig)
+                groups, end_attrs, end_key, esc_len = plan
+                width = len(body) - esc_len
+                if x + width > columns:
+                    x, attrs, key, last_text = self._long(parts, x, attrs, key, last_text,
+                                                          rows)
+                    if cr_end:
+                        x = 0
+                    continue
+                attrs, key = end_attrs, end_key
+                texts = parts[0::2]
+                out: list[Run] = []
+                last_key = None
+                for a, b, k in groups:
+                    t = texts[a] if b - a == 1 else "".join(texts[a:b])
+                    if t:
+                        last_text = t
+                        if k == last_key:
+                            out[-1] = (out[-1][0] + t, k)
                         else:
-                            if x > len(cells):
-                                cells.extend([(" ", DEFAULT_KEY)] * (x - len(cells)))
-                            cells.append((ch, key))
-                        x += 1
-                elif params is not None:
-                    attrs, key = sgr(attrs, params)
-                elif cr is not None:
-                    x = 0
+                            out.append((t, k))
+                            last_key = k
+            else:
+                width = len(body)
+                if x + width > columns:
+                    x, attrs, key, last_text = self._long([body], x, attrs, key, last_text,
+                                                          rows)
+                    if cr_end:
+                        x = 0
+                    continue
+                if body:
+                    last_text = body
+                    out = [(body, key)]
                 else:
-                    if x < columns:  # wrap pending at the margin: a tab keeps it
-                        x = self._next_tab(x)
-            append_row(cells)
+                    out = []
+            x += width
+            if x0 and x0 < columns:
+                if out and out[0][1] == DEFAULT_KEY:
+                    out[0] = (" " * x0 + out[0][0], DEFAULT_KEY)
+                else:
+                    out.insert(0, (" " * x0, DEFAULT_KEY))
+            while out and out[-1][1] == DEFAULT_KEY:
+                t = out[-1][0].rstrip(" ")
+                if t:
+                    out[-1] = (t, DEFAULT_KEY)
+                    break
+                out.pop()
+            rows.append(tuple(out))
+            if cr_end:
+                x = 0
         # Scroll the emitted rows through the screen.
         lines = s.lines
         buffer = s.buffer
         old = [buffer.get(y) for y in range(lines - 1)]
         e = len(rows)
         pushed = [row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
-        for r in rows[: max(0, e - (lines - 1))]:
-            if len(r) == 1 and r[0][0] and (r[0][1] != DEFAULT_KEY or r[0][0][-1] != " "):
-                pushed.append((r[0],))  # already canonical: one non-blank-ended run
-            else:
-                pushed.append(merge_runs(r))
+        pushed.extend(rows[: max(0, e - (lines - 1))])
         if pushed:
             self._scrolled_off(pushed)
         keep_old = old[e:] if e < lines - 1 else []
@@ -232,8 +309,9 @@ class FastPath:
             y += 1
         default = s.default_char
         caches = s._char_caches
+        fill = dict.update  # RunsRow.update would forget the runs
         for r in keep_new:
-            d = StaticDefaultDict(default)
+            d = RunsRow(default, r)
             cx = 0
             for text, k in r:
                 a = Char(" ", *k)
@@ -241,7 +319,7 @@ class FastPath:
                 if cache is None:
                     cache = caches[a] = CharCache(a)
                 n = len(text)
-                d.update(zip(range(cx, cx + n), map(cache.__getitem__, text)))
+                fill(d, zip(range(cx, cx + n), map(cache.__getitem__, text)))
                 cx += n
             new_buffer[y] = d
             y += 1
