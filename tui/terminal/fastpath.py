@@ -11,25 +11,24 @@ from collections.abc import Callable
 
 from pyte import modes as mo
 
-from .lines import DEFAULT_KEY, Key, Run, RunsRow, merge_runs, row_runs
+from .layout import Layout
+from .lines import Run, RunsRow, row_runs
 from .parser import Parser
 from .screen import CharCache, Screen
-from .sgr import Char, apply_sgr
+from .sgr import Char
 
 # What ends a "simple" stretch (printable ASCII, TAB, CR, LF, SGR): two patterns, each
 # much faster to search than their alternation.
 _NOT_SIMPLE_CHAR = re.compile(r"[^\x20-\x7e\t\r\n\x1b]")
 _NOT_SIMPLE_ESC = re.compile(r"\x1b(?!\[[0-9;]*m)")
-_SGR_SPLIT = re.compile(r"\x1b\[([0-9;]*)m")
-_TOKENS = re.compile(r"([\x20-\x7e]+)|\x1b\[([0-9;]*)m|(\r)|(\t)")
-
 
 
 class FastPath:
     """Lays out simple lines straight into the screen and its scrollback."""
 
     MIN_LINES = 8
-    """A stretch of simple lines shorter than ``lines + this`` goes through the parser."""
+    """A stretch of simple lines shorter than this, plus the rows the cursor has to go down
+    to reach the bottom, goes through the parser."""
 
     def __init__(self, screen: Screen, stream: Parser,
                  scrolled_off: Callable[[list[tuple[Run, ...]]], None]) -> None:
@@ -37,8 +36,7 @@ class FastPath:
         self._screen = screen
         self._stream = stream
         self._scrolled_off = scrolled_off
-        self._sgr_cache: dict[tuple[Char, str], tuple[Char, Key]] = {}
-        self._plans: dict[tuple[Char, tuple[str, ...]], tuple] = {}
+        self._layout = Layout(screen)
 
     def ok(self) -> bool:
         """Whether the next complete lines can be laid out here (see :meth:`feed`)."""
@@ -60,6 +58,12 @@ class FastPath:
             and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
         )
 
+    def need(self) -> int:
+        """Lines a stretch needs to be worth laying out here: once the cursor sits on the
+        bottom row (a flood under way) a few; on a fresh screen a screenful more."""
+        s = self._screen
+        return self.MIN_LINES + max(0, s.lines - 1 - s.cursor.y)
+
     def feed(self, text: str) -> None:
         """Feed ``text``, skipping the parser for long stretches of simple lines.
 
@@ -73,7 +77,7 @@ class FastPath:
         so the cursor attributes end up as the parser would leave them.
         """
         feed = self._stream.feed
-        need = self._screen.lines + self.MIN_LINES
+        need = self.need()
         fed = 0
         pos = 0
         n = len(text)
@@ -111,185 +115,12 @@ class FastPath:
         if fed < n:
             feed(text[fed:])
 
-    def _sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
-        """Cursor attributes after ``CSI params m``, as the screen computes them (cached)."""
-        k = (attrs, params)
-        r = self._sgr_cache.get(k)
-        if r is None:
-            new = apply_sgr(attrs, params, self._screen.default_char)
-            r = (new, tuple(new[1:]))
-            if len(self._sgr_cache) > 4096:
-                self._sgr_cache.clear()
-            self._sgr_cache[k] = r
-        return r
-
-    def _next_tab(self, x: int) -> int:
-        s = self._screen
-        for stop in sorted(s.tabstops):
-            if x < stop:
-                return stop
-        return s.columns - 1
-
-    def _long(self, parts: list[str], x: int, attrs: Char, key: Key, last_text: str,
-              rows: list[tuple[Run, ...]]) -> tuple[int, Char, Key, str]:
-        """A simple line (``parts`` as split at its SGR sequences) that wraps."""
-        sgr = self._sgr
-        columns = self._screen.columns
-        row: list[Run] = []
-        if x and x < columns:
-            row.append((" " * x, DEFAULT_KEY))
-        for i, body in enumerate(parts):
-            if i % 2:
-                attrs, key = sgr(attrs, body)
-                continue
-            if not body:
-                continue
-            last_text = body
-            if x + len(body) <= columns:
-                row.append((body, key))
-                x += len(body)
-                continue
-            p = body
-            while p:
-                if x >= columns:
-                    rows.append(merge_runs(row))
-                    row = []
-                    x = 0
-                take = columns - x
-                row.append((p[:take], key))
-                x += len(p[:take])
-                p = p[take:]
-        rows.append(merge_runs(row))
-        return x, attrs, key, last_text
-
-    def _cells(self, line: str, x: int, attrs: Char, key: Key, last_text: str,
-               rows: list[tuple[Run, ...]]) -> tuple[int, Char, Key, str]:
-        """A line with tabs or carriage returns inside, cell by cell."""
-        sgr = self._sgr
-        columns = self._screen.columns
-        cells: list[tuple[str, Key]] = []
-        for tok in _TOKENS.finditer(line):
-            chunk, params, cr, _tab = tok.groups()
-            if chunk is not None:
-                last_text = chunk
-                for ch in chunk:
-                    if x >= columns:
-                        rows.append(merge_runs(cells))
-                        cells = []
-                        x = 0
-                    if x < len(cells):
-                        cells[x] = (ch, key)
-                    else:
-                        if x > len(cells):
-                            cells.extend([(" ", DEFAULT_KEY)] * (x - len(cells)))
-                        cells.append((ch, key))
-                    x += 1
-            elif params is not None:
-                attrs, key = sgr(attrs, params)
-            elif cr is not None:
-                x = 0
-            else:
-                if x < columns:  # wrap pending at the margin: a tab keeps it
-                    x = self._next_tab(x)
-        rows.append(merge_runs(cells))
-        return x, attrs, key, last_text
-
-    def _plan(self, sig: tuple[Char, tuple[str, ...]]) -> tuple:
-        """What the SGR sequences of a line do to a line that starts with attributes
-        ``sig[0]``: ``(groups, attrs after, key after, length of the sequences)``, where
-        ``groups`` are ``(first, end, key)`` of the text pieces between the sequences with
-        the same key (cached: a stream has few distinct sequences of sequences)."""
-        attrs, params = sig
-        keys = [tuple(attrs[1:])]
-        for p in params:
-            attrs, key = self._sgr(attrs, p)
-            keys.append(key)
-        groups = []
-        first = 0
-        for i in range(1, len(keys) + 1):
-            if i == len(keys) or keys[i] != keys[first]:
-                groups.append((first, i, keys[first]))
-                first = i
-        plan = (tuple(groups), attrs, keys[-1], sum(len(p) + 3 for p in params))
-        if len(self._plans) > 4096:
-            self._plans.clear()
-        self._plans[sig] = plan
-        return plan
-
     def _lines(self, block: str) -> None:
         """Lay out complete simple lines (``block`` = lines joined by LF, no final LF)."""
         s = self._screen
         columns = s.columns
         cursor = s.cursor
-        x = cursor.x
-        attrs = cursor.attrs
-        key = tuple(attrs[1:])
-        rows: list[tuple[Run, ...]] = []
-        last_text = ""
-        plans = self._plans
-        split = _SGR_SPLIT.split
-        for line in block.split("\n"):
-            cr_end = line[-1:] == "\r"
-            body = line[:-1] if cr_end else line
-            if "\t" in body or "\r" in body:
-                x, attrs, key, last_text = self._cells(line, x, attrs, key, last_text, rows)
-                continue
-            x0 = x
-            if "\x1b" in body:
-                parts = split(body)
-                sig = (attrs, tuple(parts[1::2]))
-                plan = plans.get(sig)
-                if plan is None:
-                    plan = self._plan(sig)
-                groups, end_attrs, end_key, esc_len = plan
-                width = len(body) - esc_len
-                if x + width > columns:
-                    x, attrs, key, last_text = self._long(parts, x, attrs, key, last_text,
-                                                          rows)
-                    if cr_end:
-                        x = 0
-                    continue
-                attrs, key = end_attrs, end_key
-                texts = parts[0::2]
-                out: list[Run] = []
-                last_key = None
-                for a, b, k in groups:
-                    t = texts[a] if b - a == 1 else "".join(texts[a:b])
-                    if t:
-                        last_text = t
-                        if k == last_key:
-                            out[-1] = (out[-1][0] + t, k)
-                        else:
-                            out.append((t, k))
-                            last_key = k
-            else:
-                width = len(body)
-                if x + width > columns:
-                    x, attrs, key, last_text = self._long([body], x, attrs, key, last_text,
-                                                          rows)
-                    if cr_end:
-                        x = 0
-                    continue
-                if body:
-                    last_text = body
-                    out = [(body, key)]
-                else:
-                    out = []
-            x += width
-            if x0 and x0 < columns:
-                if out and out[0][1] == DEFAULT_KEY:
-                    out[0] = (" " * x0 + out[0][0], DEFAULT_KEY)
-                else:
-                    out.insert(0, (" " * x0, DEFAULT_KEY))
-            while out and out[-1][1] == DEFAULT_KEY:
-                t = out[-1][0].rstrip(" ")
-                if t:
-                    out[-1] = (t, DEFAULT_KEY)
-                    break
-                out.pop()
-            rows.append(tuple(out))
-            if cr_end:
-                x = 0
+        rows, x, attrs, last_text = self._layout.rows(block, cursor.x, cursor.attrs)
         # Scroll the emitted rows through the screen.
         lines = s.lines
         buffer = s.buffer
