@@ -28,14 +28,15 @@ Plan = tuple  # (groups, attrs after, key after, length of the sequences, table 
 _MAX_PLANS = 4096
 
 
-def _grouped(texts: list[str], groups: tuple) -> tuple[list[Run], str]:
-    """The runs of a line's text pieces under a plan's ``groups`` (pieces of one key joined,
-    empty ones dropped, neighbours of one key merged), and the last non-empty piece."""
+def _grouped(parts: list[str], groups: tuple) -> tuple[list[Run], str]:
+    """The runs of a line (``parts`` as split at its SGR sequences) under a plan's
+    ``groups`` (text pieces of one key joined, empty ones dropped, neighbours of one key
+    merged), and the last non-empty piece."""
     out: list[Run] = []
     last_key = None
     last_text = ""
-    for a, b, k in groups:
-        t = texts[a] if b - a == 1 else "".join(texts[a:b])
+    for i, many, k in groups:
+        t = parts[i] if many is None else "".join(parts[many])
         if t:
             last_text = t
             if k == last_key:
@@ -87,9 +88,10 @@ class Layout:
         return table
 
     def _plan(self, attrs: Char, params: tuple[str, ...]) -> Plan:
-        """What the SGR sequences ``params`` of a line do to a line starting with ``attrs``:
-        ``groups`` are ``(first, end, key)`` of the runs of text pieces (between the
-        sequences) that share a key."""
+        """What the SGR sequences ``params`` of a line do to a line starting with ``attrs``.
+        ``groups`` are the runs of text pieces (between the sequences) that share a key, as
+        ``(index of the piece in the split line, slice of its pieces if more than one,
+        key)``."""
         start = attrs
         keys = [tuple(attrs[1:])]
         for p in params:
@@ -99,7 +101,8 @@ class Layout:
         first = 0
         for i in range(1, len(keys) + 1):
             if i == len(keys) or keys[i] != keys[first]:
-                groups.append((first, i, keys[first]))
+                groups.append((2 * first, None if i == first + 1 else
+                               slice(2 * first, 2 * i, 2), keys[first]))
                 first = i
         if self._plans >= _MAX_PLANS:
             self._tables.clear()  # tables still in use stay valid; they are dropped after
@@ -166,7 +169,7 @@ class Layout:
                 table = self._table(attrs)
                 continue
             attrs, key, table = end_attrs, end_key, end_table
-            out, text = _grouped(parts[0::2], groups)
+            out, text = _grouped(parts, groups)
             if text:
                 last_text = text
             if out and out[-1][1] == default:
@@ -207,7 +210,7 @@ class Layout:
                         x = 0
                     continue
                 attrs, key = end_attrs, end_key
-                out, text = _grouped(parts[0::2], groups)
+                out, text = _grouped(parts, groups)
                 if text:
                     last_text = text
             else:
