@@ -42,6 +42,7 @@ from .lines import (
     DEFAULT_KEY,
     Key,
     Run,
+    RunsRow,
     Selection,
     ansi_palette,
     cell_key,
@@ -174,7 +175,7 @@ class TerminalEmulator:
         if not text:
             return
         try:
-            if self.fast_path and text.count("\n") >= self.lines + FastPath.MIN_LINES:
+            if self.fast_path and text.count("\n") >= self._fast.need():
                 self._fast.feed(text)
             else:
                 self._stream.feed(text)
@@ -355,6 +356,11 @@ class TerminalEmulator:
     def _render_row(self, line: dict, cursor_x: int) -> list[Segment]:
         if not line and cursor_x < 0:
             return []
+        if cursor_x < 0 and type(line) is RunsRow and line.runs is not None:
+            # A row laid out by the fast path: drawn from its runs, as a scrollback line.
+            style_for = self._styles.style
+            return [Segment(_blank(text) if key[9] else text, style_for(key))
+                    for text, key in line.runs]
         last = min(max(max(line) if line else 0, cursor_x), self._screen.columns - 1)
         cells = list(map(line.get, range(last + 1), repeat(self._screen.default_char, last + 1)))
         datas = "".join(map(cell_text, cells))

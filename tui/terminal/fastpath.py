@@ -10,27 +10,25 @@ import re
 from collections.abc import Callable
 
 from pyte import modes as mo
-from pyte.screens import StaticDefaultDict
 
-from .lines import DEFAULT_KEY, Key, Run, merge_runs, row_runs
+from .layout import Layout
+from .lines import Run, RunsRow, row_runs
 from .parser import Parser
 from .screen import CharCache, Screen
-from .sgr import Char, apply_sgr
+from .sgr import Char
 
 # What ends a "simple" stretch (printable ASCII, TAB, CR, LF, SGR): two patterns, each
 # much faster to search than their alternation.
 _NOT_SIMPLE_CHAR = re.compile(r"[^\x20-\x7e\t\r\n\x1b]")
 _NOT_SIMPLE_ESC = re.compile(r"\x1b(?!\[[0-9;]*m)")
-_SGR_SPLIT = re.compile(r"\x1b\[([0-9;]*)m")
-_TOKENS = re.compile(r"([\x20-\x7e]+)|\x1b\[([0-9;]*)m|(\r)|(\t)")
-
 
 
 class FastPath:
     """Lays out simple lines straight into the screen and its scrollback."""
 
     MIN_LINES = 8
-    """A stretch of simple lines shorter than ``lines + this`` goes through the parser."""
+    """A stretch of simple lines shorter than this, plus the rows the cursor has to go down
+    to reach the bottom, goes through the parser."""
 
     def __init__(self, screen: Screen, stream: Parser,
                  scrolled_off: Callable[[list[tuple[Run, ...]]], None]) -> None:
@@ -38,7 +36,7 @@ class FastPath:
         self._screen = screen
         self._stream = stream
         self._scrolled_off = scrolled_off
-        self._sgr_cache: dict[tuple[Char, str], tuple[Char, Key]] = {}
+        self._layout = Layout(screen)
 
     def ok(self) -> bool:
         """Whether the next complete lines can be laid out here (see :meth:`feed`)."""
@@ -60,6 +58,12 @@ class FastPath:
             and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
         )
 
+    def need(self) -> int:
+        """Lines a stretch needs to be worth laying out here: once the cursor sits on the
+        bottom row (a flood under way) a few; on a fresh screen a screenful more."""
+        s = self._screen
+        return self.MIN_LINES + max(0, s.lines - 1 - s.cursor.y)
+
     def feed(self, text: str) -> None:
         """Feed ``text``, skipping the parser for long stretches of simple lines.
 
@@ -73,7 +77,7 @@ class FastPath:
         so the cursor attributes end up as the parser would leave them.
         """
         feed = self._stream.feed
-        need = self._screen.lines + self.MIN_LINES
+        need = self.need()
         fed = 0
         pos = 0
         n = len(text)
@@ -111,115 +115,19 @@ class FastPath:
         if fed < n:
             feed(text[fed:])
 
-    def _sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
-        """Cursor attributes after ``CSI params m``, as the screen computes them (cached)."""
-        k = (attrs, params)
-        r = self._sgr_cache.get(k)
-        if r is None:
-            new = apply_sgr(attrs, params, self._screen.default_char)
-            r = (new, tuple(new[1:]))
-            if len(self._sgr_cache) > 4096:
-                self._sgr_cache.clear()
-            self._sgr_cache[k] = r
-        return r
-
-    def _next_tab(self, x: int) -> int:
-        s = self._screen
-        for stop in sorted(s.tabstops):
-            if x < stop:
-                return stop
-        return s.columns - 1
-
     def _lines(self, block: str) -> None:
         """Lay out complete simple lines (``block`` = lines joined by LF, no final LF)."""
         s = self._screen
         columns = s.columns
         cursor = s.cursor
-        x = cursor.x
-        attrs = cursor.attrs
-        key = tuple(attrs[1:])
-        rows: list[list[Run]] = []
-        append_row = rows.append
-        last_text = ""
-        sgr = self._sgr
-        split = _SGR_SPLIT.split
-        for line in block.split("\n"):
-            cr_end = line.endswith("\r")
-            body = line[:-1] if cr_end else line
-            if "\t" not in body and "\r" not in body:
-                row: list[Run] = []
-                if x and x < columns:
-                    row.append((" " * x, DEFAULT_KEY))
-                if "\x1b" in body:
-                    parts = split(body)
-                    pairs = zip(parts[1::2], parts[2::2])
-                    body = parts[0]
-                else:
-                    pairs = ()
-                while True:
-                    if body:
-                        last_text = body
-                        n = len(body)
-                        if x + n <= columns:
-                            row.append((body, key))
-                            x += n
-                        else:
-                            p = body
-                            while p:
-                                if x >= columns:
-                                    append_row(row)
-                                    row = []
-                                    x = 0
-                                take = columns - x
-                                row.append((p[:take], key))
-                                x += len(p[:take])
-                                p = p[take:]
-                    for params, body in pairs:  # noqa: B007 - binds the next run's text (used above)
-                        attrs, key = sgr(attrs, params)
-                        break
-                    else:
-                        break
-                append_row(row)
-                if cr_end:
-                    x = 0
-                continue
-            # General case: tabs and carriage returns inside the line, cell by cell.
-            cells: list[tuple[str, Key]] = []
-            for tok in _TOKENS.finditer(line):
-                chunk, params, cr, _tab = tok.groups()
-                if chunk is not None:
-                    last_text = chunk
-                    for ch in chunk:
-                        if x >= columns:
-                            append_row(cells)
-                            cells = []
-                            x = 0
-                        if x < len(cells):
-                            cells[x] = (ch, key)
-                        else:
-                            if x > len(cells):
-                                cells.extend([(" ", DEFAULT_KEY)] * (x - len(cells)))
-                            cells.append((ch, key))
-                        x += 1
-                elif params is not None:
-                    attrs, key = sgr(attrs, params)
-                elif cr is not None:
-                    x = 0
-                else:
-                    if x < columns:  # wrap pending at the margin: a tab keeps it
-                        x = self._next_tab(x)
-            append_row(cells)
+        rows, x, attrs, last_text = self._layout.rows(block, cursor.x, cursor.attrs)
         # Scroll the emitted rows through the screen.
         lines = s.lines
         buffer = s.buffer
         old = [buffer.get(y) for y in range(lines - 1)]
         e = len(rows)
         pushed = [row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
-        for r in rows[: max(0, e - (lines - 1))]:
-            if len(r) == 1 and r[0][0] and (r[0][1] != DEFAULT_KEY or r[0][0][-1] != " "):
-                pushed.append((r[0],))  # already canonical: one non-blank-ended run
-            else:
-                pushed.append(merge_runs(r))
+        pushed.extend(rows[: max(0, e - (lines - 1))])
         if pushed:
             self._scrolled_off(pushed)
         keep_old = old[e:] if e < lines - 1 else []
@@ -232,8 +140,9 @@ class FastPath:
             y += 1
         default = s.default_char
         caches = s._char_caches
+        fill = dict.update  # RunsRow.update would forget the runs
         for r in keep_new:
-            d = StaticDefaultDict(default)
+            d = RunsRow(default, r)
             cx = 0
             for text, k in r:
                 a = Char(" ", *k)
@@ -241,7 +150,7 @@ class FastPath:
                 if cache is None:
                     cache = caches[a] = CharCache(a)
                 n = len(text)
-                d.update(zip(range(cx, cx + n), map(cache.__getitem__, text)))
+                fill(d, zip(range(cx, cx + n), map(cache.__getitem__, text)))
                 cx += n
             new_buffer[y] = d
             y += 1

@@ -10,7 +10,7 @@ from itertools import groupby, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from pyte.screens import wcwidth
+from pyte.screens import StaticDefaultDict, wcwidth
 
 # --------------------------------------------------------------------------------------------
 # Palettes
@@ -78,10 +78,55 @@ cell_key = itemgetter(slice(1, None))  # a cell's Key (one C-level slice)
 cell_text = itemgetter(0)
 
 
+class RunsRow(StaticDefaultDict):
+    """A screen row laid out by the fast path, which remembers its canonical runs until it
+    is changed: a row that scrolls off untouched goes to the scrollback without being read
+    cell by cell again, and is drawn from its runs. Every way of changing a dict forgets them
+    (pyte changes rows with ``[]=``, ``del``, ``pop``, ``update`` and ``clear``)."""
+
+    def __init__(self, default, runs: tuple[Run, ...]) -> None:
+        super().__init__(default)
+        self.runs: tuple[Run, ...] | None = runs
+
+    def __setitem__(self, key, value) -> None:
+        self.runs = None
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key) -> None:
+        self.runs = None
+        dict.__delitem__(self, key)
+
+    def __ior__(self, other):
+        self.runs = None
+        return dict.__ior__(self, other)
+
+    def pop(self, *args):
+        self.runs = None
+        return dict.pop(self, *args)
+
+    def popitem(self):
+        self.runs = None
+        return dict.popitem(self)
+
+    def setdefault(self, *args):
+        self.runs = None
+        return dict.setdefault(self, *args)
+
+    def update(self, *args, **kwargs) -> None:
+        self.runs = None
+        dict.update(self, *args, **kwargs)
+
+    def clear(self) -> None:
+        self.runs = None
+        dict.clear(self)
+
+
 def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
     """A pyte buffer row as canonical runs (wide-character stubs skipped, orphans as spaces)."""
     if not line:
         return ()
+    if type(line) is RunsRow and line.runs is not None:
+        return line.runs
     last = max(line)
     if last >= columns:
         last = columns - 1

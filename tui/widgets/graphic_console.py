@@ -23,7 +23,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.content import Content
 from textual.geometry import Region
-from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
@@ -33,6 +32,7 @@ from backends.screen import ScreenSession
 from tui.graphics import Fit, HalfBlocks, cell_pixels, key_events
 from tui.terminal.keys import key_label
 
+from . import view_messages
 from .terminal_io import close_in_background
 
 __all__ = ["GraphicView"]
@@ -62,26 +62,13 @@ class GraphicView(Widget, can_focus=True):
     }
     """
 
-    class _ViewMessage(Message):
-        def __init__(self, view: GraphicView) -> None:
-            super().__init__()
-            self.view = view
-
-        @property
-        def control(self) -> GraphicView:
-            return self.view
-
-    class Closed(_ViewMessage):
+    class Closed(view_messages.Closed):
         """The session ended."""
 
-        def __init__(self, view: GraphicView, reason: str) -> None:
-            super().__init__(view)
-            self.reason = reason
-
-    class DetachRequested(_ViewMessage):
+    class DetachRequested(view_messages.DetachRequested):
         """The detach key was pressed (nothing was sent to the guest)."""
 
-    class ReconnectRequested(_ViewMessage):
+    class ReconnectRequested(view_messages.ReconnectRequested):
         """``r`` was pressed on a closed screen."""
 
     def __init__(self, session: ScreenSession, title: str = "screen", *,

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.content import Content
 from textual.geometry import Region
-from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
@@ -31,7 +31,8 @@ from backends.base import ConsoleSession
 from tui.terminal.keys import SPECIAL_KEYS, key_label, key_to_bytes
 from tui.terminal.record import AsciicastRecorder
 
-from .terminal_io import InputWriter, OutputPump, close_in_background, highlight
+from . import view_messages
+from .terminal_io import InputWriter, OutputPump, close_in_background, highlight, row_strip
 
 if TYPE_CHECKING:  # the emulator (and pyte) load with the first console, not at start-up
     from tui.terminal.emulator import Selection
@@ -82,26 +83,13 @@ class TerminalView(Widget, can_focus=True):
     """Wait this long after the last size change before telling the session."""
     WHEEL_LINES = 3
 
-    class _ViewMessage(Message):
-        def __init__(self, view: TerminalView) -> None:
-            super().__init__()
-            self.view = view
-
-        @property
-        def control(self) -> TerminalView:
-            return self.view
-
-    class Closed(_ViewMessage):
+    class Closed(view_messages.Closed):
         """The session ended (the reason is also written on the screen)."""
 
-        def __init__(self, view: TerminalView, reason: str) -> None:
-            super().__init__(view)
-            self.reason = reason
-
-    class DetachRequested(_ViewMessage):
+    class DetachRequested(view_messages.DetachRequested):
         """The detach key was pressed (nothing was sent to the guest)."""
 
-    class ReconnectRequested(_ViewMessage):
+    class ReconnectRequested(view_messages.ReconnectRequested):
         """``r`` was pressed on a closed console: open a new session and :meth:`attach` it."""
 
     def __init__(
@@ -152,6 +140,7 @@ class TerminalView(Widget, can_focus=True):
         self._sel_anchor: tuple[int, int] | None = None
         self._session_size: tuple[int, int] | None = None
         self._started = False
+        self._base_style: Style | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -283,6 +272,15 @@ class TerminalView(Widget, can_focus=True):
         self._strips.clear()
         self.refresh()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The widget's own style, looked up once per repaint rather than once per row (it
+        # walks the ancestors' styles).
+        self._base_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._base_style = None
+
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)
         if strip is not None:
@@ -292,8 +290,7 @@ class TerminalView(Widget, can_focus=True):
         segments = emulator.render_view_line(y, self.scroll_offset_lines, cursor=self.has_focus)
         if self._selection is not None:
             segments = self._select(segments, y)
-        base = self.rich_style
-        strip = Strip(segments).adjust_cell_length(width).apply_style(base)
+        strip = row_strip(segments, width, self._base_style or self.rich_style)
         self._strips[y] = strip
         return strip
 

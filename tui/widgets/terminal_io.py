@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.strip import Strip
 
 if TYPE_CHECKING:  # loaded with the first console, not at start-up
     from tui.terminal.emulator import Selection, TerminalEmulator
@@ -168,6 +169,19 @@ class InputWriter:
                 raise
             except Exception as e:  # noqa: BLE001 - the session reports closure itself
                 log.debug("console send failed: %s", e)
+
+
+def row_strip(segments: list[Segment], width: int, base: Style) -> Strip:
+    """A row of the pane: ``segments`` in the widget's ``base`` style, cut or padded to
+    ``width``. The same as ``Strip(segments).adjust_cell_length(width).apply_style(base)``,
+    building one strip instead of three when the row fits (it always does but while a
+    resize is on its way)."""
+    length = Segment.get_line_length(segments)
+    if length > width:
+        return Strip(segments).adjust_cell_length(width).apply_style(base)
+    if length < width:
+        segments = [*segments, Segment(" " * (width - length))]
+    return Strip(Segment.apply_style(segments, base), width)
 
 
 def highlight(segments: list[Segment], sel: Selection, line: int, width: int,
