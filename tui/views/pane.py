@@ -323,6 +323,10 @@ class ResourcePane(Vertical):
             return
         ctx = self.context()
         if not entry.bulk:
+            if ctx.marked and entry.row and ctx.row is not None:
+                self.app.notify(f"{entry.label} acts on one row at a time: on "
+                                f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
+                                "marked are left as they are).", markup=False)
             ctx.marked = []
         self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
                         description=f"{spec.name} {verb}")

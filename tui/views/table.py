@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from ..widgets.hidden_table import HiddenNoPaintTable
 from .rows import Row, Word, matches
 from .specs import ViewSpec
 
@@ -19,7 +20,7 @@ _NUMBER = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?$")
 _UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
 
 
-class ResourceTable(DataTable):
+class ResourceTable(HiddenNoPaintTable):
     """Rows of one view (every remote), filtered and sorted."""
 
     BINDINGS: ClassVar[list[Binding]] = [

@@ -26,6 +26,7 @@ from .. import format as fmt
 from ..filter import Term, matches
 from ..services.inventory import Inventory
 from .colors import theme_colors
+from .hidden_table import HiddenNoPaintTable
 
 
 class SortCell(Text):
@@ -80,7 +81,7 @@ def row_key(ref: InstanceRef) -> str:
     return f"{ref.remote}\x1f{ref.project}\x1f{ref.name}"
 
 
-class InstanceTable(DataTable):
+class InstanceTable(HiddenNoPaintTable):
     """Instances across remotes. ``o`` / ``O`` pick the sort column and direction."""
 
     BINDINGS = [
