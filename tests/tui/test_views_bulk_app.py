@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tui.app import make_app
+from tui.widgets.instance_table import InstanceTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import wait_for, write_config
+from test_real_app import rows, select, wait_for, write_config
 from test_views_app import cli_names, connected, mine, pane, select_row, short, switch
 
 
@@ -89,6 +90,13 @@ async def test_bulk_delete_of_three_profiles_where_one_is_used(lab, lab_env, uni
                                               if r == remote) == 3,
                            what="three results in the operations view")
             await switch(pilot, "profiles")
+            assert pane(app).table.marked  # kept while another view was shown
+            select_row(app, remote, names[1])
+            await pilot.press("m")  # rename: one row at a time, and it says so
+            await wait_for(pilot, lambda: app.screen.query("#dialog-input"), what="rename")
+            assert any("one row at a time" in n.message and names[1] in n.message
+                       for n in app._notifications)
+            await pilot.press("escape")
             await pilot.press("ctrl+u")
             assert not pane(app).table.marked
     finally:
@@ -179,3 +187,31 @@ async def test_bulk_copy_of_images_to_another_lxd_remote(lab, lab_env, tmp_path)
         for alias in aliases:
             lab.lxd1.cli("image", "delete", alias, check=False)
             lab.lxd2.cli("image", "delete", alias, check=False)
+
+
+async def test_a_single_instance_verb_with_marks_says_it_acts_on_one(lab, lab_env, unique,
+                                                                      tmp_path):
+    prefix = unique()
+    names = [f"{prefix}-{i}" for i in range(2)]
+    for n in names:
+        lab.lxd1.cli("init", "busybox", n)
+    app = make_app(write_config(tmp_path), env=lab_env)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await connected(pilot, app)
+            await wait_for(pilot, lambda: all(f"local:{n}" in rows(app) for n in names),
+                           what="instances")
+            await pilot.press("slash", *prefix, "enter")
+            await wait_for(pilot, lambda: len(rows(app)) == 2, what="filtered")
+            await pilot.press("asterisk")
+            assert len(app.main_screen.query_one(InstanceTable).marked) == 2
+            select(app, f"local:{names[0]}")
+            await pilot.press("P")  # assigning profiles: one instance at a time
+            await wait_for(pilot, lambda: app.screen.query("#dialog-input"), what="profiles")
+            said = [n.message for n in app._notifications]
+            assert any("one instance at a time" in m and names[0] in m
+                       and "2 marked" in m for m in said), said
+            await pilot.press("escape")
+    finally:
+        for n in names:
+            lab.lxd1.cli("delete", "-f", n, check=False)

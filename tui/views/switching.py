@@ -12,6 +12,10 @@ from .pane import ResourcePane
 from .specs import BY_NAME, ViewSpec, offered
 
 
+BULK_INSTANCE_VERBS = ("start", "stop", "restart", "pause", "freeze", "unfreeze", "delete")
+"""The instance verbs that act on every marked instance (``tui/flows/lifecycle.py``)."""
+
+
 class ViewSwitching:
     """Mixed into :class:`~tui.screens.main.MainScreen`: the ``:`` command and the view
     shown (``instances`` or a resource view)."""
@@ -76,7 +80,16 @@ class ViewSwitching:
         marked = self.query_one("#instances").marked  # type: ignore[attr-defined]
         return bool(marked) and not self.in_resource_view and \
             entry.one_at_a_time == "lifecycle" and entry.scope is Scope.INSTANCE \
-            and entry.name in ("start", "stop", "restart", "delete", "freeze", "unfreeze")
+            and entry.name in BULK_INSTANCE_VERBS
+
+    def marks_note(self, entry: Action, marked: tuple, ref) -> None:
+        """An instance verb that acts on one instance was run with instances marked: say
+        that the marks are not used."""
+        if marked and ref is not None and entry.scope is Scope.INSTANCE \
+                and entry.name not in BULK_INSTANCE_VERBS:
+            self.notify(f"{entry.label.rstrip('…')} acts on one instance at a time: on "  # type: ignore
+                        f"{ref} (the {len(marked)} marked are left as they are).",
+                        markup=False)
 
     def view_filter(self, text: str) -> bool:
         """Apply the filter to the resource view shown; False when the instances are."""
