@@ -303,8 +303,10 @@ class ResourcePane(Vertical):
         remote = row.remote if row else None
         caps = self.inventory.remote_capabilities(remote) if remote else frozenset().union(
             *(self.inventory.remote_capabilities(n) for n in self.inventory.backends))
-        return actions.allowed(spec.name, verb, caps, has_row=row is not None,
-                               read_only=bool(row and row.read_only))
+        entry = actions.BY_VIEW.get((spec.name, verb))
+        marks = bool(entry and entry.bulk and self.table.marked)  # acts on the marked rows
+        return actions.allowed(spec.name, verb, caps, has_row=row is not None or marks,
+                               read_only=bool(row and row.read_only) and not marks)
 
     def context(self) -> ViewContext:
         assert self.spec is not None
