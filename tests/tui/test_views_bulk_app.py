@@ -215,3 +215,42 @@ async def test_a_single_instance_verb_with_marks_says_it_acts_on_one(lab, lab_en
     finally:
         for n in names:
             lab.lxd1.cli("delete", "-f", n, check=False)
+
+
+async def test_bulk_refresh_of_images_refuses_each_in_words(lab, lab_env, tmp_path):
+    """Incus: two marked images that were not copied from an image server: each row is
+    tried and refused in words, and both images stay."""
+    prefix = short("br")
+    inst, alias = f"{prefix}-src", f"{prefix}-img"
+    lab.incus1.cli("init", "busybox", inst)
+    lab.incus1.cli("publish", inst, "--alias", alias)
+    app = make_app(write_config(tmp_path), env=lab_env)
+
+    def aliases():
+        out = json.loads(lab.incus1.cli("image", "list", "--format", "json").stdout)
+        return {a["name"] for i in out for a in i["aliases"]}
+
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await connected(pilot, app)
+            await switch(pilot, "images")
+            await wait_for(pilot, lambda: {("inc1", alias), ("inc1", "busybox")} <= mine(app),
+                           what="image rows")
+            for name in (alias, "busybox"):
+                select_row(app, "inc1", name)
+                await pilot.press("space")
+            assert len(pane(app).table.marked) == 2
+            await pilot.press("U")
+            await confirm_listing(pilot, app, [f"inc1:{alias}", "inc1:busybox"])
+
+            def done():
+                return [r for r in app.inventory.statuses["inc1"].results
+                        if r.description.startswith("refresh image")]
+
+            await wait_for(pilot, lambda: len(done()) == 2, what="two results", timeout=30)
+            assert all(r.status == "Failure" and "nothing to refresh it from" in r.error
+                       for r in done()), [(r.description, r.error) for r in done()]
+            assert {alias, "busybox"} <= aliases()
+    finally:
+        lab.incus1.cli("delete", "-f", inst, check=False)
+        lab.incus1.cli("image", "delete", alias, check=False)
