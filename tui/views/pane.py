@@ -128,15 +128,20 @@ class ResourcePane(Vertical):
     def prefetch(self, remote: str) -> None:
         """Read every view ``remote`` can fill into the cache (in the background), so that
         the first switch to a view paints at once."""
+        async def one(spec: ViewSpec) -> None:
+            rows, problem = await load_rows(self.inventory, spec, remote)
+            if problem:
+                return
+            cached = self._cache.setdefault((spec.name, ""), {})
+            for key in [k for k, r in cached.items() if r.remote == remote]:
+                del cached[key]
+            cached.update((r.key, r) for r in rows)
+
         async def run() -> None:
-            for spec in remotes_views(self.inventory, remote):
-                rows, problem = await load_rows(self.inventory, spec, remote)
-                if problem:
-                    continue
-                cached = self._cache.setdefault((spec.name, ""), {})
-                for key in [k for k, r in cached.items() if r.remote == remote]:
-                    del cached[key]
-                cached.update((r.key, r) for r in rows)
+            # all at once, each cached as it comes: the first switch to one of them does
+            # not wait for the others to be read
+            await asyncio.gather(*(one(spec) for spec in remotes_views(self.inventory,
+                                                                        remote)))
 
         self.run_worker(run(), group=f"view-prefetch-{remote}", exclusive=True,
                         exit_on_error=False, description=f"Read the views of {remote}")

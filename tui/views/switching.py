@@ -7,6 +7,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from ..actions import Action, Scope
+from ..widgets.footer import FittingFooter
 from .command import CommandLine
 from .pane import ResourcePane
 from .specs import BY_NAME, ViewSpec, offered
@@ -60,7 +61,18 @@ class ViewSwitching:
             pane.display = True
             pane.show(spec, parent)
             pane.table.focus()
+        self._footer_after_paint(pane.table if name != "instances" else instances)
         self.refresh_bindings()  # type: ignore[attr-defined]
+
+    def _footer_after_paint(self, table) -> None:
+        """The footer's keys change with the view: rebuilt once the view's table has
+        painted, so that the switch shows the rows first."""
+        try:
+            footer = self.query_one(FittingFooter)  # type: ignore[attr-defined]
+        except NoMatches:
+            return
+        footer.hold()
+        table.after_paint = [*table.after_paint, footer.release]
 
     @property
     def in_resource_view(self) -> bool:

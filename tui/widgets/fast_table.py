@@ -68,10 +68,19 @@ class FastTable(DataTable):
             seen[state] = styles
         self.refresh()
 
+    after_paint: list = []
+    """Called (once) when this table next paints while shown: quick, not drawing (it runs
+    within the paint; a widget of its own schedules its work with ``call_later``)."""
+
     def render_lines(self, crop: Region) -> list[Strip]:
         if not self.display:
             return [Strip.blank(crop.width)] * crop.height
-        return super().render_lines(crop)
+        lines = super().render_lines(crop)
+        if self.after_paint:
+            waiting, self.after_paint = self.after_paint, []
+            for callback in waiting:
+                callback()
+        return lines
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> list[list[Segment]]:

@@ -34,7 +34,25 @@ class QuietFooter(Footer):
                 # (switching views changes them in steps within one frame)
                 return
             self._recompose_pending = True
+            if self._held:
+                return  # rebuilt once the table shown by a switch has painted (release)
         super().bindings_changed(screen)
+
+    _held = False
+
+    def hold(self, timeout: float = 0.3) -> None:
+        """Rebuild the keys only after :meth:`release` (the table a view switch shows has
+        painted: the keys' dozen widgets would delay that first frame), or ``timeout``."""
+        self._held = True
+        self.set_timer(timeout, self.release)
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if self._recompose_pending and self.is_attached:
+            self._bindings_ready = True
+            self.call_later(self.recompose)  # in the footer's own queue (its context)
 
     async def recompose(self) -> None:
         self._recompose_pending = False
