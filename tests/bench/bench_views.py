@@ -11,7 +11,8 @@ view's table has painted its lines with its rows (its ``render_lines`` returned 
 shown), and the CPU time the UI thread spent until then (a figure a loaded machine does
 not distort):
 
-* cold: the first switch to a view (its rows read from the daemon);
+* cold: the first switch to a view (its rows read ahead in the background when the remote
+  connected, or else from the daemon);
 * warm: later switches (the rows shown at once from the last read, then read again).
 
 Target: <= 100 ms to paint. With --root, uses a lab started with
