@@ -11,6 +11,8 @@ from textual.widgets import DataTable
 from backends.fake import FakeBackend
 from backends.models import InstanceStatus, InstanceType
 from tui.app import make_app
+from tui.views.pane import ResourcePane
+from tui.views.rows import Row
 from tui.widgets.instance_table import InstanceTable
 
 NAMES = ["web1", "a" * 60, "日本語の名前がとても長いコンテナ", "[bold]x[/]", "tab\tname", "vm-🦀", "x"]
@@ -58,3 +60,40 @@ async def test_fast_cells_equal_datatables_own(tmp_path, theme):
         # the header still goes DataTable's way
         assert chars(table._render_cell(-1, 0, base, 10)) == \
             chars(DataTable._render_cell(table, -1, 0, base, 10))
+
+
+async def test_resource_view_cells_equal_datatables_own(tmp_path):
+    """The resource views' table renders its cells the same way (marks, read-only rows)."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\nmetrics_interval = 600\n[lxc]\nenabled = false\n'
+                   '[qemu]\nenabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
+                   'address = "/nonexistent/a.sock"\n')
+    app = make_app(cfg, env={"HOME": str(tmp_path)},
+                   factory=lambda remote, timeout: FakeBackend(remote, instances=[]))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause(0.1)
+        app.main_screen.show_view("remotes")
+        await pilot.pause(0.1)
+        pane = app.main_screen.query_one(ResourcePane)
+        pane.reload = lambda remote: None  # the rows below stay as they are
+        table = pane.table
+        rows = [Row(f"k{i}", "alpha", n, (("kind", "lxd"), ("message", n * 2)),
+                    read_only=bool(i % 2)) for i, n in enumerate(NAMES)]
+        table.set_rows(None, rows)
+        table.marked = {"k1", "k2"}
+        table.render_rows()
+        await pilot.pause(0.1)
+        table.move_cursor(row=1)
+        base = table.rich_style
+        compared = 0
+        for row in range(table.row_count):
+            for col, column in enumerate(table.ordered_columns):
+                width = column.get_render_width(table)
+                for cursor, hover in ((False, False), (True, False), (False, True)):
+                    table._cell_render_cache.clear()
+                    ours = table._render_cell(row, col, base, width, cursor, hover)
+                    table._cell_render_cache.clear()
+                    theirs = DataTable._render_cell(table, row, col, base, width, cursor, hover)
+                    assert chars(ours) == chars(theirs), (row, col, cursor, hover)
+                    compared += 1
+        assert compared == len(NAMES) * len(table.ordered_columns) * 3

@@ -28,6 +28,8 @@ class Target:
     remote: str
     name: str
     work: Callable[[], Awaitable[object]]
+    """Does it; what it returns, when a string, is its outcome in words (kept with the
+    result: "already current")."""
     instance: bool = False
 
 
@@ -79,9 +81,9 @@ async def run_all(app: App, inventory: Inventory, verb: str, targets: list[Targe
     async def one(t: Target) -> None:
         nonlocal done
         async with gate:
-            error = ""
+            error, outcome = "", None
             try:
-                await t.work()
+                outcome = await t.work()
             except BackendError as e:
                 error = e.message
             except asyncio.CancelledError:
@@ -91,7 +93,8 @@ async def run_all(app: App, inventory: Inventory, verb: str, targets: list[Targe
             done += 1
             if error:
                 failures.append((t, error))
-            record(inventory, t.remote, f"{verb} {t.name}", error,
+            said = f": {outcome}" if isinstance(outcome, str) and outcome and not error else ""
+            record(inventory, t.remote, f"{verb} {t.name}{said}", error,
                    (t.name,) if t.instance else ())
             progress()
 

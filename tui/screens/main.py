@@ -387,6 +387,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         ctx = self.context(action, ref=ref, remote=remote)
         if ctx is None or action.flow is None:
             return
+        self.marks_note(action, ctx.marked, ctx.ref)
         target = ctx.ref or ctx.remote
         exclusive = bool(action.one_at_a_time)
         group = f"{action.one_at_a_time or 'action'}:{target}"

@@ -12,6 +12,7 @@ from textual.binding import Binding
 from backends.models import Capability
 
 from . import verbs as v
+from . import verbs_bulk as vb
 from . import verbs_storage as vs
 from .context import ViewContext
 
@@ -42,7 +43,8 @@ KEYS: dict[str, tuple[str, str, str]] = {
     "new": ("N", "resource.new", "Create one (a profile may copy another)"),
     "delete": ("d", "resource.delete",
                "Delete the marked rows, or the selected one (asks once)"),
-    "copy": ("c", "resource.copy", "Copy it (also to another remote)"),
+    "copy": ("c", "resource.copy",
+             "Copy the marked rows, or the selected one (also to another remote)"),
     "rename": ("m", "resource.rename", "Rename it"),
     "edit": ("E", "resource.edit", "Edit it as YAML in $EDITOR"),
     "open": ("enter", "resource.open",
@@ -53,14 +55,15 @@ KEYS: dict[str, tuple[str, str, str]] = {
     "detach": ("D", "resource.detach", "Detach this volume from an instance"),
     "alias-add": ("a", "resource.alias_add", "Add an alias to this image"),
     "alias-remove": ("X", "resource.alias_remove", "Remove an alias of this image"),
-    "cancel": ("x", "resource.cancel", "Cancel this operation"),
-    "refresh": ("U", "resource.refresh", "Refresh this image from the server it came from"),
+    "cancel": ("x", "resource.cancel", "Cancel the marked operations, or the selected one"),
+    "refresh": ("U", "resource.refresh",
+                "Refresh the marked images, or the selected one, from where they came"),
 }
 
 C = Capability
 VERBS: tuple[Verb, ...] = (
     Verb("profiles", "new", "New", C.PROFILES, v.new_profile, row=False),
-    Verb("profiles", "copy", "Copy", C.PROFILES, v.copy_profile),
+    Verb("profiles", "copy", "Copy", C.PROFILES, vb.copy_profile, bulk=True),
     Verb("profiles", "rename", "Rename", C.PROFILES, v.rename_profile),
     Verb("profiles", "delete", "Delete", C.PROFILES, v.delete, bulk=True),
     Verb("profiles", "edit", "Edit YAML", C.YAML_EDIT, v.edit),
@@ -75,7 +78,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("volumes", "resize", "Resize", C.STORAGE, vs.resize_volume),
     Verb("volumes", "attach", "Attach", C.STORAGE, vs.attach_volume),
     Verb("volumes", "detach", "Detach", C.STORAGE, vs.detach_volume),
-    Verb("volumes", "copy", "Copy", C.STORAGE, vs.copy_volume),
+    Verb("volumes", "copy", "Copy", C.STORAGE, vb.copy_volume, bulk=True),
     Verb("volumes", "delete", "Delete", C.STORAGE, v.delete, bulk=True),
     Verb("volumes", "edit", "Edit YAML", C.YAML_EDIT, v.edit),
     Verb("projects", "open", "Show", C.PROJECTS, v.switch_project),
@@ -85,9 +88,10 @@ VERBS: tuple[Verb, ...] = (
     Verb("images", "delete", "Delete", C.IMAGES, v.delete, bulk=True),
     Verb("images", "alias-add", "Add alias", C.IMAGE_ALIASES, vs.add_alias),
     Verb("images", "alias-remove", "Remove alias", C.IMAGE_ALIASES, vs.remove_alias),
-    Verb("images", "copy", "Copy to", C.IMAGE_ALIASES, vs.copy_image),
-    Verb("images", "refresh", "Refresh", C.IMAGE_ALIASES, vs.refresh_image),
-    Verb("operations", "cancel", "Cancel", C.OPERATIONS, vs.cancel_operation),
+    Verb("images", "copy", "Copy to", C.IMAGE_ALIASES, vb.copy_image, bulk=True),
+    Verb("images", "refresh", "Refresh", C.IMAGE_ALIASES, vb.refresh_image, bulk=True),
+    Verb("operations", "cancel", "Cancel", C.OPERATIONS, vb.cancel_operation,
+         bulk=True),
 )
 BY_VIEW: dict[tuple[str, str], Verb] = {(x.view, x.verb): x for x in VERBS}
 

@@ -128,15 +128,20 @@ class ResourcePane(Vertical):
     def prefetch(self, remote: str) -> None:
         """Read every view ``remote`` can fill into the cache (in the background), so that
         the first switch to a view paints at once."""
+        async def one(spec: ViewSpec) -> None:
+            rows, problem = await load_rows(self.inventory, spec, remote)
+            if problem:
+                return
+            cached = self._cache.setdefault((spec.name, ""), {})
+            for key in [k for k, r in cached.items() if r.remote == remote]:
+                del cached[key]
+            cached.update((r.key, r) for r in rows)
+
         async def run() -> None:
-            for spec in remotes_views(self.inventory, remote):
-                rows, problem = await load_rows(self.inventory, spec, remote)
-                if problem:
-                    continue
-                cached = self._cache.setdefault((spec.name, ""), {})
-                for key in [k for k, r in cached.items() if r.remote == remote]:
-                    del cached[key]
-                cached.update((r.key, r) for r in rows)
+            # all at once, each cached as it comes: the first switch to one of them does
+            # not wait for the others to be read
+            await asyncio.gather(*(one(spec) for spec in remotes_views(self.inventory,
+                                                                        remote)))
 
         self.run_worker(run(), group=f"view-prefetch-{remote}", exclusive=True,
                         exit_on_error=False, description=f"Read the views of {remote}")
@@ -303,8 +308,10 @@ class ResourcePane(Vertical):
         remote = row.remote if row else None
         caps = self.inventory.remote_capabilities(remote) if remote else frozenset().union(
             *(self.inventory.remote_capabilities(n) for n in self.inventory.backends))
-        return actions.allowed(spec.name, verb, caps, has_row=row is not None,
-                               read_only=bool(row and row.read_only))
+        entry = actions.BY_VIEW.get((spec.name, verb))
+        marks = bool(entry and entry.bulk and self.table.marked)  # acts on the marked rows
+        return actions.allowed(spec.name, verb, caps, has_row=row is not None or marks,
+                               read_only=bool(row and row.read_only) and not marks)
 
     def context(self) -> ViewContext:
         assert self.spec is not None
@@ -323,6 +330,10 @@ class ResourcePane(Vertical):
             return
         ctx = self.context()
         if not entry.bulk:
+            if ctx.marked and entry.row and ctx.row is not None:
+                self.app.notify(f"{entry.label} acts on one row at a time: on "
+                                f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
+                                "marked are left as they are).", markup=False)
             ctx.marked = []
         self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
                         description=f"{spec.name} {verb}")

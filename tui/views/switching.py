@@ -7,9 +7,14 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from ..actions import Action, Scope
+from ..widgets.footer import FittingFooter
 from .command import CommandLine
 from .pane import ResourcePane
 from .specs import BY_NAME, ViewSpec, offered
+
+
+BULK_INSTANCE_VERBS = ("start", "stop", "restart", "pause", "freeze", "unfreeze", "delete")
+"""The instance verbs that act on every marked instance (``tui/flows/lifecycle.py``)."""
 
 
 class ViewSwitching:
@@ -56,7 +61,18 @@ class ViewSwitching:
             pane.display = True
             pane.show(spec, parent)
             pane.table.focus()
+        self._footer_after_paint(pane.table if name != "instances" else instances)
         self.refresh_bindings()  # type: ignore[attr-defined]
+
+    def _footer_after_paint(self, table) -> None:
+        """The footer's keys change with the view: rebuilt once the view's table has
+        painted, so that the switch shows the rows first."""
+        try:
+            footer = self.query_one(FittingFooter)  # type: ignore[attr-defined]
+        except NoMatches:
+            return
+        footer.hold()
+        table.after_paint = [*table.after_paint, footer.release]
 
     @property
     def in_resource_view(self) -> bool:
@@ -76,7 +92,16 @@ class ViewSwitching:
         marked = self.query_one("#instances").marked  # type: ignore[attr-defined]
         return bool(marked) and not self.in_resource_view and \
             entry.one_at_a_time == "lifecycle" and entry.scope is Scope.INSTANCE \
-            and entry.name in ("start", "stop", "restart", "delete", "freeze", "unfreeze")
+            and entry.name in BULK_INSTANCE_VERBS
+
+    def marks_note(self, entry: Action, marked: tuple, ref) -> None:
+        """An instance verb that acts on one instance was run with instances marked: say
+        that the marks are not used."""
+        if marked and ref is not None and entry.scope is Scope.INSTANCE \
+                and entry.name not in BULK_INSTANCE_VERBS:
+            self.notify(f"{entry.label.rstrip('…')} acts on one instance at a time: on "  # type: ignore
+                        f"{ref} (the {len(marked)} marked are left as they are).",
+                        markup=False)
 
     def view_filter(self, text: str) -> bool:
         """Apply the filter to the resource view shown; False when the instances are."""

@@ -7,10 +7,11 @@ import re
 from collections.abc import Callable
 from typing import ClassVar
 
-from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from .. import format as fmt
+from ..widgets.fast_table import FastTable, OneLineCell
 from .rows import Row, Word, matches
 from .specs import ViewSpec
 
@@ -19,7 +20,7 @@ _NUMBER = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?$")
 _UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
 
 
-class ResourceTable(DataTable):
+class ResourceTable(FastTable):
     """Rows of one view (every remote), filtered and sorted."""
 
     BINDINGS: ClassVar[list[Binding]] = [
@@ -109,9 +110,9 @@ class ResourceTable(DataTable):
         self.clear()
         keys = self.column_keys
         for row in ordered:
-            mark = Text(MARK if row.key in self.marked else "", style="bold")
-            cells = [Text(row.cell(k), no_wrap=True, overflow="ellipsis",
-                          style="dim" if row.read_only else "") for k in keys]
+            mark = OneLineCell(MARK if row.key in self.marked else "", style="bold")
+            style = "dim" if row.read_only else ""
+            cells = [OneLineCell(fmt.printable(row.cell(k)), style=style) for k in keys]
             self.add_row(mark, *cells, key=row.key)
         self.shown = [r.key for r in ordered]
         if selected in self.shown:

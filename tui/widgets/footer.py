@@ -12,9 +12,11 @@ from textual.widgets._footer import FooterKey  # the key widgets Footer composes
 class QuietFooter(Footer):
     """Textual's footer rebuilds all its keys (a dozen widgets, each styled twice) on every
     bindings update: focus moves, the cursor moving to a row that allows the same verbs,
-    the screen coming back. Most of those change nothing shown; here they cost nothing."""
+    the screen coming back. Most of those change nothing shown; here they cost nothing, and
+    the changes of one frame are one rebuild."""
 
     _shown: tuple | None = None
+    _recompose_pending = False
 
     def bindings_changed(self, screen: Screen) -> None:
         if self.is_attached and screen is self.screen and screen.app.app_focus:
@@ -27,7 +29,34 @@ class QuietFooter(Footer):
             if shown == self._shown and self._bindings_ready:
                 return
             self._shown = shown
+            if self._recompose_pending:
+                # one rebuild is asked for already: it reads the keys as they are then
+                # (switching views changes them in steps within one frame)
+                return
+            self._recompose_pending = True
+            if self._held:
+                return  # rebuilt once the table shown by a switch has painted (release)
         super().bindings_changed(screen)
+
+    _held = False
+
+    def hold(self, timeout: float = 0.3) -> None:
+        """Rebuild the keys only after :meth:`release` (the table a view switch shows has
+        painted: the keys' dozen widgets would delay that first frame), or ``timeout``."""
+        self._held = True
+        self.set_timer(timeout, self.release)
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if self._recompose_pending and self.is_attached:
+            self._bindings_ready = True
+            self.call_later(self.recompose)  # in the footer's own queue (its context)
+
+    async def recompose(self) -> None:
+        self._recompose_pending = False
+        await super().recompose()
 
 
 DROP_FIRST = (

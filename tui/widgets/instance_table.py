@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.widgets import DataTable
@@ -26,13 +24,14 @@ from .. import format as fmt
 from ..filter import Term, matches
 from ..services.inventory import Inventory
 from .colors import theme_colors
+from .fast_table import FastTable, OneLineCell
 
 
-class SortCell(Text):
+class SortCell(OneLineCell):
     """A cell that sorts by a value of its own, not by its text."""
 
     def __init__(self, text: str, sort_key: Any, style: str | Style = "") -> None:
-        super().__init__(fmt.printable(text), style=style, no_wrap=True, overflow="ellipsis")
+        super().__init__(fmt.printable(text), style=style)
         self.sort_key = sort_key
 
 
@@ -80,7 +79,7 @@ def row_key(ref: InstanceRef) -> str:
     return f"{ref.remote}\x1f{ref.project}\x1f{ref.name}"
 
 
-class InstanceTable(DataTable):
+class InstanceTable(FastTable):
     """Instances across remotes. ``o`` / ``O`` pick the sort column and direction."""
 
     BINDINGS = [
@@ -333,57 +332,6 @@ class InstanceTable(DataTable):
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width + self._row_label_column_width,
                                  self._total_row_height + header)
-
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> list[list[Segment]]:
-        """A body cell, rendered straight from its one-line :class:`SortCell`.
-
-        DataTable renders every cell through Rich's ``Padding``/``Styled``/``render_lines``
-        (about 40 ms of CPU for a screen of rows, most of the first frame). The result here
-        is the same segments' text and styles, built directly (``tests/unit`` compares the
-        two); the cache and its key are DataTable's own. Relies on DataTable internals of
-        the pinned Textual."""
-        pad = self.cell_padding
-        if row_index < max(0, self.fixed_rows) or column_index < max(0, self.fixed_columns) \
-                or width < 2 * pad + 1:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        cache_key = (row_key, column_key, base_style, cursor, hover, self._show_hover_cursor,
-                     self._update_count, self._pseudo_class_state)
-        cache = self._cell_render_cache
-        if cache_key in cache:
-            return cache[cache_key]
-        row = self.rows.get(row_key) if row_key is not None else None
-        cell = self._data.get(row_key, {}).get(column_key) if row_key is not None else None
-        if row is None or row.height != 1 or type(cell) is not SortCell \
-                or "\t" in cell.plain or "\n" in cell.plain:  # tabs/lines: Rich's way
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        component_style, post_style = self._get_styles_to_render_cell(
-            False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
-        pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) \
-            + component_style
-        text = cell.copy()
-        inner = width - 2 * pad
-        text.truncate(inner, overflow=cell.overflow or "ellipsis")
-        console = self.app.console
-        own = console.get_style(cell.style) if cell.style else None
-        spaces = Segment(" " * pad)
-        segments = [spaces]
-        for segment in text.render(console, end=""):
-            if own is not None:  # Rich joins a line's own style in as its first span
-                segment = Segment(segment.text, own + segment.style)
-            segments.append(segment)
-        segments.append(Segment(" " * (inner - text.cell_len + pad)))
-        line = []
-        for segment in segments:
-            style = pre + segment.style
-            if post_style:
-                style = style + post_style if style else post_style
-            line.append(Segment(segment.text, style))
-        cache[cache_key] = lines = [line]
-        return lines
 
     def _show_reason(self) -> None:
         """The table's tooltip says why the selected instance is in its state, when its
