@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -102,7 +103,6 @@ class CorralApp(App[None]):
                                    timeout=config.network_timeout, **kwargs)
         self.main_screen: MainScreen | None = None
         self._cache: InventoryCache | None = None
-        self._warm = False
         self._cache_dirty: set[str] = set()
         self._cache_saving = False
         if config.warm_start:
@@ -111,8 +111,6 @@ class CorralApp(App[None]):
             for name, cached in self._cache.load(remotes).items():
                 self.inventory.seed(name, cached.instances)
                 self.inventory.statuses[name].cached_at = cached.saved_at
-        self._warm = bool(self.inventory.instances)
-        """Rows from the last run are shown until the remotes answer."""
 
     def _inventory_changed(self, remote: str, refs) -> None:
         if self.main_screen is not None:
@@ -151,11 +149,10 @@ class CorralApp(App[None]):
             log.warning("could not save the inventory cache %s: %s", self._cache.path, e)
 
     def on_load(self) -> None:
-        # Without rows from the last run, connect to every remote at once, while Textual
-        # is still starting up. With them, paint them first: loading the backends (pylxd,
-        # QMP) and the connections would otherwise delay that first frame.
-        if not self._warm:
-            self._connect_remotes()
+        # Connect to every remote at once, while Textual is still starting up (with or
+        # without rows from the last run): the daemons answer meanwhile. The backends are
+        # imported in threads (tui/services/inventory.py), not on the event loop.
+        self._connect_remotes()
 
     def _connect_remotes(self) -> None:
         for name in self.inventory.remotes:
@@ -195,6 +192,17 @@ class CorralApp(App[None]):
         super().notify(message, title=title, severity=severity, timeout=timeout,
                        markup=False)
 
+    def get_driver_class(self):
+        """Textual's Linux driver with an input thread that sleeps while there is no
+        input (tui/driver.py); whatever ``TEXTUAL_DRIVER`` names, elsewhere."""
+        from textual import constants
+
+        if constants.DRIVER is None and sys.platform.startswith("linux"):
+            from .driver import QuietLinuxDriver
+
+            return QuietLinuxDriver
+        return super().get_driver_class()
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_VARIABLES)
 
@@ -227,8 +235,6 @@ class CorralApp(App[None]):
                     "screenshot_dir": self.config.screenshot_dir},
         )
         self.push_screen(self.main_screen)
-        if self._warm:
-            self.main_screen.call_after_refresh(self._connect_remotes)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
         # full collection during a console flood does not stall a frame (~20-40 ms).
         # Once the first listings are in: the collection before the freeze takes 80-180 ms,

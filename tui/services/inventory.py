@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
 
-from backends import get_backend
+from backends import get_backend, loaded, preload
 from backends.base import READ_ONLY_CAPABILITIES, Backend
 from backends.retry import Backoff
 from backends.errors import AuthError, BackendError, NotFound, NotResponding
@@ -170,6 +170,13 @@ class Inventory(Sampling):
                 await self._sleep_or_wake(name, None)
                 continue
             self._set_state(name, ConnectionState.CONNECTING, "")
+            if not loaded(remote.kind):
+                # Importing a backend (pylxd, websockets…) takes tens of milliseconds:
+                # in a thread, so the first frame is not held up behind it.
+                try:
+                    await asyncio.to_thread(preload, remote.kind)
+                except BackendError:
+                    pass  # the factory says what is wrong
             backend = self._factory(remote, self.timeout)
             # The event stream opens while the REST connection is made (one round trip
             # saved); its events wait in a queue until the first listing is in.
