@@ -21,11 +21,13 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import requests
-
 from .errors import AuthError, InvalidInput, OperationFailed, Unreachable
+
+if TYPE_CHECKING:
+    import requests  # imported where used: requests is not needed to start corral
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 DEFAULT_PORT = 8443
@@ -183,19 +185,20 @@ def write_private(path: Path, data: bytes, *, mode: int) -> None:
 
 
 def _session(pem_file: str, crt: Path, key: Path) -> requests.Session:
+    """A session pinned to ``pem_file`` alone (its names rarely match the address)."""
+    import requests
+
+    class _NoHostname(requests.adapters.HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            kwargs["assert_hostname"] = False
+            return super().init_poolmanager(*args, **kwargs)
+
     session = requests.Session()
     session.trust_env = False  # REQUESTS_CA_BUNDLE and proxies would undo the pin
     session.verify = pem_file
     session.cert = (str(crt), str(key))
+    session.mount("https://", _NoHostname())
     return session
-
-
-class _NoHostname(requests.adapters.HTTPAdapter):
-    """The pinned certificate is the only anchor; its names rarely match the address."""
-
-    def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        kwargs["assert_hostname"] = False
-        return super().init_poolmanager(*args, **kwargs)
 
 
 def _get(session: requests.Session, url: str, timeout: float) -> dict:
@@ -214,11 +217,12 @@ def present(cert: ServerCert, crt: Path, key: Path, token: Token | None, name: s
             was given.
         Unreachable: the connection failed.
     """
+    import requests
+
     with tempfile.NamedTemporaryFile("w", suffix=".crt") as pin:
         pin.write(cert.pem)
         pin.flush()
         session = _session(pin.name, crt, key)
-        session.mount("https://", _NoHostname())
         try:
             info = _get(session, cert.address, timeout)
             if info.get("auth") != "trusted" and token is not None:
@@ -267,11 +271,12 @@ def new_token(cert: ServerCert, crt: Path, key: Path, name: str,
               timeout: float = 10.0) -> str:
     """Blocking: have the server (which trusts us) issue a trust token for ``name``, so
     the ``lxc``/``incus`` CLI can be added with its own certificate."""
+    import requests
+
     with tempfile.NamedTemporaryFile("w", suffix=".crt") as pin:
         pin.write(cert.pem)
         pin.flush()
         session = _session(pin.name, crt, key)
-        session.mount("https://", _NoHostname())
         try:
             r = session.post(cert.address + "/1.0/certificates",
                              json={"type": "client", "name": name, "token": True},

@@ -154,14 +154,32 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
 
     try:
         deadline = time.monotonic() + 30
-        while f"Instances ({n})" not in screen() or "refreshing" in screen():
+        while f"Instances ({n})" not in (text := screen()) or "refreshing" in text \
+                or "connecting" in text:
             if time.monotonic() > deadline:
                 raise RuntimeError("corral did not list every instance in 30 s")
             time.sleep(0.1)
-        keys("/", *"status=running type=container", "Enter")
-        for _ in range(consoles):
+
+        def wait_for(predicate, what: str) -> str:
+            end = time.monotonic() + 20
+            while not predicate(text := screen()):
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{what}:\n{text}")
+                time.sleep(0.1)
+            return text
+
+        # Keys typed faster than the filter takes the focus would go to the table.
+        time.sleep(2)  # the first samples and listings are in
+        keys("/")
+        subprocess.run(["tmux", "send-keys", "-t", session, "-l",
+                        "status=running type=container"], check=True)
+        wait_for(lambda t: "status=running type=container" in t, "the filter took no text")
+        keys("Enter")
+        wait_for(lambda t: re.search(rf"Instances \(\d+/{n}\)", t), "the filter was not applied")
+        for opened in range(1, consoles + 1):
             keys("e")
-            time.sleep(1.5)  # the shell attaches
+            wait_for(lambda t: t.count("· shell") >= opened + 1,  # its tab and its title
+                     f"shell {opened} did not open")
             keys("C-]")
             keys("j")
         pid = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
