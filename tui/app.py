@@ -31,7 +31,8 @@ from .services.projects import apply_remembered
 log = logging.getLogger(__name__)
 
 FREEZE_AFTER = 2.0
-"""Seconds after start-up at which the objects made so far leave the cyclic GC's care."""
+"""Seconds after start-up at which the objects made so far leave the cyclic GC's care (and
+the collector, off until then when started by the ``corral`` command, runs again)."""
 CACHE_DELAY = 3.0
 """Seconds between a change and saving the inventory cache (changes in between coalesce)."""
 
@@ -245,6 +246,7 @@ class CorralApp(App[None]):
     def _freeze_startup_objects() -> None:
         gc.collect()  # what is garbage now must not become permanent
         gc.freeze()
+        gc.enable()  # off since the start (tui/cli.py)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("quit", "help"):
