@@ -321,7 +321,12 @@ class InstanceTable(DataTable):
         for cache_key in [k for k in self._row_renderable_cache.keys() if k[1] in indexes]:
             self._row_renderable_cache.discard(cache_key)
         self._line_cache.clear()  # assembled lines; rebuilt from the row caches cheaply
-        if repaint:
+        if repaint and len(row_keys) > self.size.height:
+            # A listing that changed more rows than the screen holds (the stale rows of a
+            # warm start): one repaint of what is shown; refresh_row's region costs a walk
+            # over every row above it, per row.
+            self.refresh()
+        elif repaint:
             for row_key in row_keys:
                 self.refresh_row(self._row_locations.get(row_key))
 
