@@ -46,8 +46,10 @@ def loaded(kind: str) -> bool:
 def preload(kind: str) -> None:
     """Import the module of a kind's backend (blocking, tens of milliseconds for LXD: pylxd,
     websockets; meant for a worker thread, so that the first connection does not import it
-    on the event loop). Unknown kinds are left to :func:`backend_class` to refuse."""
-    if not loaded(kind):
+    on the event loop). When another thread is importing it, this waits for that import to
+    end (the module is in ``sys.modules`` from its start). Unknown kinds are left to
+    :func:`backend_class` to refuse."""
+    if kind in REGISTRY:
         backend_class(kind)
 
 

@@ -45,6 +45,9 @@ sys.path.insert(0, str(HERE.parent))
 import lab as labmod  # noqa: E402
 
 _launches = itertools.count()
+TMUX = ("tmux", "-L", f"corral-bench-{os.getpid()}")
+"""A tmux server of the bench's own: a shared one would start corral with the environment
+it was started with (the lab's variables would not reach it)."""
 REMOTES = (("lxc", "local", "lxd1"), ("lxc", "lab2", "lxd2"), ("incus", "inc1", "incus1"))
 
 
@@ -111,12 +114,12 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
     total = re.compile(rf"Instances \({n}\)")
     painted = fresh = None
     t0 = time.perf_counter()
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
                     corral, "--config", str(cfg)],
                    env=env, check=True)
     try:
         while time.perf_counter() - t0 < timeout:
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+            screen = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session],
                                     capture_output=True, text=True).stdout
             now = time.perf_counter() - t0
             if total.search(screen):
@@ -126,12 +129,12 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
                     break
             time.sleep(0.005)
     finally:
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=False)
         end = time.monotonic() + 15  # let it save its cache and quit
         while time.monotonic() < end and subprocess.run(
-                ["tmux", "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
+                [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
             time.sleep(0.05)
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False,
+        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
                        stderr=subprocess.DEVNULL)
     return painted, fresh
 
@@ -141,15 +144,15 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
     """corral with every row and ``consoles`` shells open, left alone: (% of a core, RSS MiB)."""
     session = f"corral-idle-{os.getpid()}"
     corral = str(ROOT / ".venv" / "bin" / "corral")
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
                     corral, "--config", str(cfg)], env=env, check=True)
 
     def keys(*k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", session, *k], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, *k], check=True)
         time.sleep(0.4)
 
     def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+        return subprocess.run([*TMUX, "capture-pane", "-p", "-t", session],
                               capture_output=True, text=True).stdout
 
     try:
@@ -171,7 +174,7 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
         # Keys typed faster than the filter takes the focus would go to the table.
         time.sleep(2)  # the first samples and listings are in
         keys("/")
-        subprocess.run(["tmux", "send-keys", "-t", session, "-l",
+        subprocess.run([*TMUX, "send-keys", "-t", session, "-l",
                         "status=running type=container"], check=True)
         wait_for(lambda t: "status=running type=container" in t, "the filter took no text")
         keys("Enter")
@@ -182,7 +185,7 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
                      f"shell {opened} did not open")
             keys("C-]")
             keys("j")
-        pid = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
+        pid = int(subprocess.run([*TMUX, "display", "-p", "-t", session, "#{pane_pid}"],
                                  capture_output=True, text=True, check=True).stdout)
         time.sleep(5)
         tick = os.sysconf("SC_CLK_TCK")
@@ -199,7 +202,7 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
                    if line.startswith("VmRSS:")) / 1024
         return busy, rss
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+        subprocess.run([*TMUX, "kill-session", "-t", session], check=False)
 
 
 def main() -> int:
@@ -258,6 +261,7 @@ def main() -> int:
               f"(target <= 120 MiB)")
         return 0
     finally:
+        subprocess.run([*TMUX, "kill-server"], capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
         if own:
             lab.stop()
