@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
-from backends import Backend, Remote, get_backend
+from backends import Backend, BackendError, Remote, get_backend, preload
 from backends.remote_store import RemoteStore
 from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
@@ -151,8 +151,16 @@ class CorralApp(App[None]):
 
     def on_load(self) -> None:
         # Connect to every remote at once, while Textual is still starting up (with or
-        # without rows from the last run): the daemons answer meanwhile. The backends are
-        # imported in threads (tui/services/inventory.py), not on the event loop.
+        # without rows from the last run): the daemons answer meanwhile. With rows to
+        # paint, the backends are imported in threads (tui/services/inventory.py); without
+        # any, before the first frame: there is nothing to show yet, and an import racing
+        # the first frames only delays the listings (measured: every row ~0.2 s later).
+        if not self.inventory.instances:
+            for kind in {r.kind for r in self.inventory.remotes.values()}:
+                try:
+                    preload(kind)
+                except BackendError:
+                    pass  # the factory says what is wrong
         self._connect_remotes()
 
     def _connect_remotes(self) -> None:
