@@ -7,6 +7,7 @@ classes are resolved lazily from a registry so importing ``backends`` stays chea
 from __future__ import annotations
 
 import importlib
+import sys
 
 from .base import Backend
 from .errors import BackendError
@@ -35,9 +36,27 @@ def backend_class(kind: str) -> type[Backend]:
     return getattr(importlib.import_module(module_name), cls_name)
 
 
+def loaded(kind: str) -> bool:
+    """Whether the module of a kind's backend is imported already (true for unknown kinds:
+    there is nothing to load)."""
+    entry = REGISTRY.get(kind)
+    return entry is None or entry.partition(":")[0] in sys.modules
+
+
+def preload(kind: str) -> None:
+    """Import the module of a kind's backend (blocking, tens of milliseconds for LXD: pylxd,
+    websockets; meant for a worker thread, so that the first connection does not import it
+    on the event loop). When another thread is importing it, this waits for that import to
+    end (the module is in ``sys.modules`` from its start). Unknown kinds are left to
+    :func:`backend_class` to refuse."""
+    if kind in REGISTRY:
+        backend_class(kind)
+
+
 def get_backend(remote: Remote, *, timeout: float = 10.0, **options: object) -> Backend:
     """A new backend object serving ``remote`` (``options``: backend-specific settings)."""
     return backend_class(remote.kind)(remote, timeout=timeout, **options)
 
 
-__all__ = ["Backend", "BackendError", "Remote", "REGISTRY", "backend_class", "get_backend"]
+__all__ = ["Backend", "BackendError", "Remote", "REGISTRY", "backend_class", "get_backend",
+           "loaded", "preload"]

@@ -22,11 +22,13 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import requests
-
 from .errors import AuthError, InvalidInput, OperationFailed, Unreachable
+
+if TYPE_CHECKING:
+    import requests  # imported where used: requests is not needed to start corral
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 DEFAULT_PORT = 8443
@@ -187,6 +189,15 @@ def write_private(path: Path, data: bytes, *, mode: int) -> None:
 def _pinned_session(cert: ServerCert, crt: Path, key: Path):
     """A requests session that trusts only ``cert`` (whatever names it holds) and presents
     our client certificate; closed on the way out."""
+    import requests
+
+    class _NoHostname(requests.adapters.HTTPAdapter):
+        """The pinned certificate is the only anchor; its names rarely match the address."""
+
+        def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            kwargs["assert_hostname"] = False
+            return super().init_poolmanager(*args, **kwargs)
+
     with tempfile.NamedTemporaryFile("w", suffix=".crt") as pin:
         pin.write(cert.pem)
         pin.flush()
@@ -199,14 +210,6 @@ def _pinned_session(cert: ServerCert, crt: Path, key: Path):
             yield session
         finally:
             session.close()
-
-
-class _NoHostname(requests.adapters.HTTPAdapter):
-    """The pinned certificate is the only anchor; its names rarely match the address."""
-
-    def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        kwargs["assert_hostname"] = False
-        return super().init_poolmanager(*args, **kwargs)
 
 
 def _get(session: requests.Session, url: str, timeout: float) -> dict:
@@ -225,6 +228,8 @@ def present(cert: ServerCert, crt: Path, key: Path, token: Token | None, name: s
             was given.
         Unreachable: the connection failed.
     """
+    import requests
+
     with _pinned_session(cert, crt, key) as session:
         try:
             info = _get(session, cert.address, timeout)
@@ -272,6 +277,8 @@ def new_token(cert: ServerCert, crt: Path, key: Path, name: str,
               timeout: float = 10.0) -> str:
     """Blocking: have the server (which trusts us) issue a trust token for ``name``, so
     the ``lxc``/``incus`` CLI can be added with its own certificate."""
+    import requests
+
     with _pinned_session(cert, crt, key) as session:
         try:
             r = session.post(cert.address + "/1.0/certificates",

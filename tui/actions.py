@@ -11,30 +11,44 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from functools import partial
+from importlib import import_module
 from typing import Awaitable, Callable
 
 from textual.binding import Binding
 
 from backends.models import Capability, ConnectionState, InstanceRef
 
-from .flows import (
-    cluster,
-    consoles,
-    create,
-    files,
-    guest,
-    images,
-    lifecycle,
-    limits,
-    objects,
-    remotes,
-    snapshots,
-    transfer,
-)
 from .flows.context import Context
 from .services.inventory import Inventory
 
 Flow = Callable[[Context], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """A function of a module of ``tui/flows/``, imported when it is first called: the
+    flows (dialogs, wizards, file browsers…) are not needed to paint the first screen."""
+
+    module: str
+    name: str
+
+    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return getattr(import_module(f"{__package__}.flows.{self.module}"), self.name)(
+            *args, **kwargs)
+
+
+class _FlowModule:
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> _Lazy:
+        return _Lazy(self._module, name)
+
+
+(cluster, consoles, create, files, guest, images, lifecycle, limits, objects, remotes,
+ snapshots, transfer) = map(_FlowModule, (
+    "cluster", "consoles", "create", "files", "guest", "images", "lifecycle", "limits",
+    "objects", "remotes", "snapshots", "transfer"))
 
 
 class Scope(str, enum.Enum):

@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -15,7 +16,7 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
-from backends import Backend, Remote, get_backend
+from backends import Backend, BackendError, Remote, get_backend, preload
 from backends.remote_store import RemoteStore
 from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
@@ -30,7 +31,8 @@ from .services.projects import apply_remembered
 log = logging.getLogger(__name__)
 
 FREEZE_AFTER = 2.0
-"""Seconds after start-up at which the objects made so far leave the cyclic GC's care."""
+"""Seconds after start-up at which the objects made so far leave the cyclic GC's care (and
+the collector, off until then when started by the ``corral`` command, runs again)."""
 CACHE_DELAY = 3.0
 """Seconds between a change and saving the inventory cache (changes in between coalesce)."""
 
@@ -102,7 +104,6 @@ class CorralApp(App[None]):
                                    timeout=config.network_timeout, **kwargs)
         self.main_screen: MainScreen | None = None
         self._cache: InventoryCache | None = None
-        self._warm = False
         self._cache_dirty: set[str] = set()
         self._cache_saving = False
         if config.warm_start:
@@ -111,8 +112,6 @@ class CorralApp(App[None]):
             for name, cached in self._cache.load(remotes).items():
                 self.inventory.seed(name, cached.instances)
                 self.inventory.statuses[name].cached_at = cached.saved_at
-        self._warm = bool(self.inventory.instances)
-        """Rows from the last run are shown until the remotes answer."""
 
     def _inventory_changed(self, remote: str, refs) -> None:
         if self.main_screen is not None:
@@ -151,11 +150,18 @@ class CorralApp(App[None]):
             log.warning("could not save the inventory cache %s: %s", self._cache.path, e)
 
     def on_load(self) -> None:
-        # Without rows from the last run, connect to every remote at once, while Textual
-        # is still starting up. With them, paint them first: loading the backends (pylxd,
-        # QMP) and the connections would otherwise delay that first frame.
-        if not self._warm:
-            self._connect_remotes()
+        # Connect to every remote at once, while Textual is still starting up (with or
+        # without rows from the last run): the daemons answer meanwhile. With rows to
+        # paint, the backends are imported in threads (tui/services/inventory.py); without
+        # any, before the first frame: there is nothing to show yet, and an import racing
+        # the first frames only delays the listings (measured: every row ~0.2 s later).
+        if not self.inventory.instances:
+            for kind in {r.kind for r in self.inventory.remotes.values()}:
+                try:
+                    preload(kind)
+                except BackendError:
+                    pass  # the factory says what is wrong
+        self._connect_remotes()
 
     def _connect_remotes(self) -> None:
         for name in self.inventory.remotes:
@@ -195,6 +201,17 @@ class CorralApp(App[None]):
         super().notify(message, title=title, severity=severity, timeout=timeout,
                        markup=False)
 
+    def get_driver_class(self):
+        """Textual's Linux driver with an input thread that sleeps while there is no
+        input (tui/driver.py); whatever ``TEXTUAL_DRIVER`` names, elsewhere."""
+        from textual import constants
+
+        if constants.DRIVER is None and sys.platform.startswith("linux"):
+            from .driver import QuietLinuxDriver
+
+            return QuietLinuxDriver
+        return super().get_driver_class()
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(DEFAULT_VARIABLES)
 
@@ -227,8 +244,6 @@ class CorralApp(App[None]):
                     "screenshot_dir": self.config.screenshot_dir},
         )
         self.push_screen(self.main_screen)
-        if self._warm:
-            self.main_screen.call_after_refresh(self._connect_remotes)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
         # full collection during a console flood does not stall a frame (~20-40 ms).
         # Once the first listings are in: the collection before the freeze takes 80-180 ms,
@@ -239,6 +254,7 @@ class CorralApp(App[None]):
     def _freeze_startup_objects() -> None:
         gc.collect()  # what is garbage now must not become permanent
         gc.freeze()
+        gc.enable()  # off since the start (tui/cli.py)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("quit", "help"):

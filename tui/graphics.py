@@ -18,14 +18,17 @@ import os
 import sys
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from PIL import Image
 from rich.color import Color, ColorType
 from rich.color_triplet import ColorTriplet
 from rich.segment import Segment
 from rich.style import Style
 
 from backends.vnc import KEYSYMS, MODIFIERS, SHIFTED, keysym_for_char
+
+if TYPE_CHECKING:
+    from PIL import Image  # imported when a screen is first drawn, not at start-up
 
 MODES = ("auto", "kitty", "sixel", "halfblock")
 
@@ -170,6 +173,8 @@ class HalfBlocks:
 
     def scale(self, image: Image.Image, fit: Fit) -> None:
         """Scale ``image`` for ``fit`` (done once per frame, in C)."""
+        from PIL import Image
+
         self._fit = fit
         w, h = fit.size
         self._scaled = image.resize((w, h), Image.Resampling.BOX).tobytes()

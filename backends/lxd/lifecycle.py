@@ -43,11 +43,19 @@ class Lifecycle(Backend):
         check_credentials(remote)
         if remote.is_unix and not os.path.exists(remote.socket_path):
             raise Unreachable(f"No {rest.product} socket at {remote.socket_path}.")
-        session = cap_responses(make_session(remote))
         url = base_url(remote)
         t = self.timeout
 
-        def _connect() -> tuple[pylxd.Client, dict[str, Any]]:
+        def _connect() -> tuple[pylxd.Client, requests.Session, dict[str, Any]]:
+            session = cap_responses(make_session(remote))  # reads certificates: here
+            try:
+                return _client(session)
+            except BaseException:
+                session.close()
+                raise
+
+        def _client(session: requests.Session
+                    ) -> tuple[pylxd.Client, requests.Session, dict[str, Any]]:
             endpoint = remote.socket_path if remote.is_unix else url
             project = remote.project if remote.project != "default" else None
             try:
@@ -73,9 +81,9 @@ class Lifecycle(Backend):
                     f"({remote.client_cert}). Add it with `lxc config trust add` or "
                     f"re-add the remote with a trust token."
                 )
-            return client, meta
+            return client, session, meta
 
-        client, meta = await rest.call(_connect)
+        client, session, meta = await rest.call(_connect)
         rest.attach(client, session)
         env = meta.get("environment") or {}
         rest.info = ServerInfo(

@@ -132,7 +132,8 @@ class Rest:
             return NotResponding(f"'{name}' ({self.where}) is not responding.")
         if isinstance(e, requests.exceptions.SSLError):
             text = str(e)
-            if "Fingerprints did not match" in text or "certificate verify failed" in text:
+            if "Fingerprints did not match" in text or "certificate verify failed" in text \
+                    or "not the pinned one" in text:  # tls.PinnedContext's own words
                 pinned = self.remote.server_cert or "the system CA store"
                 return AuthError(
                     f"The server certificate of '{name}' ({self.where}) does not match the "

@@ -326,11 +326,14 @@ class Machines:
 
     async def notice_outside_starts(self) -> None:
         """Adopt VMs this corral thinks stopped whose QEMU runs now (started by another
-        corral, or from a shell): one stat of a pid file per stopped VM."""
+        corral, or from a shell): one stat of a pid file per stopped VM (the runtime
+        directory is checked once, not once per VM: this runs every two seconds)."""
+        root = None
         for name, status in list(self.status.items()):
             if status is not InstanceStatus.STOPPED or name in self.busy or name in self.qmp:
                 continue
-            if not (self.run_dir(name) / "qemu.pid").exists() or self.pid(name) is None:
+            root = root or runtime_root()
+            if not (root / name / "qemu.pid").exists() or self.pid(name) is None:
                 continue
             self.status.pop(name, None)
             await self.adopt(name)

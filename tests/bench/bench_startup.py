@@ -26,6 +26,7 @@ idle <= 0.5 % of a core, RSS <= 120 MiB with 4 consoles.
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import os
 import re
@@ -45,6 +46,9 @@ sys.path.insert(0, str(HERE.parent))
 from benchlib import add_root_option, cpu_percent, lab_up  # noqa: E402
 
 _launches = itertools.count()
+TMUX = ("tmux", "-L", f"corral-bench-{os.getpid()}")
+"""A tmux server of the bench's own: a shared one would start corral with the environment
+it was started with (the lab's variables would not reach it)."""
 REMOTES = (("lxc", "local", "lxd1"), ("lxc", "lab2", "lxd2"), ("incus", "inc1", "incus1"))
 
 
@@ -111,12 +115,12 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
     total = re.compile(rf"Instances \({n}\)")
     painted = fresh = None
     t0 = time.perf_counter()
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
                     corral, "--config", str(cfg)],
                    env=env, check=True)
     try:
         while time.perf_counter() - t0 < timeout:
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+            screen = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session],
                                     capture_output=True, text=True).stdout
             now = time.perf_counter() - t0
             if total.search(screen):
@@ -126,12 +130,12 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
                     break
             time.sleep(0.005)
     finally:
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=False)
+        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=False)
         end = time.monotonic() + 15  # let it save its cache and quit
         while time.monotonic() < end and subprocess.run(
-                ["tmux", "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
+                [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
             time.sleep(0.05)
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False,
+        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
                        stderr=subprocess.DEVNULL)
     return painted, fresh
 
@@ -141,30 +145,48 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
     """corral with every row and ``consoles`` shells open, left alone: (% of a core, RSS MiB)."""
     session = f"corral-idle-{os.getpid()}"
     corral = str(ROOT / ".venv" / "bin" / "corral")
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
+    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
                     corral, "--config", str(cfg)], env=env, check=True)
 
     def keys(*k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", session, *k], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", session, *k], check=True)
         time.sleep(0.4)
 
     def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+        return subprocess.run([*TMUX, "capture-pane", "-p", "-t", session],
                               capture_output=True, text=True).stdout
 
     try:
         deadline = time.monotonic() + 30
-        while f"Instances ({n})" not in screen() or "refreshing" in screen():
+        while f"Instances ({n})" not in (text := screen()) or "refreshing" in text \
+                or "connecting" in text:
             if time.monotonic() > deadline:
                 raise RuntimeError("corral did not list every instance in 30 s")
             time.sleep(0.1)
-        keys("/", *"status=running type=container", "Enter")
-        for _ in range(consoles):
+
+        def wait_for(predicate, what: str) -> str:
+            end = time.monotonic() + 20
+            while not predicate(text := screen()):
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{what}:\n{text}")
+                time.sleep(0.1)
+            return text
+
+        # Keys typed faster than the filter takes the focus would go to the table.
+        time.sleep(2)  # the first samples and listings are in
+        keys("/")
+        subprocess.run([*TMUX, "send-keys", "-t", session, "-l",
+                        "status=running type=container"], check=True)
+        wait_for(lambda t: "status=running type=container" in t, "the filter took no text")
+        keys("Enter")
+        wait_for(lambda t: re.search(rf"Instances \(\d+/{n}\)", t), "the filter was not applied")
+        for opened in range(1, consoles + 1):
             keys("e")
-            time.sleep(1.5)  # the shell attaches
+            wait_for(lambda t: t.count("· shell") >= opened + 1,  # its tab and its title
+                     f"shell {opened} did not open")
             keys("C-]")
             keys("j")
-        pid = int(subprocess.run(["tmux", "display", "-p", "-t", session, "#{pane_pid}"],
+        pid = int(subprocess.run([*TMUX, "display", "-p", "-t", session, "#{pane_pid}"],
                                  capture_output=True, text=True, check=True).stdout)
         time.sleep(5)
         busy = cpu_percent(pid, seconds)
@@ -173,11 +195,12 @@ def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
                    if line.startswith("VmRSS:")) / 1024
         return busy, rss
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+        subprocess.run([*TMUX, "kill-session", "-t", session], check=False)
 
 
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    atexit.register(subprocess.run, [*TMUX, "kill-server"], capture_output=True, check=False)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=600, help="containers (default 600)")
     parser.add_argument("--running", type=int, default=30)

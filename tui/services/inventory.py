@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
 
-from backends import get_backend
+from backends import get_backend, loaded, preload
 from backends.base import READ_ONLY_CAPABILITIES, Backend
 from backends.retry import Backoff
 from backends.errors import AuthError, BackendError, NotFound, NotResponding
@@ -85,6 +85,7 @@ class Inventory(Sampling):
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_pending: set[str] = set()
         self._wakeups: dict[str, asyncio.Event] = {}
+        self._preloads: dict[str, asyncio.Future[None]] = {}
         self.on_resource: Callable[[str, BackendEvent], None] | None = None
         """Told of lifecycle events about anything but instances (profiles, networks…)."""
         self.members = ClusterMembers(self)  # of cluster remotes, from their events
@@ -170,6 +171,7 @@ class Inventory(Sampling):
                 await self._sleep_or_wake(name, None)
                 continue
             self._set_state(name, ConnectionState.CONNECTING, "")
+            await self._preload(remote.kind)
             backend = self._factory(remote, self.timeout)
             # The event stream opens while the REST connection is made (one round trip
             # saved); its events wait in a queue until the first listing is in.
@@ -206,6 +208,23 @@ class Inventory(Sampling):
                     await backend.close()
             if await self._sleep_or_wake(name, backoff.next()):
                 backoff.reset()  # the user asked to reconnect
+
+    async def _preload(self, kind: str) -> None:
+        """Import a kind's backend (pylxd, websockets…: tens of milliseconds) in a thread,
+        once per kind, so that neither the first frame nor the event loop waits for it.
+        Every remote of the kind awaits the same import: a module already in
+        ``sys.modules`` may still be importing in another thread, and importing it on the
+        loop would then block the loop on the import lock."""
+        task = self._preloads.get(kind)
+        if task is None:
+            if loaded(kind) and not self._preloads:
+                return  # imported before this inventory started (tests, a second app)
+            task = self._preloads[kind] = asyncio.ensure_future(
+                asyncio.to_thread(preload, kind))
+        try:
+            await asyncio.shield(task)
+        except BackendError:
+            pass  # the factory says what is wrong
 
     @staticmethod
     async def _pump(backend: Backend, queue: asyncio.Queue[BackendEvent | None]) -> None:

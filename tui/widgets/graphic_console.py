@@ -17,7 +17,6 @@ import logging
 import time
 from pathlib import Path
 
-from PIL import Image
 from rich.segment import Segment
 from textual import events
 from textual.app import ComposeResult
@@ -225,6 +224,8 @@ class GraphicView(Widget, can_focus=True):
         widget.styles.width = cw
         widget.styles.height = ch
         widget.styles.offset = (ox, oy)
+        from PIL import Image  # not needed to start corral
+
         # scaled here to the pixels it will cover: less for textual-image to encode
         widget.image = image.resize(fit.size, Image.Resampling.BOX)  # type: ignore[attr-defined]
 

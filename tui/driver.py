@@ -1,0 +1,109 @@
+"""Textual's Linux driver, without its ten wake-ups a second.
+
+Textual's input thread waits for the terminal with ``select(…, 0.1)``: it wakes up ten
+times a second only to see whether it should stop, and half of corral's CPU at rest went
+there. This driver's input thread waits as long as nothing happens: until a key, the
+terminal hanging up (readable, and the read returns nothing), or a byte on its own wake-up
+pipe, which :meth:`QuietLinuxDriver.disable_input` writes before it stops the thread.
+It still wakes up on time while the key parser has an unfinished sequence to time out
+(a lone ``Esc``): the parser's own deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from codecs import getincrementaldecoder
+
+from textual._parser import ParseError
+from textual._time import get_time
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+POLL = 0.1
+"""Seconds between looks when the parser's deadline cannot be read (Textual's own pace)."""
+
+
+def parser_deadline(parser: XTermParser) -> float | None:
+    """How long the input thread may wait: until the parser's pending timeout, or for
+    ever (None) when it has none."""
+    deadline = getattr(parser, "_timeout_time", 0.0)
+    if deadline is None:
+        return None
+    if not isinstance(deadline, (int, float)):
+        return POLL
+    return max(0.0, deadline - get_time())
+
+
+class QuietLinuxDriver(LinuxDriver):
+    """:class:`LinuxDriver` whose input thread sleeps until there is input."""
+
+    _wake_r = -1
+    _wake_w = -1
+
+    def start_application_mode(self) -> None:
+        if self._wake_r < 0:
+            self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._drain()
+        super().start_application_mode()
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def disable_input(self) -> None:
+        if not self.exit_event.is_set() and self._wake_w >= 0:
+            try:
+                os.write(self._wake_w, b"x")  # the thread wakes up and sees exit_event
+            except OSError:
+                pass
+        super().disable_input()
+        self._drain()
+
+    def close(self) -> None:
+        super().close()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    def run_input_thread(self) -> None:
+        """Wait for input and dispatch events (as Textual's, but waiting without a
+        period)."""
+        selector = selectors.SelectSelector()
+        fileno = self.fileno
+        selector.register(fileno, selectors.EVENT_READ)
+        if self._wake_r >= 0:
+            selector.register(self._wake_r, selectors.EVENT_READ)
+        parser = XTermParser(self._debug)
+        feed, tick = parser.feed, parser.tick
+        decode = getincrementaldecoder("utf-8")().decode
+
+        def process(events: list[tuple[selectors.SelectorKey, int]],
+                    final: bool = False) -> None:
+            for key, mask in events:
+                if key.fd != fileno or not mask & selectors.EVENT_READ:
+                    continue
+                data = decode(os.read(fileno, 1024 * 4), final=final)
+                if not data:
+                    break  # stdin at its end (tui/hangup.py notices a hung-up terminal)
+                for event in feed(data):
+                    self.process_message(event)
+            for event in tick():
+                self.process_message(event)
+
+        try:
+            while not self.exit_event.is_set():
+                process(selector.select(parser_deadline(parser)))
+            selector.unregister(fileno)
+            process(selector.select(0.1), final=True)
+        finally:
+            selector.close()
+            try:
+                for _ in feed(""):
+                    pass
+            except (EOFError, ParseError):
+                pass
