@@ -147,36 +147,29 @@ async def test_one_event_stream_for_every_project(remote_backend, unique):
     daemon.cli("project", "create", other, "-c", "features.images=false",
                "-c", "features.profiles=false")
     daemon.cli("init", "busybox", c, "--project", other)
-    events: asyncio.Queue = asyncio.Queue()
-
-    async def pump():
-        async for ev in backend.watch():
-            await events.put(ev)
-
-    task = asyncio.create_task(pump())
     try:
-        first = await asyncio.wait_for(events.get(), 10)
-        assert (first.kind, first.action) == (EventKind.CONNECTION, "connected")
-        await asyncio.to_thread(daemon.cli, "start", c, "--project", other)
-        await asyncio.to_thread(daemon.cli, "project", "create", later)
-        seen = []
-        while True:  # one stream, in order: the other project's events came before
-            ev = await asyncio.wait_for(events.get(), 15)
-            seen.append(ev)
-            if ev.kind is EventKind.LIFECYCLE and ev.action == "project-created" \
-                    and later in ev.message:
-                break
-        assert not [e for e in seen if e.ref is not None], seen
-        assert not [e for e in seen if e.operation is not None
-                    and c in e.operation.instances], seen
-        # the project shown still has its own events
-        await asyncio.to_thread(daemon.cli, "start", c)
-        while True:
-            ev = await asyncio.wait_for(events.get(), 15)
-            if ev.ref == InstanceRef(name, c) and ev.action == "instance-started":
-                break
+        async with watching(backend) as events:
+            first = await asyncio.wait_for(events.get(), 10)
+            assert (first.kind, first.action) == (EventKind.CONNECTION, "connected")
+            await asyncio.to_thread(daemon.cli, "start", c, "--project", other)
+            await asyncio.to_thread(daemon.cli, "project", "create", later)
+            seen = []
+            while True:  # one stream, in order: the other project's events came before
+                ev = await asyncio.wait_for(events.get(), 15)
+                seen.append(ev)
+                if ev.kind is EventKind.LIFECYCLE and ev.action == "project-created" \
+                        and later in ev.message:
+                    break
+            assert not [e for e in seen if e.ref is not None], seen
+            assert not [e for e in seen if e.operation is not None
+                        and c in e.operation.instances], seen
+            # the project shown still has its own events
+            await asyncio.to_thread(daemon.cli, "start", c)
+            while True:
+                ev = await asyncio.wait_for(events.get(), 15)
+                if ev.ref == InstanceRef(name, c) and ev.action == "instance-started":
+                    break
     finally:
-        task.cancel()
         daemon.cli("delete", "--force", c, check=False)
         daemon.cli("delete", "--force", c, "--project", other, check=False)
         for project in (other, later):

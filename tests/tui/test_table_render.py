@@ -27,6 +27,24 @@ def chars(lines: list[list[Segment]]) -> list[tuple[str, object]]:
     return out
 
 
+def compare_cells(table) -> int:
+    """Every body cell of ``table`` rendered our way and DataTable's way (plain, under the
+    cursor, hovered) gives the same characters; returns how many were compared."""
+    base = table.rich_style
+    compared = 0
+    for row in range(table.row_count):
+        for col, column in enumerate(table.ordered_columns):
+            width = column.get_render_width(table)
+            for cursor, hover in ((False, False), (True, False), (False, True)):
+                table._cell_render_cache.clear()
+                ours = table._render_cell(row, col, base, width, cursor, hover)
+                table._cell_render_cache.clear()
+                theirs = DataTable._render_cell(table, row, col, base, width, cursor, hover)
+                assert chars(ours) == chars(theirs), (row, col, cursor, hover)
+                compared += 1
+    return compared
+
+
 @pytest.mark.parametrize("theme", ["corral-dark", "corral-light"])
 async def test_fast_cells_equal_datatables_own(tmp_path, theme):
     specs = [(n, InstanceType.VM if i % 2 else InstanceType.CONTAINER,
@@ -45,17 +63,7 @@ async def test_fast_cells_equal_datatables_own(tmp_path, theme):
         assert table.row_count == len(NAMES)
         table.move_cursor(row=2)
         base = table.rich_style
-        compared = 0
-        for row in range(table.row_count):
-            for col, column in enumerate(table.ordered_columns):
-                width = column.get_render_width(table)
-                for cursor, hover in ((False, False), (True, False), (False, True)):
-                    table._cell_render_cache.clear()
-                    ours = table._render_cell(row, col, base, width, cursor, hover)
-                    table._cell_render_cache.clear()
-                    theirs = DataTable._render_cell(table, row, col, base, width, cursor, hover)
-                    assert chars(ours) == chars(theirs), (row, col, cursor, hover)
-                    compared += 1
+        compared = compare_cells(table)
         assert compared == table.row_count * len(table.ordered_columns) * 3
         # the header still goes DataTable's way
         assert chars(table._render_cell(-1, 0, base, 10)) == \
@@ -84,16 +92,5 @@ async def test_resource_view_cells_equal_datatables_own(tmp_path):
         table.render_rows()
         await pilot.pause(0.1)
         table.move_cursor(row=1)
-        base = table.rich_style
-        compared = 0
-        for row in range(table.row_count):
-            for col, column in enumerate(table.ordered_columns):
-                width = column.get_render_width(table)
-                for cursor, hover in ((False, False), (True, False), (False, True)):
-                    table._cell_render_cache.clear()
-                    ours = table._render_cell(row, col, base, width, cursor, hover)
-                    table._cell_render_cache.clear()
-                    theirs = DataTable._render_cell(table, row, col, base, width, cursor, hover)
-                    assert chars(ours) == chars(theirs), (row, col, cursor, hover)
-                    compared += 1
+        compared = compare_cells(table)
         assert compared == len(NAMES) * len(table.ordered_columns) * 3
