@@ -207,7 +207,10 @@ class ResourcePane(Vertical):
         follow; other views when a remote (dis)connected."""
         if connection:
             for name in remotes:
-                if name in self.inventory.backends:
+                # only once its instances are listed (the listing notifies again when it
+                # lands): read beside the listing, the views slowed the first table down
+                status = self.inventory.statuses.get(name)
+                if name in self.inventory.backends and status is not None and status.listed:
                     self.prefetch(name)
         spec = self.spec
         if spec is None or not self.is_shown:
