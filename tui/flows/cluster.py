@@ -29,7 +29,7 @@ async def move_member(ctx: Context) -> None:
     ref, inst, backend = ctx.ref, ctx.instance, ctx.backend
     if ref is None or inst is None:
         return
-    choices = [(m.name, f"{m.name}  ({m.status.value}, {m.instances} instances)")
+    choices = [(m.name, f"{m.name}  ({m.status.value}, {_count(m.instances)})")
                for m in members_of(ctx) if m.name != inst.location]
     usable = {m.name for m in members_of(ctx) if m.status is MemberStatus.ONLINE}
     if not choices:
@@ -85,6 +85,10 @@ async def _every_project(ctx: Context) -> list[Instance] | None:
         return None
 
 
+def _count(n: int) -> str:
+    return f"{n} instance" if n == 1 else f"{n} instances"
+
+
 def _label(inst: Instance, shown: str) -> str:
     return inst.name if inst.ref.project == shown else f"{inst.name} (project {inst.ref.project})"
 
@@ -118,7 +122,8 @@ async def _member_flow(ctx: Context, verb: str) -> None:
         return
     member = await ctx.ask(ChoiceDialog(
         f"{verb.capitalize()} which member of {remote}?",
-        [(m.name, f"{m.name}  ({m.instances} instances, {m.role_text})") for m in members]))
+        [(m.name, f"{m.name}  ({_count(m.instances)} in project "
+                  f"{inv.remotes[remote].project}, {m.role_text})") for m in members]))
     if not member:
         return
     every = await _every_project(ctx)
