@@ -66,7 +66,8 @@ class _PinnedAdapter(LXDSSLAdapter):
     (:func:`ssl_context`: the fingerprint checked at each handshake) for all its
     connections. pylxd checks the pin itself and turns verification off for urllib3, which
     then loaded the whole system CA store for every new connection (~20 ms of CPU each,
-    several per remote at start-up) only to use none of it."""
+    several per remote at start-up) only to use none of it. The context is shared by
+    every thread, so it is a :class:`_SettledContext`."""
 
     def __init__(self, context: ssl.SSLContext, fingerprint: str) -> None:
         self._context = context
@@ -91,9 +92,11 @@ def make_session(remote: Remote) -> requests.Session:
         cert = (remote.client_cert, remote.client_key)
         session = get_session_for_url(url, verify=remote.server_cert or True, cert=cert)
         if remote.server_cert:
-            context = ssl_context(remote)
+            context = ssl_context(remote, _SettledContext)
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE  # what urllib3 sets for pylxd: the pin decides
+            context.set_alpn_protocols(["http/1.1"])  # urllib3's
+            context.settled = True
             session.mount(url, _PinnedAdapter(context, pinned_fingerprint(
                 remote.server_cert).hex()))
     session.trust_env = False
@@ -151,7 +154,53 @@ class PinnedContext(ssl.SSLContext):
     corral_fingerprint: bytes | None = None
 
 
-def ssl_context(remote: Remote) -> ssl.SSLContext:
+class _SettledContext(PinnedContext):
+    """A pinned context that ignores being set up again once ``settled``.
+
+    urllib3 re-applies its TLS settings to the context it is given at every new connection
+    (client certificate, CA file, ALPN, verify mode), in whichever thread opens it, while
+    other threads handshake with the same context. OpenSSL does not allow changing a
+    context in use: that race crashed the interpreter (a segfault in a thread opening a
+    connection). Settled, this context already holds what those calls would set."""
+
+    settled = False
+
+    def load_cert_chain(self, *args: Any, **kwargs: Any) -> None:
+        if not self.settled:
+            super().load_cert_chain(*args, **kwargs)
+
+    def load_verify_locations(self, *args: Any, **kwargs: Any) -> None:
+        if not self.settled:
+            super().load_verify_locations(*args, **kwargs)
+
+    def load_default_certs(self, *args: Any, **kwargs: Any) -> None:
+        if not self.settled:
+            super().load_default_certs(*args, **kwargs)
+
+    def set_alpn_protocols(self, protocols: Any) -> None:
+        if not self.settled:
+            super().set_alpn_protocols(protocols)
+
+    @property
+    def verify_mode(self) -> ssl.VerifyMode:
+        return ssl.SSLContext.verify_mode.__get__(self)
+
+    @verify_mode.setter
+    def verify_mode(self, value: ssl.VerifyMode) -> None:
+        if not self.settled:
+            ssl.SSLContext.verify_mode.__set__(self, value)
+
+    @property
+    def check_hostname(self) -> bool:
+        return ssl.SSLContext.check_hostname.__get__(self)
+
+    @check_hostname.setter
+    def check_hostname(self, value: bool) -> None:
+        if not self.settled:
+            ssl.SSLContext.check_hostname.__set__(self, value)
+
+
+def ssl_context(remote: Remote, kind: type[PinnedContext] = PinnedContext) -> ssl.SSLContext:
     """Context for wss and the fast state path: our client certificate and the pinned
     server certificate, matched by fingerprint at each handshake (hostname not checked:
     LXD's certificate rarely names the address dialled). Without a pinned certificate,
@@ -160,7 +209,7 @@ def ssl_context(remote: Remote) -> ssl.SSLContext:
     Raises:
         AuthError: the pinned certificate cannot be read.
     """
-    ctx = PinnedContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx = kind(ssl.PROTOCOL_TLS_CLIENT)
     if remote.client_cert and remote.client_key:
         ctx.load_cert_chain(remote.client_cert, remote.client_key, password=_no_passphrase)
     if remote.server_cert:

@@ -145,3 +145,36 @@ async def test_lxd_exports_are_private(lab, lab_env, unique, tmp_path):
         await backend.close()
         lab.lxd1.cli("delete", "--force", name)
     assert stat.S_IMODE(os.stat(tmp_path / "b.tar.gz").st_mode) == 0o600
+
+
+def test_the_shared_rest_context_is_not_reconfigured_per_connection(lab, lab_env,
+                                                                    monkeypatch):
+    """pylxd's session shares one ssl context among its threads; urllib3 re-applied its
+    settings to it (client certificate, CA file, ALPN) at every new connection, racing with
+    handshakes in other threads (a segfault). Many new connections from several threads:
+    they all work, and none changes the context."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from backends.lxd.tls import base_url, make_session
+
+    lab2 = {r.name: r for r in discover(lab_env).remotes}["lab2"]
+    session = make_session(lab2)
+    calls = []
+    for name in ("load_cert_chain", "load_verify_locations", "set_alpn_protocols",
+                 "load_default_certs"):
+        original = getattr(ssl.SSLContext, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(ssl.SSLContext, name, spy)
+    url = base_url(lab2) + "/1.0"
+
+    def get(_):
+        # a new connection each time, so each one is set up again
+        return session.get(url, headers={"Connection": "close"}, timeout=10).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(get, range(24)))
+    assert statuses == [200] * 24
+    assert calls == []
