@@ -26,7 +26,6 @@ renders to). What it does (docs/protocols.md, "Terminal emulation"):
 from __future__ import annotations
 
 import codecs
-from collections import deque
 from collections.abc import Callable
 from itertools import groupby, repeat
 
@@ -52,6 +51,8 @@ from .lines import (
 )
 from .parser import Parser
 from .screen import Screen
+from .scrollback import Scrollback
+from .sgr import Char
 from .style import Styles
 
 __all__ = [
@@ -97,14 +98,14 @@ class TerminalEmulator:
         palette: dict[str, str] | None = None,
         fast_path: bool = True,
     ) -> None:
-        self._history: deque[tuple[Run, ...]] = deque(maxlen=max(0, scrollback))
+        self._history = Scrollback(scrollback)
         self._history_changed = False
         self._respond = respond
         self._answers: list[bytes] = []
         self.fast_path = fast_path
         self._screen = Screen(self, max(1, columns), max(1, lines))
         self._stream = Parser(self._screen)
-        self._fast = FastPath(self._screen, self._stream, self._push_lines)
+        self._fast = FastPath(self._screen, self._stream, self._push_lines, self._push_unlaid)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._held = ""
         self._styles = Styles(palette or ANSI_DARK)
@@ -219,6 +220,12 @@ class TerminalEmulator:
         self._history.extend(lines)
         self._history_changed = True
         self.lines_scrolled += len(lines)
+
+    def _push_unlaid(self, block: str, attrs: Char, columns: int, count: int) -> None:
+        """Lines that left the top of the screen as text, laid out when read."""
+        self._history.defer(block, attrs, columns, count)
+        self._history_changed = True
+        self.lines_scrolled += count
 
     def clear_history(self) -> None:
         self._history.clear()

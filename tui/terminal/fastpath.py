@@ -21,6 +21,14 @@ from .sgr import Char
 # much faster to search than their alternation.
 _NOT_SIMPLE_CHAR = re.compile(r"[^\x20-\x7e\t\r\n\x1b]")
 _NOT_SIMPLE_ESC = re.compile(r"\x1b(?!\[[0-9;]*m)")
+_SGR = re.compile(r"\x1b\[([0-9;]*)m")
+_ODD = re.compile(r"[\t\r\n]")
+
+
+def _drawn(clean: str) -> str:
+    """The text clean lines draw (for REP, which repeats the last character drawn)."""
+    return _SGR.sub("", clean).replace("\r", "").replace("\n", "")
+
 
 
 class FastPath:
@@ -30,12 +38,21 @@ class FastPath:
     """A stretch of simple lines shorter than this, plus the rows the cursor has to go down
     to reach the bottom, goes through the parser."""
 
+    DEFER_LINES = 64
+    """A block holding at least this many lines more than fit on the screen hands the lines
+    that only pass through to the scrollback unlaid (``scrollback.py``)."""
+
     def __init__(self, screen: Screen, stream: Parser,
-                 scrolled_off: Callable[[list[tuple[Run, ...]]], None]) -> None:
-        """``scrolled_off`` receives the lines that leave the top of the screen."""
+                 scrolled_off: Callable[[list[tuple[Run, ...]]], None],
+                 scrolled_off_unlaid: Callable[[str, Char, int, int], None] | None = None,
+                 ) -> None:
+        """``scrolled_off`` receives the lines that leave the top of the screen;
+        ``scrolled_off_unlaid`` long stretches of them as text (the arguments of
+        ``Scrollback.defer``)."""
         self._screen = screen
         self._stream = stream
         self._scrolled_off = scrolled_off
+        self._scrolled_off_unlaid = scrolled_off_unlaid
         self._layout = Layout(screen)
 
     def ok(self) -> bool:
@@ -115,21 +132,121 @@ class FastPath:
         if fed < n:
             feed(text[fed:])
 
+    def _split(self, block: str) -> tuple[list[tuple[str, int]], str] | None:
+        """Cut a long block into what to lay out now and what only passes through to the
+        scrollback. Returns the pieces before the last screenful of lines, in order and
+        each ``(text, rows)``: ``rows`` < 0 for a piece to lay out now, else the rows of a
+        run of clean lines (each from the first column and ended by CR LF, no tab, no other
+        CR) handed over unlaid; and the rest (the last screenful). Pieces and rest are cut
+        at LFs. None when no run of clean lines is long enough to be worth it."""
+        s = self._screen
+        keep = s.lines - 1
+        if not keep or block.count("\n") < keep + self.DEFER_LINES:
+            return None
+        cut = len(block)
+        for _ in range(keep):
+            cut = block.rindex("\n", 0, cut)
+        # What keeps a line from the unlaid path: a tab, a CR without LF, an LF without CR
+        # (then the next line may not start at column 1), the cursor not at column 1. CR LF
+        # is masked by two characters a simple line cannot hold, leaving only those.
+        masked = block[:cut + 1].replace("\r\n", "\0\0")
+        odd = [m.start() for m in _ODD.finditer(masked)]
+        if s.cursor.x:
+            odd.insert(0, 0)
+        pieces: list[tuple[str, int]] = []
+        eager = current = 0  # where the text to lay out now starts; the next line to look at
+        need = self.DEFER_LINES
+        for o in odd:
+            if o < current:
+                continue
+            line = max(current, block.rfind("\n", current, o) + 1)  # the odd line
+            if block.count("\n", current, line) >= need:
+                if eager < current:
+                    pieces.append((block[eager:current - 1], -1))
+                pieces.append((block[current:line - 1], self._rows(block, current, line - 1)))
+                eager = line
+            crlf = block.find("\r\n", o, cut)  # the end of the first clean line after
+            if crlf < 0:
+                current = cut + 1
+                break
+            current = crlf + 2
+        if current <= cut and block.count("\n", current, cut) >= need:
+            if eager < current:
+                pieces.append((block[eager:current - 1], -1))
+            pieces.append((block[current:cut], self._rows(block, current, cut)))
+            eager = cut + 1
+        if not pieces:
+            return None
+        if eager <= cut:
+            pieces.append((block[eager:cut], -1))
+        return pieces, block[cut + 1:]
+
+    def _rows(self, block: str, start: int, end: int) -> int:
+        """Rows the clean lines ``block[start:end]`` make: one per line, more for the lines
+        wider than the screen (whose raw text, SGR sequences and CR included, is at least
+        two longer)."""
+        columns = self._screen.columns
+        count = block.count("\n", start, end) + 1
+        if end - start > columns + 1:
+            raw = block[start:end].split("\n")
+            if max(map(len, raw)) > columns + 1:
+                for line in raw:
+                    if len(line) > columns + 1:
+                        width = len(_SGR.sub("", line)) - 1
+                        if width > columns:
+                            count += (width - 1) // columns
+        return count
+
+    def _fold(self, head: str, attrs: Char) -> Char:
+        """The attributes after the SGR sequences of ``head``, from the last one that resets
+        everything (SGR 0 or empty, alone or first: what comes before cannot matter)."""
+        sgr = self._layout.sgr
+        start = max(head.rfind("\x1b[0m"), head.rfind("\x1b[m"), head.rfind("\x1b[0;"), 0)
+        for params in _SGR.findall(head, start):
+            attrs = sgr(attrs, params)[0]
+        return attrs
+
     def _lines(self, block: str) -> None:
         """Lay out complete simple lines (``block`` = lines joined by LF, no final LF)."""
         s = self._screen
         columns = s.columns
         cursor = s.cursor
-        rows, x, attrs, last_text = self._layout.rows(block, cursor.x, cursor.attrs)
-        # Scroll the emitted rows through the screen.
         lines = s.lines
         buffer = s.buffer
         old = [buffer.get(y) for y in range(lines - 1)]
-        e = len(rows)
-        pushed = [row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
-        pushed.extend(rows[: max(0, e - (lines - 1))])
-        if pushed:
-            self._scrolled_off(pushed)
+        unlaid = self._scrolled_off_unlaid
+        split = self._split(block) if unlaid is not None else None
+        if split is None:
+            rows, x, attrs, last_text = self._layout.rows(block, cursor.x, cursor.attrs)
+            e = len(rows)
+            pushed = [row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
+            pushed.extend(rows[: max(0, e - (lines - 1))])
+            if pushed:
+                self._scrolled_off(pushed)
+        else:
+            # The whole screen scrolls off, then the pieces (some unlaid), and the rows of
+            # the rest that do not fit on the screen.
+            pieces, rest = split
+            assert unlaid is not None
+            self._scrolled_off([row_runs(row or {}, columns) for row in old])
+            x, attrs, last_text = cursor.x, cursor.attrs, ""
+            unlaid_rows = 0
+            for text, count in pieces:
+                if count < 0:
+                    rows, x, attrs, drawn = self._layout.rows(text, x, attrs)
+                    self._scrolled_off(rows)
+                else:
+                    unlaid(text, attrs, columns, count)
+                    unlaid_rows += count
+                    attrs = self._fold(text, attrs)
+                    x = 0
+                    drawn = _drawn(text[-400:]) or _drawn(text)
+                last_text = drawn or last_text
+            rows, x, attrs, drawn = self._layout.rows(rest, x, attrs)
+            last_text = drawn or last_text
+            e = len(rows)
+            self._scrolled_off(rows[: e - (lines - 1)])
+            e += unlaid_rows
         keep_old = old[e:] if e < lines - 1 else []
         keep_new = rows[-(lines - 1):] if lines > 1 else []
         new_buffer = s._new_buffer()

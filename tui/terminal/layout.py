@@ -95,7 +95,7 @@ class Layout:
         start = attrs
         keys = [tuple(attrs[1:])]
         for p in params:
-            attrs, key = self._sgr(attrs, p)
+            attrs, key = self.sgr(attrs, p)
             keys.append(key)
         groups = []
         first = 0
@@ -113,7 +113,7 @@ class Layout:
         self._plans += 1
         return plan
 
-    def _sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
+    def sgr(self, attrs: Char, params: str) -> tuple[Char, Key]:
         """Attributes after ``CSI params m``, as the screen computes them (cached)."""
         k = (attrs, params)
         r = self._sgr_cache.get(k)
@@ -246,7 +246,7 @@ class Layout:
     def _long(self, parts: list[str], x: int, attrs: Char, key: Key, last_text: str,
               rows: Rows) -> tuple[int, Char, Key, str]:
         """A line without tab or CR (``parts`` as split at its SGR sequences) that wraps."""
-        sgr = self._sgr
+        sgr = self.sgr
         columns = self._screen.columns
         row: list[Run] = []
         if x and x < columns:
@@ -278,7 +278,7 @@ class Layout:
     def _cells(self, line: str, x: int, attrs: Char, key: Key, last_text: str,
                rows: Rows) -> tuple[int, Char, Key, str]:
         """A line with tabs or carriage returns inside, cell by cell."""
-        sgr = self._sgr
+        sgr = self.sgr
         columns = self._screen.columns
         cells: list[tuple[str, Key]] = []
         for tok in _TOKENS.finditer(line):
