@@ -270,6 +270,14 @@ async def test_failover_when_corrals_member_dies(cluster, unique):
         listed = {i.name: i for i in await second.list_instances()}
         assert listed[on_m1].status is InstanceStatus.UNKNOWN
         assert "m1 is offline" in listed[on_m1].extra["reason"]
+
+        async def survivors_online():
+            # the dead member may have led the heartbeats: until the new leader's reach
+            # the others (seconds, more on a busy host), the cluster calls them offline too
+            members = {m.name: m for m in await second.list_members()}
+            return all(members[n].status is MemberStatus.ONLINE for n in ("m2", "m3"))
+        await wait_for(survivors_online, 60, "m2 and m3 online after m1's death")
+        listed = {i.name: i for i in await second.list_instances()}
         assert listed[on_m2].status is InstanceStatus.STOPPED
         await second.start(InstanceRef(REMOTE, on_m2))
         assert (await second.get_instance(InstanceRef(REMOTE, on_m2))).status \

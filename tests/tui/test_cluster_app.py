@@ -136,7 +136,8 @@ async def test_move_and_evacuate_from_the_ui(cluster, unique, tmp_path):
                 timeout=60, what="started again on m1")
             # evacuate m1: the confirmation lists what happens to its instances
             await wait_for(pilot, lambda: member_row(app, "m1")[3] == "1",
-                           what="m1 counts the moved instance")
+                           what=lambda: f"m1 counts the moved instance ({member_row(app, 'm1')}"
+                           f", {r} on {location_cell(app, f'{REMOTE}:{r}')}, {notes(app)})")
             app.main_screen.run_action(BY_NAME["evacuate"], remote=REMOTE)
             await pick(pilot, app, "m1")
             await wait_for(pilot, lambda: screen_name(app) == "ConfirmDialog",

@@ -43,6 +43,8 @@ _IMPLIED_STATUS = {
     "instance-paused": InstanceStatus.FROZEN,
 }
 """Lifecycle actions whose outcome is known: shown at once, then confirmed by a fetch."""
+FETCH_RETRIES = 3
+"""Reads of a changed instance tried again (1, 2, 3 s later) after the daemon failed one."""
 
 ChangeCallback = Callable[[str, "set[InstanceRef] | None"], None]
 BackendFactory = Callable[[Remote, float], Backend]
@@ -397,6 +399,7 @@ class Inventory(Sampling):
         self._spawn(self._fetch(ref))
 
     async def _fetch(self, ref: InstanceRef) -> None:
+        failures = 0
         try:
             while True:
                 self._refetch.discard(ref)
@@ -410,7 +413,13 @@ class Inventory(Sampling):
                     self._notify(ref.remote, {ref})
                     return
                 except BackendError:
-                    return
+                    # e.g. a cluster member busy with a move, or a slow answer: the row
+                    # would keep what it showed before the change; read again a little later
+                    failures += 1
+                    if failures > FETCH_RETRIES:
+                        return
+                    await asyncio.sleep(failures)
+                    continue
                 inst = self._store(inst)
                 self._notify(ref.remote, {ref})
                 if ref not in self._refetch:
