@@ -40,7 +40,7 @@ from ..widgets.colors import theme_colors
 from ..widgets.console_dock import ConsoleDock
 from ..widgets.empty_state import EmptyState
 from ..widgets.footer import FittingFooter
-from ..widgets.details import DetailsPane, SnapshotTable, UsageHistory, update_if_changed
+from ..widgets.details import DetailsPane, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
 from ..widgets.graphic_console import GraphicView
@@ -358,7 +358,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         """What ``action`` acts on: the given or selected instance, remote or snapshot."""
         snapshot = None
         if action.scope is Scope.SNAPSHOT:
-            snapshot = self.query_one(SnapshotTable).selected
+            snapshot = self.query_one(DetailsPane).selected_snapshot
             ref = ref or (snapshot.ref if snapshot else None) or \
                 self.query_one(DetailsPane).snapshots_of or \
                 self.query_one(InstanceTable).selected_ref
@@ -374,8 +374,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         if ref is not None and remote is None:
             remote = ref.remote
         pane = self.query_one(DetailsPane)
-        names = frozenset(self.query_one(SnapshotTable).snapshots) \
-            if ref and pane.snapshots_of == ref else frozenset()
+        names = pane.snapshot_names if ref and pane.snapshots_of == ref else frozenset()
         return Context(self.app, self.inventory, self.settings, ref=ref, remote=remote,
                        consoles=self.query_one(ConsoleDock), snapshot=snapshot,
                        snapshot_names=names, details_changed=pane.reload,
