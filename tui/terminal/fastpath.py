@@ -152,7 +152,9 @@ class FastPath:
         at LFs. None when no run of clean lines is long enough to be worth it."""
         s = self._screen
         keep = s.lines - 1
-        if not keep or block.count("\n") < keep + self.DEFER_LINES:
+        newlines = block.count("\n")
+        if (not keep or newlines < keep + self.DEFER_LINES
+                or block.count("\t") * 8 > newlines):  # tabs every few lines: not worth it
             return None
         cut = len(block)
         for _ in range(keep):
@@ -162,14 +164,15 @@ class FastPath:
         # is masked by two characters a simple line cannot hold, leaving only those.
         end = cut + 1
         crlf = block.count("\r\n", 0, end)
-        if (block.count("\n", 0, end) == crlf and block.count("\r", 0, end) == crlf
-                and block.find("\t", 0, end) < 0):
+        odd_chars = (block.count("\n", 0, end) - crlf + block.count("\r", 0, end) - crlf
+                     + block.count("\t", 0, end))
+        if not odd_chars:
             odd = []  # the usual flood: no such line
+        elif odd_chars * 8 > crlf:
+            return None  # odd lines every few lines: no run of clean ones long enough
         else:
             masked = block[:end].replace("\r\n", "\0\0")
             odd = _positions(masked, "\n", "\r", "\t")
-            if len(odd) * 8 > crlf:
-                return None  # mostly odd lines (bare LFs): nothing long enough to hand over
         if s.cursor.x:
             odd.insert(0, 0)
         pieces: list[tuple[str, int]] = []
