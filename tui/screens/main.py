@@ -43,8 +43,7 @@ from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.remote_list import RemoteList
-from ..widgets.graphic_console import GraphicView
-from ..widgets.terminal import TerminalView
+from ..widgets.view_messages import ConsoleView
 from ..views.command import CommandLine
 from ..views.pane import ResourcePane
 from ..views.switching import ViewSwitching
@@ -322,7 +321,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hidden (False) where the backend cannot, greyed (None) where the state forbids."""
-        if isinstance(self.focused, (TerminalView, GraphicView)):
+        if isinstance(self.focused, ConsoleView):
             return False  # keys go to the console: the footer shows none of ours
         entry = BY_METHOD.get(action)
         if entry is None or not self.view_allows(entry):

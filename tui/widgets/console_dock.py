@@ -13,7 +13,7 @@ import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from textual import on
 from textual.app import ComposeResult
@@ -27,8 +27,11 @@ from backends.base import ConsoleSession
 from backends.errors import BackendError
 from backends.models import InstanceRef
 
-from .graphic_console import GraphicView
-from .terminal import TerminalView
+from . import view_messages
+
+if TYPE_CHECKING:  # the views are imported with the first console, not at start-up
+    from .graphic_console import GraphicView
+    from .terminal import TerminalView
 
 Opener = Callable[[int, int], Awaitable[ConsoleSession]]
 """Opens a session of the given width and height."""
@@ -128,6 +131,8 @@ class ConsoleDock(Vertical):
         if make_view is not None:
             view = make_view(session, title)
         else:
+            from .terminal import TerminalView
+
             view = TerminalView(session, title, detach_key=self.detach_key,
                                 record_path=record)
         tab = ConsoleTab(ref, kind, opener, pane_id, view)
@@ -143,6 +148,8 @@ class ConsoleDock(Vertical):
             return  # one reconnect at a time per tab (r pressed twice, or r then c)
         self._reconnecting.add(tab.pane_id)
         try:
+            from .terminal import TerminalView
+
             view = tab.view
             width, height = ((view.emulator.columns, view.emulator.lines)
                              if isinstance(view, TerminalView) else view.size)
@@ -191,24 +198,21 @@ class ConsoleDock(Vertical):
 
     # Messages from the views -------------------------------------------------------------
 
-    @on(TerminalView.DetachRequested)
-    @on(GraphicView.DetachRequested)
+    @on(view_messages.DetachRequested)  # either view's (they subclass these)
     def _view_detach_requested(self, event: Message) -> None:
         event.stop()
         self.post_message(self.Detached())
 
-    @on(TerminalView.ReconnectRequested)
-    @on(GraphicView.ReconnectRequested)
-    async def _view_reconnect_requested(self, event: TerminalView.ReconnectRequested
-                                        | GraphicView.ReconnectRequested) -> None:
+    @on(view_messages.ReconnectRequested)
+    async def _view_reconnect_requested(self, event: view_messages.ReconnectRequested
+                                        ) -> None:
         event.stop()
         tab = next((t for t in self.tabs.values() if t.view is event.view), None)
         if tab is not None:
             await self._reconnect(tab)
 
-    @on(TerminalView.Closed)
-    @on(GraphicView.Closed)
-    def _view_closed(self, event: TerminalView.Closed | GraphicView.Closed) -> None:
+    @on(view_messages.Closed)
+    def _view_closed(self, event: view_messages.Closed) -> None:
         event.stop()
         tab = next((t for t in self.tabs.values() if t.view is event.view), None)
         if tab is not None and event.reason not in ("detached",):

@@ -42,7 +42,7 @@ WHEEL_UP, WHEEL_DOWN = 1 << 3, 1 << 4
 _BUTTON_BITS = {1: 1, 2: 2, 3: 4}
 
 
-class GraphicView(Widget, can_focus=True):
+class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
     """A VM's screen in a pane. Every key goes to the guest except the detach key and
     priority bindings; the mouse is the guest's pointer."""
 

@@ -42,7 +42,7 @@ __all__ = ["TerminalView"]
 log = logging.getLogger(__name__)
 
 
-class TerminalView(Widget, can_focus=True):
+class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
     """A terminal pane driving a console session.
 
     Keys go to the guest (except the detach key, priority bindings such as ctrl+q, and

@@ -10,6 +10,11 @@ from textual.message import Message
 from textual.widget import Widget
 
 
+class ConsoleView:
+    """What both console views are (a marker: the screen asks whether the focus is in a
+    console without importing the views, which load with the first console)."""
+
+
 class ViewMessage(Message):
     """A message about one view (its ``control``)."""
 
