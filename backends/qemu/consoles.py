@@ -5,15 +5,16 @@ survive corral and can be re-attached."""
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 from ..base import Backend
-from ..console import WebSocketSession, attach_local, ensure_server
-from ..console.client import local_opener
-from ..console.screen import ScreenSession
-from ..console.vga import SPECIAL_CHORDS
 from ..errors import Conflict, InvalidInput, Unsupported
 from ..models import InstanceRef
 from .machines import Machines
+
+if TYPE_CHECKING:  # the console modules (websockets, Pillow) load with the first console
+    from ..console import WebSocketSession
+    from ..console.screen import ScreenSession
 
 
 class Consoles(Backend):
@@ -30,6 +31,9 @@ class Consoles(Backend):
         (:mod:`backends.console.server`). Detach and re-attach freely: QEMU and the server
         keep running; what the guest printed meanwhile is shown on attach (serial: the
         chardev's log; VGA: the current screen)."""
+        from ..console import attach_local
+        from ..console.vga import SPECIAL_CHORDS
+
         d = self.vms.definition(ref.name)
         if self.vms.pid(ref.name) is None:
             raise Conflict(f"{ref} is not running: start it to use its console.")
@@ -55,6 +59,10 @@ class Consoles(Backend):
         """The VM's screen as QEMU draws it (any mode: text, framebuffer, desktop), read
         from its private VNC socket by corral's console server (``--vnc``), which keeps
         the connection while viewers come and go."""
+        from ..console import ensure_server
+        from ..console.client import local_opener
+        from ..console.screen import ScreenSession
+
         self.vms.definition(ref.name)
         if self.vms.pid(ref.name) is None:
             raise Conflict(f"{ref} is not running: start it to see its screen.")
