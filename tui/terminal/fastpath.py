@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from pyte import modes as mo
 
-from .layout import Layout
+from .layout import SGR, Layout
 from .lines import Run, RunsRow, row_runs
 from .parser import Parser
 from .screen import CharCache, Screen
@@ -21,7 +21,6 @@ from .sgr import Char
 # much faster to search than their alternation.
 _NOT_SIMPLE_CHAR = re.compile(r"[^\x20-\x7e\t\r\n\x1b]")
 _NOT_SIMPLE_ESC = re.compile(r"\x1b(?!\[[0-9;]*m)")
-_SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
 
 def _positions(text: str, *chars: str) -> list[int]:
@@ -38,7 +37,7 @@ def _positions(text: str, *chars: str) -> list[int]:
 
 def _drawn(clean: str) -> str:
     """The text clean lines draw (for REP, which repeats the last character drawn)."""
-    return _SGR.sub("", clean).replace("\r", "").replace("\n", "")
+    return SGR.sub("", clean).replace("\r", "").replace("\n", "")
 
 
 
@@ -214,7 +213,7 @@ class FastPath:
             if max(map(len, raw)) > columns + 1:
                 for line in raw:
                     if len(line) > columns + 1:
-                        width = len(_SGR.sub("", line)) - 1
+                        width = len(SGR.sub("", line)) - 1
                         if width > columns:
                             count += (width - 1) // columns
         return count
@@ -224,7 +223,7 @@ class FastPath:
         everything (SGR 0 or empty, alone or first: what comes before cannot matter)."""
         sgr = self._layout.sgr
         start = max(head.rfind("\x1b[0m"), head.rfind("\x1b[m"), head.rfind("\x1b[0;"), 0)
-        for params in _SGR.findall(head, start):
+        for params in SGR.findall(head, start):
             attrs = sgr(attrs, params)[0]
         return attrs
 

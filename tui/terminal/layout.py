@@ -19,7 +19,8 @@ from .lines import DEFAULT_KEY, Key, Run, merge_runs
 from .screen import Screen
 from .sgr import Char, apply_sgr
 
-_SGR_SPLIT = re.compile(r"\x1b\[([0-9;]*)m")
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+"""An SGR sequence, its parameters as the group (the fast path's only escape)."""
 _TOKENS = re.compile(r"([\x20-\x7e]+)|\x1b\[([0-9;]*)m|(\r)|(\t)")
 
 Rows = list[tuple[Run, ...]]
@@ -133,7 +134,7 @@ class Layout:
         LF), every one starting at the first column."""
         columns = self._screen.columns
         table = self._table(attrs)
-        split = _SGR_SPLIT.split
+        split = SGR.split
         append = rows.append
         default = DEFAULT_KEY
         for body in pieces:
@@ -187,7 +188,7 @@ class Layout:
                  rows: Rows) -> tuple[int, Char, Key, str]:
         """Lines from any column, each with its CR (if any) still at the end."""
         columns = self._screen.columns
-        split = _SGR_SPLIT.split
+        split = SGR.split
         for line in lines:
             cr_end = line[-1:] == "\r"
             body = line[:-1] if cr_end else line

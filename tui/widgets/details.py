@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Self
 from dataclasses import dataclass, field
+from typing import Self
 
 from rich.text import Text
 from textual import on, work
