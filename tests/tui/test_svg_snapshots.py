@@ -30,7 +30,11 @@ def build_app(tmp_path):
 
 
 async def settle(pilot):
+    """Let the screen settle, with every text cursor steady: a blinking one is drawn or not
+    by when the picture is taken (a busy CI machine took one between blinks)."""
     for _ in range(6):
+        for widget in pilot.app.screen.query("Input, TextArea"):
+            widget.cursor_blink = False
         await pilot.pause(0.05)
 
 
@@ -63,7 +67,6 @@ async def open_wizard(pilot, step: str):
     await settle(pilot)
     if step == "cloud-init":
         area = app.screen.query_one("#wizard-user-data")
-        area.cursor_blink = False  # the picture must not depend on when it is taken
         area.text = "#cloud-config\nruncmd: [unclosed\n"
         await settle(pilot)
         return
