@@ -14,9 +14,11 @@ from typing import Mapping
 from textual.app import App
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
 from backends import Backend, BackendError, Remote, get_backend, preload
+from backends.models import ConnectionState
 from backends.remote_store import RemoteStore
 from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
@@ -30,9 +32,12 @@ from .services.projects import apply_remembered
 
 log = logging.getLogger(__name__)
 
-FREEZE_AFTER = 2.0
-"""Seconds after start-up at which the objects made so far leave the cyclic GC's care (and
-the collector, off until then when started by the ``corral`` command, runs again)."""
+FREEZE_QUIET = 0.5
+"""Seconds after every remote's first listing (or failure) at which the objects made so far
+leave the cyclic GC's care (and the collector, off until then when started by the ``corral``
+command, runs again)."""
+FREEZE_LATEST = 10.0
+"""…and at the latest this many seconds after start-up, whatever the remotes do."""
 CACHE_DELAY = 3.0
 """Seconds between a change and saving the inventory cache (changes in between coalesce)."""
 
@@ -106,6 +111,9 @@ class CorralApp(App[None]):
         self._cache: InventoryCache | None = None
         self._cache_dirty: set[str] = set()
         self._cache_saving = False
+        self._frozen = False
+        self._freeze_soon = False
+        self._freeze_timer: Timer | None = None
         if config.warm_start:
             self._cache = InventoryCache(cache_path(env if env is not None else os.environ,
                                                     config.path))
@@ -116,6 +124,9 @@ class CorralApp(App[None]):
     def _inventory_changed(self, remote: str, refs) -> None:
         if self.main_screen is not None:
             self.main_screen.inventory_changed(remote, refs)
+            if not self._frozen and not self._freeze_soon and self._startup_settled():
+                self._freeze_soon = True
+                self.set_timer(FREEZE_QUIET, self._freeze_startup_objects)
         status = self.inventory.statuses.get(remote)  # none yet for a remote being added
         if self._cache is not None and status is not None and status.listed:
             self._cache_dirty.add(remote)
@@ -179,8 +190,6 @@ class CorralApp(App[None]):
                         severity="error", timeout=15)
             group = event.worker.group
             if group.startswith("remote:"):
-                from backends.models import ConnectionState
-
                 name = group.split(":", 1)[1]
                 if name in self.inventory.statuses:
                     st = self.inventory.statuses[name]
@@ -246,12 +255,23 @@ class CorralApp(App[None]):
         self.push_screen(self.main_screen)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
         # full collection during a console flood does not stall a frame (~20-40 ms).
-        # Once the first listings are in: the collection before the freeze takes 80-180 ms,
-        # which must not be on the way to the first full table.
-        self.set_timer(FREEZE_AFTER, self._freeze_startup_objects)
+        # Once the first listings are in: the collection before the freeze takes 80-400 ms,
+        # which must not be on the way to the first full table (a fixed delay was: a slow
+        # machine lists after it).
+        self._freeze_timer = self.set_timer(FREEZE_LATEST, self._freeze_startup_objects)
 
-    @staticmethod
-    def _freeze_startup_objects() -> None:
+    def _startup_settled(self) -> bool:
+        """Every remote has listed once in this run, or is known not to (failed)."""
+        return all(st.listed or st.state is not ConnectionState.CONNECTING
+                   and st.state is not ConnectionState.CONNECTED
+                   for st in self.inventory.statuses.values())
+
+    def _freeze_startup_objects(self) -> None:
+        if self._frozen:
+            return
+        self._frozen = True
+        if self._freeze_timer is not None:
+            self._freeze_timer.stop()
         gc.collect()  # what is garbage now must not become permanent
         gc.freeze()
         gc.enable()  # off since the start (tui/cli.py)

@@ -164,3 +164,82 @@ async def test_warm_start_against_the_lab(lab, lab_env, unique, tmp_path):
             assert app.inventory.statuses["local"].listed
     finally:
         lab.lxd1.cli("delete", "--force", kept, check=False)
+
+
+class GCRecorder:
+    """Stands in for the ``gc`` module in tui.app: records the start-up freeze."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def collect(self) -> None:
+        self.calls.append("collect")
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+    def enable(self) -> None:
+        self.calls.append("enable")
+
+    def unfreeze(self) -> None:  # the app's end: not part of what the tests look at
+        pass
+
+
+async def test_start_up_objects_are_frozen_once_every_remote_has_listed(setup, monkeypatch):
+    """The full collection before the freeze (hundreds of ms on a slow machine) waits
+    for the first listings, however long they take, then runs once."""
+    import tui.app as app_module
+
+    recorder = GCRecorder()
+    monkeypatch.setattr(app_module, "gc", recorder)
+    monkeypatch.setattr(app_module, "FREEZE_QUIET", 0.05)
+    cfg, env = setup
+    gate = asyncio.Event()
+    app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R)], gate=gate))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.3)
+        assert recorder.calls == []  # still connecting: the listing must not wait for it
+        gate.set()
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if recorder.calls:
+                break
+        assert app.inventory.statuses["alpha"].listed
+        await pilot.pause(0.2)
+        assert recorder.calls == ["collect", "freeze", "enable"]
+
+
+async def test_start_up_objects_are_frozen_when_a_remote_fails(setup, monkeypatch):
+    import tui.app as app_module
+
+    recorder = GCRecorder()
+    monkeypatch.setattr(app_module, "gc", recorder)
+    monkeypatch.setattr(app_module, "FREEZE_QUIET", 0.05)
+    cfg, env = setup
+    app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R)], fail=True))
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if recorder.calls:
+                break
+        assert app.inventory.statuses["alpha"].state is ConnectionState.NOT_RESPONDING
+        assert recorder.calls == ["collect", "freeze", "enable"]
+
+
+async def test_start_up_objects_are_frozen_at_the_latest_while_a_remote_hangs(
+        setup, monkeypatch):
+    import tui.app as app_module
+
+    recorder = GCRecorder()
+    monkeypatch.setattr(app_module, "gc", recorder)
+    monkeypatch.setattr(app_module, "FREEZE_LATEST", 0.3)
+    cfg, env = setup
+    app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R)],
+                                                      gate=asyncio.Event()))
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if recorder.calls:
+                break
+        assert app.inventory.statuses["alpha"].state is ConnectionState.CONNECTING
+        assert recorder.calls == ["collect", "freeze", "enable"]
