@@ -114,6 +114,7 @@ class InstanceTable(FastTable):
         self.sort_column = "name"
         self.sort_reverse = False
         self._colors: dict[str, str] = {}
+        self._styles: dict[tuple, Style] = {}
         self.on_sorted: Callable[[str, bool], None] | None = None
         self.marked: set[InstanceRef] = set()
         """Marked instances (kept until cleared, also while filtered out)."""
@@ -130,6 +131,7 @@ class InstanceTable(FastTable):
         """Take the status colours from the current theme (rows re-render on next sync)."""
         self._colors = theme_colors(self.app, [*set(_STATUS_VAR.values()), "vm-badge"])
         self._colors_version += 1
+        self._styles.clear()
 
     def on_resize(self) -> None:
         """Give the flexible columns (name, remote, image) the width that is left."""
@@ -189,45 +191,53 @@ class InstanceTable(FastTable):
 
     # Rendering -------------------------------------------------------------------------
 
-    def _cells(self, inv: Inventory, inst: Instance, state: InstanceState | None) -> tuple:
-        c = self._colors
+    def _style(self, var: str, **attrs: bool) -> Style:
+        """One Style object per theme colour and attributes (until the colours change):
+        a listing builds hundreds of rows, and a Style's text form is computed per object."""
+        key = (var, *attrs.items())
+        style = self._styles.get(key)
+        if style is None:
+            style = self._styles[key] = Style(color=self._colors[var] or None, **attrs)
+        return style
+
+    def _specs(self, inv: Inventory, inst: Instance, state: InstanceState | None
+               ) -> tuple[tuple[str, Any, str | Style], ...]:
+        """A row as ``(text, sort key, style)`` per column: cells (rich Text objects, not
+        cheap) are built from them only where the text or style changed."""
         ref = inst.ref
         online = _live(inv, ref.remote)
         pending = inv.pending.get(ref)
+        value = inst.status.value
         if pending:
-            status = SortCell(pending, inst.status.value, Style(color=c["status-busy"] or None,
-                                                                  bold=True))
+            status = (pending, value, self._style("status-busy", bold=True))
         elif not online:
-            status = SortCell(f"{inst.status.value}?", inst.status.value,
-                              Style(color=c["status-stopped"] or None, dim=True))
+            status = (f"{value}?", value, self._style("status-stopped", dim=True))
         elif inst.extra.get("reason"):
             # stopped for a reason of its own (killed outside corral): marked; the reason
             # is the table's tooltip while the row is selected
-            status = SortCell(f"{inst.status.value} !", inst.status.value,
-                              Style(color=c["status-error"] or None))
+            status = (f"{value} !", value, self._style("status-error"))
         else:
-            status = SortCell(inst.status.value, inst.status.value,
-                              Style(color=c[_STATUS_VAR[inst.status]] or None))
+            status = (value, value, self._style(_STATUS_VAR[inst.status]))
         is_vm = inst.type is InstanceType.VM
         ipv4 = ", ".join(state.ipv4) if state else ""
         mem_used = state.memory_usage if state else -1
-        location = (SortCell(inst.location, (inst.location, inst.name)),) \
+        location = ((inst.location, (inst.location, inst.name), ""),) \
             if self.show_location else ()
+        marked = ref in self.marked
         return (
-            SortCell(f"● {inst.name}" if ref in self.marked else inst.name,
-                     (natural_key(inst.name), natural_key(ref.remote)),
-                     "bold" if ref in self.marked else ""),
-            SortCell(ref.remote, (natural_key(ref.remote), natural_key(inst.name))),
-            SortCell(fmt.itype(inst.type), (inst.type.value, natural_key(inst.name)),
-                     Style(color=c["vm-badge"] or None) if is_vm else ""),
+            (f"● {inst.name}" if marked else inst.name,
+             (natural_key(inst.name), natural_key(ref.remote)), "bold" if marked else ""),
+            (ref.remote, (natural_key(ref.remote), natural_key(inst.name)), ""),
+            (fmt.itype(inst.type), (inst.type.value, natural_key(inst.name)),
+             self._style("vm-badge") if is_vm else ""),
             status,
-            SortCell(ipv4, ipv4),
-            SortCell(fmt.cpu(state), state.cpu_percent or 0 if state else -1),
-            SortCell(fmt.memory(state, inst.memory_limit), mem_used),
-            SortCell(fmt.disk(state), (state.disk_usage or 0) if state else -1),
-            SortCell(str(inst.snapshot_count) if inst.snapshot_count else "",
-                     -1 if inst.snapshot_count is None else inst.snapshot_count),
-            SortCell(inst.image, inst.image),
+            (ipv4, ipv4, ""),
+            (fmt.cpu(state), state.cpu_percent or 0 if state else -1, ""),
+            (fmt.memory(state, inst.memory_limit), mem_used, ""),
+            (fmt.disk(state), (state.disk_usage or 0) if state else -1, ""),
+            (str(inst.snapshot_count) if inst.snapshot_count else "",
+             -1 if inst.snapshot_count is None else inst.snapshot_count, ""),
+            (inst.image, inst.image, ""),
             *location,
         )
 
@@ -271,20 +281,20 @@ class InstanceTable(FastTable):
             if present and self._inputs.get(key) == inputs:
                 continue
             self._inputs[key] = inputs
-            cells = self._cells(inv, inst, state)
-            shown = tuple((c.plain, str(c.style)) for c in cells)
+            specs = self._specs(inv, inst, state)
+            shown = tuple((fmt.printable(text), str(style)) for text, _, style in specs)
             previous = self._rendered.get(key)
             if present and previous == shown:
                 continue
             if not present:
-                self.add_row(*cells, key=key)
+                self.add_row(*(SortCell(*spec) for spec in specs), key=key)
                 self.refs[key] = ref
                 resort = True
             else:
                 # Only the cells whose text or style changed: usage figures that did not
                 # move cause no repaint at all.
-                changes = {col: cell for index, ((col, _, _), cell) in
-                           enumerate(zip(self.active_columns, cells))
+                changes = {col: SortCell(*spec) for index, ((col, _, _), spec) in
+                           enumerate(zip(self.active_columns, specs))
                            if previous is None or previous[index] != shown[index]}
                 updated[key] = changes
                 resort = resort or self.sort_column in changes
