@@ -95,6 +95,20 @@ def define_vms(qemu_dir: Path, count: int) -> None:
     asyncio.run(make())
 
 
+def machine_speed() -> float:
+    """Seconds for ten million additions in a Python loop (the median of three): a
+    reference for comparing these figures across machines (the session machines here
+    have differed by 2x)."""
+    def once() -> float:
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        return time.perf_counter() - t0
+
+    return statistics.median(once() for _ in range(3))
+
+
 def cli_times(env: dict[str, str], repeats: int = 5) -> tuple[float, float]:
     def run(extra: list[str]) -> float:
         t0 = time.perf_counter()
@@ -225,6 +239,7 @@ def main() -> int:
         cfg = work / "config.toml"
         cfg.write_text(f'[remotes]\nhide = ["incus-local"]\n[qemu]\npath = "{work / "qemu"}"\n'
                        '[lxc]\nenabled = false\n')
+        speed = machine_speed()
         short, full = cli_times(env)
         total = args.n + args.vms
         launch(env, cfg, total)  # warm the page cache and Python's bytecode
@@ -244,6 +259,7 @@ def main() -> int:
         print()
         print(f"{args.n} containers on 3 remotes (lxd unix, lxd https, incus https) "
               f"+ {args.vms} local QEMU VMs; medians of {args.runs}")
+        print(f"this machine: 10M Python additions in {speed:.2f} s (start-up figures scale with it)")
         print(f"lxc/incus list -c ns, all remotes:    {short * 1000:6.0f} ms")
         print(f"lxc/incus list --format csv, all:     {full * 1000:6.0f} ms")
         print(f"cold start, every row painted:        {fig(cold, 0)}")
