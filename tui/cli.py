@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     # No cyclic collection on the way to the first screen: the imports and the first rows
     # make hundreds of thousands of objects, and the collections they set off took
     # 0.1-0.2 s of the start here. The app collects once, freezes what survived and turns
-    # the collector back on a few seconds in (CorralApp._freeze_startup_objects).
+    # the collector back on once the first listings are in (CorralApp._freeze_startup_objects).
     gc.disable()
     args = build_parser().parse_args(argv)
     from . import logfile
