@@ -27,6 +27,9 @@ def notes(app):
 
 async def edit_limit(pilot, app, ref: str, key: str, value: str) -> None:
     select(app, ref)
+    # the highlight message updates the selection and the keys it allows: let it arrive
+    # before the key (a busy CI machine once took the key first; the editor never opened)
+    await pilot.pause(0.1)
     await pilot.press("L")
     # the editor reads every limit first (LXC: one tool run per cgroup file; slow when
     # the machine is busy)
