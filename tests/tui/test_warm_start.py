@@ -185,61 +185,58 @@ class GCRecorder:
         pass
 
 
-async def test_start_up_objects_are_frozen_once_every_remote_has_listed(setup, monkeypatch):
-    """The full collection before the freeze (hundreds of ms on a slow machine) waits
-    for the first listings, however long they take, then runs once."""
+@pytest.fixture
+def gc_calls(monkeypatch):
+    """tui.app's ``gc`` replaced by a recorder (and its delays shortened): its calls."""
     import tui.app as app_module
 
     recorder = GCRecorder()
     monkeypatch.setattr(app_module, "gc", recorder)
     monkeypatch.setattr(app_module, "FREEZE_QUIET", 0.05)
+    return recorder.calls
+
+
+async def until_frozen(pilot, calls: list[str]) -> None:
+    for _ in range(50):
+        await pilot.pause(0.02)
+        if calls:
+            return
+
+
+async def test_start_up_objects_are_frozen_once_every_remote_has_listed(setup, gc_calls):
+    """The full collection before the freeze (hundreds of ms on a slow machine) waits
+    for the first listings, however long they take, then runs once."""
     cfg, env = setup
     gate = asyncio.Event()
     app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R)], gate=gate))
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause(0.3)
-        assert recorder.calls == []  # still connecting: the listing must not wait for it
+        assert gc_calls == []  # still connecting: the listing must not wait for it
         gate.set()
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if recorder.calls:
-                break
+        await until_frozen(pilot, gc_calls)
         assert app.inventory.statuses["alpha"].listed
         await pilot.pause(0.2)
-        assert recorder.calls == ["collect", "freeze", "enable"]
+        assert gc_calls == ["collect", "freeze", "enable"]
 
 
-async def test_start_up_objects_are_frozen_when_a_remote_fails(setup, monkeypatch):
-    import tui.app as app_module
-
-    recorder = GCRecorder()
-    monkeypatch.setattr(app_module, "gc", recorder)
-    monkeypatch.setattr(app_module, "FREEZE_QUIET", 0.05)
+async def test_start_up_objects_are_frozen_when_a_remote_fails(setup, gc_calls):
     cfg, env = setup
     app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R)], fail=True))
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if recorder.calls:
-                break
+        await until_frozen(pilot, gc_calls)
         assert app.inventory.statuses["alpha"].state is ConnectionState.NOT_RESPONDING
-        assert recorder.calls == ["collect", "freeze", "enable"]
+        assert gc_calls == ["collect", "freeze", "enable"]
 
 
 async def test_start_up_objects_are_frozen_at_the_latest_while_a_remote_hangs(
-        setup, monkeypatch):
+        setup, gc_calls, monkeypatch):
     import tui.app as app_module
 
-    recorder = GCRecorder()
-    monkeypatch.setattr(app_module, "gc", recorder)
     monkeypatch.setattr(app_module, "FREEZE_LATEST", 0.3)
     cfg, env = setup
     app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R)],
                                                       gate=asyncio.Event()))
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if recorder.calls:
-                break
+        await until_frozen(pilot, gc_calls)
         assert app.inventory.statuses["alpha"].state is ConnectionState.CONNECTING
-        assert recorder.calls == ["collect", "freeze", "enable"]
+        assert gc_calls == ["collect", "freeze", "enable"]
