@@ -11,13 +11,13 @@ import sys
 
 from .base import Backend
 from .errors import BackendError
-from .models import Remote
+from .models import FirstListing, Remote
 
 __version__ = "0.1.0"
 
 REGISTRY: dict[str, str] = {
-    "lxd": "backends.lxd:LXDBackend",
-    "incus": "backends.lxd:IncusBackend",
+    "lxd": "backends.lxd.backend:LXDBackend",
+    "incus": "backends.lxd.backend:IncusBackend",
     "lxc": "backends.lxc:LXCBackend",
     "qemu": "backends.qemu:QEMUBackend",
 }
@@ -34,6 +34,31 @@ def backend_class(kind: str) -> type[Backend]:
     except KeyError:
         raise BackendError(f"No backend for remotes of kind '{kind}'.") from None
     return getattr(importlib.import_module(module_name), cls_name)
+
+
+FIRST_LISTINGS: dict[str, str] = {
+    "lxd": "backends.lxd.quick:first_listing",
+    "incus": "backends.lxd.quick:first_listing",
+    "qemu": "backends.qemu.quick:first_listing",
+}
+"""Kinds whose instances can be listed without their backend object, in a thread, while the
+UI is still importing: LXD/Incus with the standard library alone (the backend module,
+with pylxd, is several times slower to import than the daemon is to answer), QEMU from
+its definition files."""
+
+
+def first_listing(remote: Remote, *, timeout: float = 10.0) -> FirstListing | None:
+    """List ``remote``'s instances the quickest way there is, without a backend object
+    (blocking: meant for a thread started before the UI). None when its kind has no such
+    path, or when the remote needs its backend to be listed right (a cluster, whose
+    offline members only the backend knows). Nothing it finds is reported: a failure
+    raises whatever it met, and the backend's own connection then says what is wrong
+    in a user's words."""
+    entry = FIRST_LISTINGS.get(remote.kind)
+    if entry is None:
+        return None
+    module_name, _, func = entry.partition(":")
+    return getattr(importlib.import_module(module_name), func)(remote, timeout)
 
 
 def loaded(kind: str) -> bool:
@@ -58,5 +83,5 @@ def get_backend(remote: Remote, *, timeout: float = 10.0, **options: object) -> 
     return backend_class(remote.kind)(remote, timeout=timeout, **options)
 
 
-__all__ = ["Backend", "BackendError", "Remote", "REGISTRY", "backend_class", "get_backend",
-           "loaded", "preload"]
+__all__ = ["Backend", "BackendError", "FIRST_LISTINGS", "FirstListing", "Remote", "REGISTRY",
+           "backend_class", "first_listing", "get_backend", "loaded", "preload"]

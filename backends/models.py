@@ -298,6 +298,17 @@ class ServerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class FirstListing:
+    """A remote's instances read before its backend exists (:func:`backends.first_listing`):
+    what the first screen shows while the backend is imported and connected."""
+
+    remote: Remote
+    """The remote as it was asked (a listing of another project or address is not its)."""
+    info: ServerInfo
+    instances: tuple[Instance, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LimitField:
     """One resource limit of an instance, as the resource editor shows it."""
 

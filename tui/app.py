@@ -6,7 +6,6 @@ import asyncio
 import gc
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -19,8 +18,6 @@ from textual.worker import Worker, WorkerState
 
 from backends import Backend, BackendError, Remote, get_backend, preload
 from backends.models import ConnectionState
-from backends.remote_store import RemoteStore
-from backends.remotes import ConfigProblem, discover
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
 from .commands import InstanceCommands
@@ -28,7 +25,7 @@ from .config import Config, load_config
 from .screens.main import MainScreen
 from .services.cache import InventoryCache, cache_path
 from .services.inventory import BackendFactory, Inventory
-from .services.projects import apply_remembered
+from .services.startup import Start, resolve
 
 log = logging.getLogger(__name__)
 
@@ -60,53 +57,30 @@ class CorralApp(App[None]):
         env: Mapping[str, str] | None = None,
         factory: BackendFactory | None = None,
         remote_names: list[str] | None = None,
+        start: Start | None = None,
     ) -> None:
+        """``start``: the remotes (and their first listings) the ``corral`` command
+        resolved before importing the UI; without it, resolved here from ``config``."""
         super().__init__()
         self.config = config
         self.env = dict(env if env is not None else os.environ)
-        self.store = RemoteStore(config.path.parent)
-        added, store_problem = self.store.load()
-        found = discover(
-            self.env,
-            added=added,
-            added_source=str(self.store.path),
-            extra=config.remotes,
-            extra_source=str(config.path),
-            read_only=config.read_only_remotes,
-            hidden=config.hide_remotes,
-        )
-        remotes = found.remotes
-        if config.qemu_enabled and shutil.which("qemu-system-x86_64"):
-            from backends.local import qemu_remote
-
-            if "qemu" not in config.hide_remotes:
-                remotes.append(qemu_remote(config.qemu_path or None))
-        if config.lxc_enabled:
-            from backends.local import lxc_remotes
-
-            remotes += [r for r in lxc_remotes(config.lxc_paths)
-                        if r.name not in config.hide_remotes]
-        if remote_names:
-            unknown = [n for n in remote_names if n not in {r.name for r in remotes}]
-            remotes = [r for r in remotes if r.name in remote_names]
-            if unknown:
-                known = ", ".join(r.name for r in found.remotes) or "none"
-                found.problems.append(ConfigProblem(
-                    "--remote", f"no remote named {', '.join(unknown)} (known: {known})"))
-        remotes = apply_remembered(remotes)  # the project each remote was last shown in
+        if start is None:
+            start = resolve(config, self.env, remote_names)
+        self.store = start.store
+        remotes = start.remotes
         self.remotes = remotes
-        self.problems = [str(p) for p in found.problems] + list(config.problems)
-        self.problems += [store_problem] if store_problem else []
+        self.problems = start.problems
+        self.looked_in = start.looked_in
         for problem in self.problems:
             logging.getLogger("corral.config").warning("%s", problem)
-        self.looked_in = found.looked_in
         if factory is None:
             def factory(remote: Remote, timeout: float) -> Backend:
                 options = {"default_accel": config.qemu_accel} if remote.kind == "qemu" else {}
                 return get_backend(remote, timeout=timeout, **options)
         kwargs = {"factory": factory}
         self.inventory = Inventory(remotes, on_change=self._inventory_changed,
-                                   timeout=config.network_timeout, **kwargs)
+                                   timeout=config.network_timeout,
+                                   first_listings=start.first_listings, **kwargs)
         self.main_screen: MainScreen | None = None
         self._cache: InventoryCache | None = None
         self._cache_dirty: set[str] = set()
@@ -114,6 +88,7 @@ class CorralApp(App[None]):
         self._frozen = False
         self._freeze_soon = False
         self._freeze_timer: Timer | None = None
+        self.inventory.take_first_listings()  # those in already: rows of the first frame
         if config.warm_start:
             self._cache = InventoryCache(cache_path(env if env is not None else os.environ,
                                                     config.path))
@@ -164,9 +139,10 @@ class CorralApp(App[None]):
         # Connect to every remote at once, while Textual is still starting up (with or
         # without rows from the last run): the daemons answer meanwhile. With rows to
         # paint, the backends are imported in threads (tui/services/inventory.py); without
-        # any, before the first frame: there is nothing to show yet, and an import racing
-        # the first frames only delays the listings (measured: every row ~0.2 s later).
-        if not self.inventory.instances:
+        # any (and no first listing under way, whose rows would wait for the import),
+        # before the first frame: there is nothing to show yet, and an import racing the
+        # first frames only delays the listings (measured: every row ~0.2 s later).
+        if not self.inventory.instances and not self.inventory.first_listings_pending:
             for kind in {r.kind for r in self.inventory.remotes.values()}:
                 try:
                     preload(kind)

@@ -50,12 +50,18 @@ def main(argv: list[str] | None = None) -> int:
         from .listing import list_remotes
 
         return list_remotes(args.config, args.remotes)
-    from .app import make_app
-    from .config import load_config
+    from .services import startup
+
+    # The remotes first, and their listings in threads: the daemons answer while the UI
+    # is imported and built (most of a start's CPU), so the first frame can show them.
+    start = startup.prepare(args.config, os.environ, theme=args.theme,
+                            remote_names=args.remotes)
     from .graphics import prepare
 
-    prepare(load_config(args.config).graphics)  # asks the terminal: before Textual starts
-    app = make_app(args.config, theme=args.theme, remote_names=args.remotes)
+    prepare(start.config.graphics)  # asks the terminal: before Textual starts
+    from .app import CorralApp
+
+    app = CorralApp(start.config, start=start)
     app.run()
     # A call stuck on a hung remote sits in a worker thread that the interpreter would
     # join at exit (up to its timeout): leave at once instead.

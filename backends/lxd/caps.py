@@ -4,11 +4,12 @@ the console log) are capped; downloads that stream to a file (exports) are not."
 
 from __future__ import annotations
 
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OperationFailed
+
+if TYPE_CHECKING:  # the fast GET path uses the cap without importing requests
+    import requests
 
 MAX_RESPONSE = 64 << 20
 """Bytes of one answer read whole: far above any listing (301 instances ≈ 1 MiB)."""

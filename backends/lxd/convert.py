@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlparse
 
 from .. import units
+from ..errors import AuthError
 from ..models import (
     BackendEvent,
     EventKind,
@@ -19,6 +20,8 @@ from ..models import (
     InstanceStatus,
     InstanceType,
     Operation,
+    Remote,
+    ServerInfo,
     Snapshot,
 )
 
@@ -67,6 +70,32 @@ def image_of(config: Mapping[str, str]) -> str:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def server_info(meta: Mapping[str, Any]) -> ServerInfo:
+    """``GET /1.0``: what the server says about itself."""
+    env = meta.get("environment") or {}
+    return ServerInfo(
+        server=str(env.get("server") or "lxd"),
+        version=str(env.get("server_version") or ""),
+        api_extensions=frozenset(meta.get("api_extensions") or ()),
+        auth=str(meta.get("auth") or ""),
+        server_name=str(env.get("server_name") or ""),
+    )
+
+
+def check_trusted(meta: Mapping[str, Any], remote: Remote) -> None:
+    """``GET /1.0`` of a server that does not trust this client: say what to do.
+
+    Raises:
+        AuthError: the server does not trust corral's certificate.
+    """
+    if meta.get("auth") != "trusted":
+        raise AuthError(
+            f"'{remote.name}' does not trust this client's certificate "
+            f"({remote.client_cert}). Add it with `lxc config trust add` or "
+            f"re-add the remote with a trust token."
+        )
 
 
 def to_instance(data: Mapping[str, Any], remote: str) -> Instance:

@@ -1,5 +1,5 @@
-"""A lean keep-alive GET for the one hot path: ``/state`` of every visible running instance,
-every sampling interval.
+"""A lean keep-alive GET for the hot paths: ``/state`` of every visible running instance,
+every sampling interval, and the first listing at start (:mod:`.quick`).
 
 pylxd on requests costs about 2.5 ms of CPU per request here; ``http.client`` on a kept-alive
 connection about 0.9 ms (measured against LXD 5.0.2, unix socket and HTTPS). Everything else
@@ -71,14 +71,15 @@ class FastGet:
         return conn
 
     def get_json(self, path: str, query: Mapping[str, str] | None = None) -> Any:
-        """``GET /1.0/<path>`` -> the ``metadata`` of the response. ``query`` replaces
-        the remote's ``?project=`` (``all-projects`` must come without a project).
+        """``GET /1.0/<path>`` (``/1.0`` itself for an empty path) -> the ``metadata`` of
+        the response. ``query`` replaces the remote's ``?project=`` (``all-projects``
+        must come without a project).
 
         Raises:
             HTTPStatusError: the daemon answered with an error.
             OSError, http.client.HTTPException: transport problems.
         """
-        url = "/1.0/" + quote(path) + (self._query if query is None
+        url = "/1.0" + ("/" + quote(path) if path else "") + (self._query if query is None
                                        else "?" + urlencode(query) if query else "")
         for attempt in (0, 1):
             conn = self._connection()

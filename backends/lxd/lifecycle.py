@@ -25,7 +25,8 @@ from . import convert
 from .caps import cap_responses
 from .fasthttp import HTTPStatusError
 from .rest import Rest
-from .tls import base_url, check_credentials, make_session
+from .http_session import make_session
+from .tls import base_url, check_credentials
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +76,12 @@ class Lifecycle(Backend):
                     raise rest.map_error(cause) from e
                 raise
             meta = client.host_info
-            if meta.get("auth") != "trusted":
-                raise AuthError(
-                    f"'{remote.name}' does not trust this client's certificate "
-                    f"({remote.client_cert}). Add it with `lxc config trust add` or "
-                    f"re-add the remote with a trust token."
-                )
+            convert.check_trusted(meta, remote)
             return client, session, meta
 
         client, session, meta = await rest.call(_connect)
         rest.attach(client, session)
-        env = meta.get("environment") or {}
-        rest.info = ServerInfo(
-            server=str(env.get("server") or "lxd"),
-            version=str(env.get("server_version") or ""),
-            api_extensions=frozenset(meta.get("api_extensions") or ()),
-            auth=str(meta.get("auth") or ""),
-            server_name=str(env.get("server_name") or ""),
-        )
+        rest.info = convert.server_info(meta)
         return rest.info
 
     async def close(self) -> None:

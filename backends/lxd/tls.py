@@ -1,9 +1,12 @@
-"""TLS for LXD/Incus remotes: the requests session pylxd uses and the ssl context for
-websockets and the fast state path. Both pin the server certificate the CLI stored —
+"""TLS for LXD/Incus remotes: the ssl context for websockets and the fast GET path (and,
+in :mod:`.http_session`, the requests session pylxd uses). Both pin the server certificate the CLI stored —
 pylxd by its SHA-256 fingerprint, the ssl context by the same fingerprint checked at every
 handshake (trusting the pinned file as a CA alone would also accept any certificate it
 signed) — and both ignore ``REQUESTS_CA_BUNDLE`` and the proxy variables, which would
-silently defeat pinning (see ``docs/protocols.md``, section "TLS and pinning")."""
+silently defeat pinning (see ``docs/protocols.md``, section "TLS and pinning").
+
+Standard library only: the first listing (:mod:`.quick`) connects without importing
+requests or pylxd."""
 
 from __future__ import annotations
 
@@ -13,9 +16,6 @@ import re
 import ssl
 from typing import Any
 from urllib.parse import quote
-
-import requests
-from pylxd.client import LXDSSLAdapter, get_session_for_url
 
 from ..errors import AuthError
 from ..models import Remote
@@ -59,48 +59,6 @@ def base_url(remote: Remote) -> str:
     if remote.is_unix:
         return "http+unix://" + quote(remote.socket_path, safe="")
     return remote.address.rstrip("/")
-
-
-class _PinnedAdapter(LXDSSLAdapter):
-    """pylxd's adapter for a pinned certificate, with one ssl context of our own
-    (:func:`ssl_context`: the fingerprint checked at each handshake) for all its
-    connections. pylxd checks the pin itself and turns verification off for urllib3, which
-    then loaded the whole system CA store for every new connection (~20 ms of CPU each,
-    several per remote at start-up) only to use none of it. The context is shared by
-    every thread, so it is a :class:`_SettledContext`."""
-
-    def __init__(self, context: ssl.SSLContext, fingerprint: str) -> None:
-        self._context = context
-        self._fingerprint = fingerprint
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["ssl_context"] = self._context
-        super().init_poolmanager(*args, **kwargs)
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        conn.assert_fingerprint = self._fingerprint  # as pylxd's, read once, not per request
-        requests.adapters.HTTPAdapter.cert_verify(self, conn, url, False, cert)
-
-
-def make_session(remote: Remote) -> requests.Session:
-    """A requests session for pylxd, with pinning that environment variables cannot undo."""
-    url = base_url(remote)
-    if remote.is_unix:
-        session = get_session_for_url(url)
-    else:
-        cert = (remote.client_cert, remote.client_key)
-        session = get_session_for_url(url, verify=remote.server_cert or True, cert=cert)
-        if remote.server_cert:
-            context = ssl_context(remote, _SettledContext)
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE  # what urllib3 sets for pylxd: the pin decides
-            context.set_alpn_protocols(["http/1.1"])  # urllib3's
-            context.settled = True
-            session.mount(url, _PinnedAdapter(context, pinned_fingerprint(
-                remote.server_cert).hex()))
-    session.trust_env = False
-    return session
 
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
@@ -154,7 +112,7 @@ class PinnedContext(ssl.SSLContext):
     corral_fingerprint: bytes | None = None
 
 
-class _SettledContext(PinnedContext):
+class SettledContext(PinnedContext):
     """A pinned context that ignores being set up again once ``settled``.
 
     urllib3 re-applies its TLS settings to the context it is given at every new connection

@@ -26,7 +26,6 @@ from ..models import (
     InstanceRef,
     InstanceState,
     InstanceStatus,
-    InstanceType,
     ServerInfo,
 )
 from .definition import QEMU
@@ -87,15 +86,9 @@ class Lifecycle(Backend):
         vms = self.vms
         out = []
         for name in vms.names():
-            try:
-                if name not in vms.status:
-                    await vms.adopt(name)
-                out.append(vms.instance(name))
-            except OperationFailed as e:
-                # a damaged definition is shown, with the problem, and hides nothing else
-                out.append(Instance(ref=vms.ref(name), type=InstanceType.VM,
-                                    status=InstanceStatus.ERROR, description=e.message,
-                                    extra={"reason": e.message}))
+            if name not in vms.status:
+                await vms.adopt(name)
+            out.append(vms.entry(name))
         return out
 
     async def get_instance(self, ref: InstanceRef) -> Instance:

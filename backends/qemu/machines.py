@@ -162,6 +162,16 @@ class Machines:
                 f"The definition of '{name}' ({self.dir(name) / 'vm.json'}) is damaged: {e}"
             ) from e
 
+    def entry(self, name: str) -> Instance:
+        """The VM as a listing shows it: a damaged definition is shown, with the problem,
+        and hides nothing else."""
+        try:
+            return self.instance(name)
+        except OperationFailed as e:
+            return Instance(ref=self.ref(name), type=InstanceType.VM,
+                            status=InstanceStatus.ERROR, description=e.message,
+                            extra={"reason": e.message})
+
     def instance(self, name: str) -> Instance:
         d = self.definition(name)
         status = self.status.get(name, InstanceStatus.STOPPED)

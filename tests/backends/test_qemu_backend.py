@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qemu_guest import wait_serial  # noqa: E402
 
+from backends import first_listing  # noqa: E402
 from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut  # noqa: E402
 from backends.models import InstanceRef, InstanceStatus  # noqa: E402
 from backends.qemu import QEMUBackend  # noqa: E402
@@ -51,6 +52,8 @@ async def test_kernel_vm_lifecycle_and_events(qemu, guest):
         await qemu.freeze(ref)
         await next_event(stream, ref, {"instance-paused"})
         assert (await qemu.get_instance(ref)).status is InstanceStatus.FROZEN
+        # running or paused, only QMP knows: no first listing of the definitions then
+        assert first_listing(qemu.remote) is None
         await qemu.unfreeze(ref)
         await next_event(stream, ref, {"instance-resumed"})
 
@@ -65,6 +68,9 @@ async def test_kernel_vm_lifecycle_and_events(qemu, guest):
         assert ev.message == ""  # we stopped it: no complaint
         assert (await qemu.get_instance(ref)).status is InstanceStatus.STOPPED
         assert qemu.vms.pid("vm1") is None
+        listing = first_listing(qemu.remote)
+        assert [(i.ref, i.status, i.image) for i in listing.instances] == \
+            [(ref, InstanceStatus.STOPPED, f"kernel {Path(kernel).name}")]
     finally:
         await stream.aclose()
 

@@ -1,10 +1,10 @@
 """LXD/Incus remotes, against the real lab daemons. Certificate pinning on every TLS path
-(lxd2, remote lab2):
-REST, the events/console websockets and the fast ``/state`` path all compare the server
-certificate's fingerprint with the pinned one. The impostor is a proxy that relays to the
-real daemon but presents a certificate signed by the pinned file (a CA): trusting the pin as
-a CA would accept it. A remote without a pin, or with a key others can read, is flagged
-in the remotes pane. Exports are private files."""
+(lxd2, remote lab2): REST, the events/console websockets, the fast ``/state`` path and the
+first listing all compare the server certificate's fingerprint with the pinned one. The
+impostor is a proxy that relays to the real daemon but presents a certificate signed by
+the pinned file (a CA): trusting the pin as a CA would accept it. A remote without a pin,
+or with a key others can read, is flagged in the remotes pane. Exports are private
+files."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import get_backend
+from backends import first_listing, get_backend
 from backends.lxd.fasthttp import FastGet
 from backends.lxd.rest import Rest
 from backends.models import InstanceRef
@@ -113,6 +113,8 @@ async def test_websockets_and_the_fast_path_compare_the_pinned_fingerprint(lab, 
         with pytest.raises(ssl.SSLCertVerificationError, match="not the pinned one"):
             await asyncio.to_thread(fast.get_json, "instances")
         fast.close()
+        with pytest.raises(ssl.SSLCertVerificationError, match="not the pinned one"):
+            await asyncio.to_thread(first_listing, impostor, timeout=5)  # before the UI
         await asyncio.sleep(0.2)
         assert sent[0] == 0  # not one byte of HTTP (nor a client's request) went through
 
@@ -155,7 +157,8 @@ def test_the_shared_rest_context_is_not_reconfigured_per_connection(lab, lab_env
     they all work, and none changes the context."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from backends.lxd.tls import base_url, make_session
+    from backends.lxd.http_session import make_session
+    from backends.lxd.tls import base_url
 
     lab2 = {r.name: r for r in discover(lab_env).remotes}["lab2"]
     session = make_session(lab2)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
@@ -100,6 +101,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         self._sample_soon_scheduled = False
         self._ready = False  # once mounted; changes before that are shown by on_mount
         self._bindings_key: tuple | None = None
+        self._laid_out_at: Size | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -121,6 +123,17 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         yield CommandLine(self.offered_views, id="command")
         yield Static("", id="activity", markup=False)
         yield FittingFooter()
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """A size this screen is laid out at already changes nothing: Textual hands the
+        same size over again at start (the terminal's in-band size report), and each is
+        a layout of every widget (~30 ms before the first frame here). Textual calls the
+        ``_on_resize`` of every class in the MRO; ``prevent_default`` stops that walk."""
+        if event.size == self._laid_out_at:
+            event.prevent_default()
+            event.stop()
+        elif self.stack_updates and self.is_attached:  # Screen._on_resize lays it out
+            self._laid_out_at = event.size
 
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"

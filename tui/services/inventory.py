@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
@@ -23,6 +25,7 @@ from backends.models import (
     Capability,
     ConnectionState,
     EventKind,
+    FirstListing,
     Instance,
     InstanceRef,
     InstanceState,
@@ -30,6 +33,7 @@ from backends.models import (
     Remote,
 )
 
+from .listings import Listings
 from .sampling import Sampling
 from .members import ClusterMembers
 from .status import RemoteStatus
@@ -55,7 +59,7 @@ def _default_factory(remote: Remote, timeout: float) -> Backend:
     return get_backend(remote, timeout=timeout)
 
 
-class Inventory(Sampling):
+class Inventory(Sampling, Listings):
     """Owns the backends and the merged view of all instances."""
 
     def __init__(
@@ -66,6 +70,7 @@ class Inventory(Sampling):
         timeout: float = 10.0,
         factory: BackendFactory = _default_factory,
         reconnect_cap: float = 15.0,
+        first_listings: Mapping[str, Future[FirstListing | None]] | None = None,
     ) -> None:
         self.remotes = {r.name: r for r in remotes}
         self.statuses = {name: RemoteStatus(r) for name, r in self.remotes.items()}
@@ -91,6 +96,7 @@ class Inventory(Sampling):
         self.on_resource: Callable[[str, BackendEvent], None] | None = None
         """Told of lifecycle events about anything but instances (profiles, networks…)."""
         self.members = ClusterMembers(self)  # of cluster remotes, from their events
+        self._init_listings(first_listings)
 
     # Helpers ---------------------------------------------------------------------------
 
@@ -173,6 +179,7 @@ class Inventory(Sampling):
                 await self._sleep_or_wake(name, None)
                 continue
             self._set_state(name, ConnectionState.CONNECTING, "")
+            await self.first_listing(name)  # started before the UI, if it was
             await self._preload(remote.kind)
             backend = self._factory(remote, self.timeout)
             # The event stream opens while the REST connection is made (one round trip
@@ -459,14 +466,7 @@ class Inventory(Sampling):
         backend = self.backends.get(name)
         if backend is None:
             return
-        listed = await backend.list_instances()
-        fresh = {i.ref: i for i in listed}
-        for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
-            self._drop(ref)
-        for inst in fresh.values():
-            self._store(inst)
-        self.statuses[name].listed = True
-        self._notify(name, None)
+        self._apply_listing(name, await backend.list_instances())
 
     # Actions ---------------------------------------------------------------------------
 

@@ -66,9 +66,10 @@ _STATUS_VAR = {
 
 
 def _live(inv: Inventory, remote: str) -> bool:
-    """Rows of this remote are current (connected, and listed in this run: not the cache)."""
+    """Rows of this remote are current: listed in this run (not the cache), and connected
+    or still connecting (listed before its backend was up, its events not followed yet)."""
     st = inv.statuses[remote]
-    return st.state is ConnectionState.CONNECTED and st.listed
+    return st.listed and st.state in (ConnectionState.CONNECTED, ConnectionState.CONNECTING)
 
 
 @lru_cache(maxsize=8192)

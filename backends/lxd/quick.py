@@ -1,0 +1,58 @@
+"""The first listing of an LXD/Incus remote, made before its backend exists.
+
+At start, importing the backend (pylxd, requests, websockets and every concern) costs
+several times what the daemon needs to answer ``/1.0/instances?recursion=1``. This module
+needs only the standard library and corral's models: two GETs on one kept-alive
+connection (:mod:`.fasthttp`, pinned like every other connection by :mod:`.tls`), run in a
+thread that starts before the UI does. The backend connects afterwards and lists again
+once its event stream is open, so nothing that changed in between is missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ..errors import Unreachable
+from ..models import FirstListing, Instance, Remote
+from . import convert
+from .fasthttp import FastGet
+from .tls import check_credentials
+
+log = logging.getLogger(__name__)
+
+
+def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
+    """``GET /1.0`` then ``GET /1.0/instances?recursion=1`` (blocking). None for a cluster:
+    its rows need the members' states, which only the backend follows.
+
+    Raises:
+        AuthError: missing credentials, or a server that does not trust this client.
+        Unreachable: no socket at the configured path.
+        OSError, http.client.HTTPException, fasthttp.HTTPStatusError: anything else.
+    """
+    check_credentials(remote)
+    if remote.is_unix and not os.path.exists(remote.socket_path):
+        raise Unreachable(f"No socket at {remote.socket_path}.")
+    fast = FastGet(remote, timeout)
+    try:
+        meta = fast.get_json("")
+        if not isinstance(meta, dict):
+            raise ValueError("GET /1.0 did not answer with an object")
+        convert.check_trusted(meta, remote)
+        if (meta.get("environment") or {}).get("server_clustered"):
+            return None
+        query = {"recursion": "1"}
+        if remote.project != "default":
+            query["project"] = remote.project
+        items = fast.get_json("instances", query)
+    finally:
+        fast.close()
+    instances: list[Instance] = []
+    for d in items if isinstance(items, list) else ():
+        try:
+            instances.append(convert.to_instance(d, remote.name))
+        except Exception as e:  # noqa: BLE001 - one bad entry hides nothing else
+            log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
+                        remote.name, type(e).__name__, e, d)
+    return FirstListing(remote, convert.server_info(meta), tuple(instances))

@@ -1,0 +1,95 @@
+"""The first listing (``backends.first_listing``), made before any backend exists: against
+the lab's real LXD and Incus daemons it lists what the backend lists, imports neither
+pylxd nor requests, and refuses what the backend refuses (an untrusted client, a missing
+socket, a certificate that is not the pinned one: tests/backends/test_security_lxd.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backends import first_listing
+from backends.errors import AuthError, Unreachable
+from backends.remotes import discover
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lab_remotes(env):
+    return {r.name: r for r in discover(env).remotes}
+
+
+def summary(instances):
+    return {(i.ref, i.status, i.type, i.image, i.location, i.profiles) for i in instances}
+
+
+async def test_first_listing_is_what_the_backend_lists(remote_backend, unique):
+    name, backend, info, daemon = remote_backend
+    made = unique()
+    daemon.cli("init", "busybox", made)
+    try:
+        first = await asyncio.to_thread(first_listing, backend.remote, timeout=10)
+        listed = await backend.list_instances()
+        assert first is not None and first.remote == backend.remote
+        assert made in {i.ref.name for i in first.instances}
+        assert summary(first.instances) == summary(listed)
+        assert (first.info.server, first.info.version, first.info.api_extensions) == \
+            (info.server, info.version, info.api_extensions)
+    finally:
+        daemon.cli("delete", "--force", made, check=False)
+
+
+def test_first_listing_needs_neither_pylxd_nor_requests(lab, lab_env):
+    script = (
+        "import json, os, sys\n"
+        "from backends import first_listing\n"
+        "from backends.remotes import discover\n"
+        "out = {r.name: len(first_listing(r, timeout=10).instances)\n"
+        "       for r in discover(os.environ).remotes if r.name in ('local', 'lab2', 'inc1')}\n"
+        "out['imported'] = [m for m in ('pylxd', 'requests', 'websockets', 'textual')\n"
+        "                   if m in sys.modules]\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **lab_env},
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    out = json.loads(done.stdout)
+    assert out.pop("imported") == []
+    assert set(out) == {"local", "lab2", "inc1"}
+
+
+def test_first_listing_refuses_an_untrusted_client_and_a_missing_socket(lab, lab_env,
+                                                                        tmp_path):
+    conf = tmp_path / "lxc"
+    shutil.copytree(lab.lxd_conf, conf)
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:secp384r1",
+         "-nodes", "-subj", "/CN=stranger", "-days", "2", "-keyout", str(conf / "client.key"),
+         "-out", str(conf / "client.crt")], check=True, capture_output=True)
+    stranger = lab_remotes(dict(lab_env, LXD_CONF=str(conf)))["lab2"]
+    with pytest.raises(AuthError, match="does not trust this client"):
+        first_listing(stranger, timeout=5)
+    local = lab_remotes(lab_env)["local"]
+    with pytest.raises(Unreachable, match="No socket"):
+        first_listing(replace(local, address=f"unix://{tmp_path}/gone.sock"), timeout=5)
+
+
+def test_first_listing_of_a_project_lists_that_project(lab, lab_env, unique):
+    project, made = unique("p"), unique()
+    lab.lxd1.cli("project", "create", project, "-c", "features.images=false",
+                 "-c", "features.profiles=false")
+    try:
+        lab.lxd1.cli("init", "busybox", made, "--project", project)
+        local = replace(lab_remotes(lab_env)["local"], project=project)
+        first = first_listing(local, timeout=10)
+        assert [(i.ref.name, i.ref.project) for i in first.instances] == [(made, project)]
+    finally:
+        lab.lxd1.cli("delete", "--force", made, "--project", project, check=False)
+        lab.lxd1.cli("project", "delete", project, check=False)

@@ -1,0 +1,75 @@
+"""Whole listings of a remote coming into the inventory: the first one of a run, made
+before the backend existed (:mod:`.startup`), and every later one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+
+from backends.models import FirstListing, Instance, InstanceRef, Remote
+
+from .status import RemoteStatus
+
+log = logging.getLogger(__name__)
+
+
+class Listings:
+    """For :class:`~.inventory.Inventory` (which holds the state these write)."""
+
+    remotes: dict[str, Remote]
+    statuses: dict[str, RemoteStatus]
+    instances: dict[InstanceRef, Instance]
+    timeout: float
+    _notify: Callable[..., None]
+    _drop: Callable[[InstanceRef], None]
+    _store: Callable[[Instance], Instance]
+
+    def _init_listings(self, first: Mapping[str, Future[FirstListing | None]] | None) -> None:
+        self._first: dict[str, Future[FirstListing | None]] = dict(first or {})
+
+    def _apply_listing(self, name: str, listed: Iterable[Instance]) -> None:
+        """Every instance of remote ``name`` is now ``listed``: rows not in it go."""
+        fresh = {i.ref: i for i in listed}
+        for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
+            self._drop(ref)
+        for inst in fresh.values():
+            self._store(inst)
+        self.statuses[name].listed = True
+        self._notify(name, None)
+
+    def _take(self, name: str, listing: FirstListing | None) -> None:
+        # For the remote as it is now: the user may have changed its project meanwhile.
+        if listing is not None and listing.remote == self.remotes.get(name) \
+                and not self.statuses[name].listed:
+            self.statuses[name].server = listing.info
+            self._apply_listing(name, listing.instances)
+
+    @property
+    def first_listings_pending(self) -> bool:
+        """Some first listing was started and is not shown (nor dropped) yet."""
+        return bool(self._first)
+
+    def take_first_listings(self) -> None:
+        """Show the first listings that are in already (the rest arrive as
+        :meth:`first_listing` is awaited by each remote's supervisor)."""
+        for name, future in list(self._first.items()):
+            if future.done():
+                del self._first[name]
+                if future.exception() is None:
+                    self._take(name, future.result())
+
+    async def first_listing(self, name: str) -> None:
+        """Wait for remote ``name``'s first listing, if one was started, and show it. A
+        listing that failed or took longer than a connection may changes nothing: the
+        backend's connection lists (or says what is wrong) next."""
+        future = self._first.pop(name, None)
+        if future is None:
+            return
+        try:
+            listing = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+        except Exception as e:  # noqa: BLE001 - reported by the backend's connection
+            log.debug("%s: first listing not used (%s: %s)", name, type(e).__name__, e)
+            return
+        self._take(name, listing)
