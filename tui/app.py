@@ -26,6 +26,7 @@ from .screens.main import MainScreen
 from .services.cache import InventoryCache, cache_path
 from .services.inventory import BackendFactory, Inventory
 from .services.startup import Start, resolve
+from .lastframe import Spec
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,12 @@ class CorralApp(App[None]):
         factory: BackendFactory | None = None,
         remote_names: list[str] | None = None,
         start: Start | None = None,
+        last_frame: Spec | None = None,
     ) -> None:
         """``start``: the remotes (and their first listings) the ``corral`` command
-        resolved before importing the UI; without it, resolved here from ``config``."""
+        resolved before importing the UI; without it, resolved here from ``config``.
+        ``last_frame``: where the screen is kept at quit for the next start to paint
+        first (``tui/lastframe.py``; the ``corral`` command's, not the tests')."""
         super().__init__()
         self.config = config
         self.env = dict(env if env is not None else os.environ)
@@ -88,6 +92,7 @@ class CorralApp(App[None]):
         self._frozen = False
         self._freeze_soon = False
         self._freeze_timer: Timer | None = None
+        self._last_frame = last_frame
         self.inventory.take_first_listings()  # those in already: rows of the first frame
         if config.warm_start:
             self._cache = InventoryCache(cache_path(env if env is not None else os.environ,
@@ -259,6 +264,24 @@ class CorralApp(App[None]):
             if isinstance(self.focused, TerminalView):
                 return False  # q and ? belong to the console while it has the focus
         return True
+
+    async def action_quit(self) -> None:
+        self._keep_last_frame()
+        await super().action_quit()
+
+    def _keep_last_frame(self) -> None:
+        """The main screen as it is, for the next start (another screen on top: none)."""
+        spec = self._last_frame
+        if spec is None or self.is_headless:
+            return
+        try:
+            if not self.config.warm_start or self.screen is not self.main_screen:
+                spec.forget()
+                return
+            frame = self.screen._compositor.render_full_update().render_segments(self.console)
+            spec.save(self.size.width, self.size.height, frame)
+        except OSError as e:
+            log.warning("could not keep the last frame: %s", e)
 
     def action_help(self) -> None:
         screen = self.screen

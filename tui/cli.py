@@ -50,19 +50,32 @@ def main(argv: list[str] | None = None) -> int:
         from .listing import list_remotes
 
         return list_remotes(args.config, args.remotes)
-    from .services import startup
+    from . import lastframe
 
-    # The remotes first, and their listings in threads: the daemons answer while the UI
-    # is imported and built (most of a start's CPU), so the first frame can show them.
-    start = startup.prepare(args.config, os.environ, theme=args.theme,
-                            remote_names=args.remotes)
-    from .graphics import prepare
+    # The screen of the last run first (dimmed, marked), in the time Python takes to
+    # start; then the remotes, and their listings in threads: the daemons answer while
+    # the UI is imported and built (most of a start's CPU), so its first frame can show
+    # them.
+    config_path = args.config or config_file()
+    painted = lastframe.paint(os.environ, config_path, args.theme, args.remotes)
+    ran = False
+    try:
+        from .services import startup
 
-    prepare(start.config.graphics)  # asks the terminal: before Textual starts
-    from .app import CorralApp
+        start = startup.prepare(config_path, os.environ, theme=args.theme,
+                                remote_names=args.remotes)
+        from .graphics import prepare
 
-    app = CorralApp(start.config, start=start)
-    app.run()
+        prepare(start.config.graphics)  # asks the terminal: before Textual starts
+        from .app import CorralApp
+
+        app = CorralApp(start.config, start=start, last_frame=lastframe.Spec(
+            os.environ, config_path, args.theme, args.remotes))
+        ran = True  # from here Textual owns the screen (and leaves it as it found it)
+        app.run()
+    finally:
+        if painted is not None:
+            painted.done(ui_ran=ran)
     # A call stuck on a hung remote sits in a worker thread that the interpreter would
     # join at exit (up to its timeout): leave at once instead.
     sys.stdout.flush()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -17,3 +19,16 @@ def config_file() -> Path:
     if override:
         return Path(override).expanduser()
     return _xdg("XDG_CONFIG_HOME", ".config") / "corral" / "config.toml"
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME/corral`` (the inventory cache and the last frame)."""
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"),
+                                                     ".cache")
+    return Path(base) / "corral"
+
+
+def config_digest(config_path: Path) -> str:
+    """Names what belongs to one configuration file (another config never sees it)."""
+    return hashlib.sha256(str(Path(config_path).expanduser().absolute()).encode()
+                          ).hexdigest()[:16]

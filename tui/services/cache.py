@@ -10,7 +10,6 @@ first listing of this run replaces them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from backends.models import Instance, InstanceRef, InstanceStatus, InstanceType, Remote
+
+from ..locations import cache_dir, config_digest
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +38,9 @@ class CachedRemote:
     instances: tuple[Instance, ...]
 
 
-def cache_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"),
-                                                     ".cache")
-    return Path(base) / "corral"
-
-
 def cache_path(env: Mapping[str, str], config_path: Path) -> Path:
     """The file for one configuration (another config never sees these rows)."""
-    digest = hashlib.sha256(str(Path(config_path).expanduser().absolute()).encode()).hexdigest()
-    return cache_dir(env) / f"inventory-{digest[:16]}.json"
+    return cache_dir(env) / f"inventory-{config_digest(config_path)}.json"
 
 
 def identity(remote: Remote) -> str:

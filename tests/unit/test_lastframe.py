@@ -1,0 +1,88 @@
+"""The last frame (tui/lastframe.py): saved dimmed and marked, used only for the same start
+(terminal size, TERM, config and its mtime, --theme, --remote), only from a private file of
+this user, and only when it holds nothing but text and CSI sequences."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tui import lastframe
+
+SIZE = os.terminal_size((80, 24))
+
+
+@pytest.fixture
+def spot(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "TERM": "xterm-256color"}
+    return env, config, lastframe.frame_path(env, config)
+
+
+def test_saved_dimmed_and_marked_then_loaded_for_the_same_start(spot):
+    env, config, path = spot
+    key = lastframe.key(env, config, SIZE, None, None)
+    lastframe.save(path, key, "\x1b[1;1H\x1b[38;5;188;48;5;23mweb1\x1b[0m running\n\x1b[mx")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    frame = lastframe.load(path, key)
+    assert "\x1b[38;5;188;48;5;23;2mweb1\x1b[0;2m running" in frame
+    assert "\x1b[2mx" in frame  # a bare reset dims too
+    assert lastframe.MARK in frame and frame.index("\x1b[1;57H") < frame.index(lastframe.MARK)
+
+
+@pytest.mark.parametrize("change", ["size", "term", "theme", "remotes", "config"])
+def test_another_start_does_not_use_it(spot, change):
+    env, config, path = spot
+    lastframe.save(path, lastframe.key(env, config, SIZE, None, None), "web1")
+    size, theme, remotes = SIZE, None, None
+    if change == "size":
+        size = os.terminal_size((81, 24))
+    elif change == "term":
+        env = dict(env, TERM="screen")
+    elif change == "theme":
+        theme = "corral-light"
+    elif change == "remotes":
+        remotes = ["local"]
+    else:
+        st = config.stat()
+        os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert lastframe.load(path, lastframe.key(env, config, size, theme, remotes)) is None
+
+
+@pytest.mark.parametrize("hostile", [
+    "\x1b]0;owned\x07",          # OSC: sets the window title (or worse, elsewhere)
+    "\x1bP+q544e\x1b\\",          # DCS: a query the terminal answers as typed input
+    "\x9b31m",                    # C1 CSI
+    "\x07", "\x1b7", "\x00",
+])
+def test_anything_but_text_and_csi_is_not_written(spot, hostile):
+    env, config, path = spot
+    key = lastframe.key(env, config, SIZE, None, None)
+    lastframe.save(path, key, f"web1 {hostile} web2")
+    assert lastframe.load(path, key) is None
+
+
+def test_only_a_private_regular_file_of_this_user(spot, tmp_path):
+    env, config, path = spot
+    key = lastframe.key(env, config, SIZE, None, None)
+    lastframe.save(path, key, "web1")
+    path.chmod(0o644)
+    assert lastframe.load(path, key) is None
+    path.chmod(0o600)
+    assert lastframe.load(path, key) is not None
+    other = tmp_path / "elsewhere.ansi"
+    other.write_text(json.dumps(key, separators=(",", ":")) + "\nweb1")
+    other.chmod(0o600)
+    path.unlink()
+    path.symlink_to(other)
+    assert lastframe.load(path, key) is None
+
+
+def test_not_painted_without_a_terminal(spot):
+    env, config, path = spot
+    lastframe.save(path, lastframe.key(env, config, SIZE, None, None), "web1")
+    assert lastframe.paint(env, config, None, None) is None  # pytest's stdin: no tty

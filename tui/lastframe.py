@@ -1,0 +1,168 @@
+"""The last frame: corral's screen as it was when it last quit, painted dimmed, and marked
+``last run · refreshing…``, by the ``corral`` command before it imports anything else.
+
+A start needs ~0.5 s of CPU before Textual paints its first frame (imports, styles, the
+table's rows); this frame is on the screen in the time Python needs to start. Textual then
+paints over it with current rows. It is used only when it can only be right: the same
+terminal size, ``TERM``, ``COLORTERM`` and ``NO_COLOR``, the same configuration file
+(unchanged since), ``--theme`` and ``--remote``. It is a private file beside the inventory
+cache (``warm_start = false`` turns both off), and only text and CSI sequences (colours,
+cursor moves) are written from it: anything else in it means it is not corral's, and it
+is not used.
+
+Standard library only: this runs before Textual and corral's modules are imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import termios
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .locations import cache_dir, config_digest
+
+VERSION = 1
+MARK = " last run · refreshing… "
+"""Written over the top right corner: the frame is not live (and says so in words)."""
+_SAFE = re.compile(r"(?:[^\x00-\x1f\x7f-\x9f]|[\r\n]|\x1b\[[0-9;:?]*[ -/]*[@-~])*")
+"""Printable text, CR/LF and CSI sequences: what Textual writes for a frame."""
+_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+ENTER = "\x1b[?1049h\x1b[?25l"
+"""The alternate screen (Textual enters it again: a no-op) and no cursor."""
+LEAVE = "\x1b[?1049l\x1b[?25h"
+
+
+def frame_path(env: Mapping[str, str], config_path: Path) -> Path:
+    return cache_dir(env) / f"frame-{config_digest(config_path)}.ansi"
+
+
+def key(env: Mapping[str, str], config_path: Path, size: os.terminal_size,
+        theme: str | None, remotes: Sequence[str] | None) -> dict:
+    """What must be the same for a saved frame to be this start's."""
+    try:
+        mtime = Path(config_path).expanduser().stat().st_mtime_ns
+    except OSError:
+        mtime = 0
+    return {"version": VERSION, "size": [size.columns, size.lines],
+            "term": env.get("TERM", ""), "colorterm": env.get("COLORTERM", ""),
+            "no_color": env.get("NO_COLOR", ""), "theme": theme or "",
+            "remotes": sorted(remotes or ()), "config": str(config_path), "mtime": mtime}
+
+
+class Spec:
+    """What the app needs to save its last frame for the next start like this one."""
+
+    def __init__(self, env: Mapping[str, str], config_path: Path, theme: str | None,
+                 remotes: Sequence[str] | None) -> None:
+        self.env, self.config_path = dict(env), config_path
+        self.theme, self.remotes = theme, remotes
+
+    def save(self, columns: int, lines: int, frame: str) -> None:
+        size = os.terminal_size((columns, lines))
+        save(frame_path(self.env, self.config_path),
+             key(self.env, self.config_path, size, self.theme, self.remotes), frame)
+
+    def forget(self) -> None:
+        frame_path(self.env, self.config_path).unlink(missing_ok=True)
+
+
+def dimmed(frame: str) -> str:
+    """Every colour and attribute of ``frame`` with faint added (``2``)."""
+    return _SGR.sub(lambda m: f"\x1b[{m.group(1) + ';' if m.group(1) else ''}2m", frame)
+
+
+def save(path: Path, frame_key: dict, frame: str) -> None:
+    """Keep ``frame`` (Textual's full render of the screen) for the next start, dimmed and
+    marked: privately, atomically."""
+    columns = frame_key["size"][0]
+    mark = f"\x1b[1;{max(1, columns - len(MARK) + 1)}H\x1b[0;7m{MARK}\x1b[0m"
+    payload = (json.dumps(frame_key, separators=(",", ":")) + "\n" + dimmed(frame)
+               + mark).encode()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load(path: Path, frame_key: dict) -> str | None:
+    """The saved frame when it is this start's (and safe to write), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.getuid() or st.st_mode & 0o077 or st.st_size > 4 << 20:
+            return None  # not this user's private file
+        data = f.read()
+    head, _, body = data.partition(b"\n")
+    try:
+        if json.loads(head) != frame_key:
+            return None
+        text = body.decode()
+    except ValueError:  # JSON or UTF-8
+        return None
+    return text if _SAFE.fullmatch(text) else None
+
+
+def _write(text: str) -> None:
+    data = memoryview(text.encode())
+    while data:
+        data = data[os.write(sys.stdout.fileno(), data):]
+
+
+class Painted:
+    """A frame on the screen before the UI: the terminal's echo is off until the UI ends
+    (what is typed meanwhile waits for it, unseen); :meth:`done` puts things back."""
+
+    def __init__(self, fd: int, attrs: list) -> None:
+        self.fd = fd
+        self.attrs = attrs
+
+    def done(self, ui_ran: bool) -> None:
+        """The UI has ended (``ui_ran``: it left the alternate screen itself) or never
+        started: the screen and the terminal's modes as they were before corral."""
+        if not ui_ran:
+            _write(LEAVE)
+        try:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.attrs)
+        except termios.error:
+            pass  # the terminal is gone
+
+
+def paint(env: Mapping[str, str], config_path: Path, theme: str | None,
+          remotes: Sequence[str] | None) -> Painted | None:
+    """Write the last frame to the terminal if there is one for this start."""
+    try:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            return None
+        size = shutil.get_terminal_size()  # what Textual sizes its screen by (COLUMNS…)
+        frame = load(frame_path(env, config_path), key(env, config_path, size, theme,
+                                                         remotes))
+        if frame is None:
+            return None
+        fd = sys.stdin.fileno()
+        attrs = termios.tcgetattr(fd)
+        quiet = list(attrs)
+        quiet[3] = attrs[3] & ~termios.ECHO  # lflag
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except (OSError, termios.error):
+        return None
+    painted = Painted(fd, attrs)
+    try:
+        _write(ENTER + frame)
+    except OSError:
+        painted.done(ui_ran=False)
+        return None
+    return painted
