@@ -6,7 +6,7 @@ theme = "corral-dark"      # or corral-light, or any Textual theme
 metrics_interval = 10      # seconds between CPU/memory samples of visible running rows
 stop_timeout = 30          # graceful stop before force is offered
 network_timeout = 10       # seconds before a remote counts as not responding
-warm_start = true          # paint the last run's rows (marked stale) before remotes answer
+warm_start = true          # the last screen at once, then the last run's rows (marked stale) until remotes answer
 
 [keymap]                   # binding id = keys
 "instance.stop" = "s"

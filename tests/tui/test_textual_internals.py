@@ -2,7 +2,8 @@
 
 ``InstanceTable._update_rows`` writes into DataTable's private row data and drops only the
 changed rows' render caches (see its docstring); ``on_resize`` sets
-``_require_update_dimensions``. pyproject.toml pins Textual exactly; this test says what
+``_require_update_dimensions``; the main screen waits for the end of Textual's start-up batch
+to render and skips a resize to its own size. pyproject.toml pins Textual exactly; this test says what
 to look at when the pin moves.
 """
 
@@ -64,3 +65,48 @@ async def test_update_rows_repaints_a_changed_cell_through_the_private_caches():
             "cpu")]) == "93%"
         assert "other" in after
         assert isinstance(table.get_row("r2")[0], Text) and isinstance(table, DataTable)
+
+
+async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(tmp_path):
+    """MainScreen._compositor_refresh waits for the end of Textual's start-up batch (a
+    frame rendered inside it is dropped), and MainScreen._on_resize skips a size it is laid
+    out at (Textual hands the same size over again at start). Both rely on private parts:
+    ``App._batch_count``, ``Screen._repaint_required``, the MRO walk of ``_on_resize``."""
+    from textual import events
+    from textual._compositor import Compositor
+
+    from backends.fake import FakeBackend
+    from backends.models import InstanceStatus, InstanceType
+    from tui.app import make_app
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n[qemu]\n'
+                   'enabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
+                   'address = "/nonexistent/a.sock"\n')
+    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
+           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
+    app = make_app(cfg, env=env, factory=lambda remote, timeout: FakeBackend(
+        remote, instances=[("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)]))
+    in_batch, renders = [], []
+    original = Compositor.render_update
+
+    def render_update(self, *args, **kwargs):
+        renders.append(1)
+        if app._batch_count:
+            in_batch.append(1)
+        return original(self, *args, **kwargs)
+
+    Compositor.render_update = render_update
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause(0.1)
+            assert renders and not in_batch
+            screen = app.main_screen
+            assert screen._laid_out_at == app.size
+            layouts = []
+            screen._refresh_layout = lambda *a, **k: layouts.append(a)
+            screen.post_message(events.Resize(app.size, app.size))
+            await pilot.pause()
+            assert layouts == []  # the same size again: no new layout
+    finally:
+        Compositor.render_update = original

@@ -135,6 +135,16 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         elif self.stack_updates and self.is_attached:  # Screen._on_resize lays it out
             self._laid_out_at = event.size
 
+    def _compositor_refresh(self) -> None:
+        """Textual's whole start-up is one batch of updates, and a layout made during a
+        batch renders the screen anyway (from a callback on the screen's own message
+        loop) only for the app to drop the frame: ~30 ms of the way to the first frame
+        here. Rendered once the batch is over instead (a full repaint)."""
+        if self.app._batch_count:
+            self._repaint_required = True
+            return
+        super()._compositor_refresh()
+
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"
         table = self.query_one(InstanceTable)
