@@ -81,8 +81,11 @@ def save(path: Path, frame_key: dict, frame: str) -> None:
     marked: privately, atomically."""
     columns = frame_key["size"][0]
     mark = f"\x1b[1;{max(1, columns - len(MARK) + 1)}H\x1b[0;7m{MARK}\x1b[0m"
-    payload = (json.dumps(frame_key, separators=(",", ":")) + "\n" + dimmed(frame)
-               + mark).encode()
+    # Right after the top line, not at the end: a terminal that shows the frame half
+    # written (it is tens of KiB) must not show rows without the mark.
+    first, newline, rest = dimmed(frame).partition("\n")
+    payload = (json.dumps(frame_key, separators=(",", ":")) + "\n" + first + mark
+               + newline + rest).encode()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

@@ -6,7 +6,8 @@
 
 Spreads N busybox containers over three remotes (lxd1 on the unix socket, lxd2 and incus1
 over HTTPS), defines VMS local QEMU VMs, then starts the real ``corral`` command in a
-160x45 tmux pane again and again and reads the pane until
+160x45 tmux pane again and again and reads the pane (through one tmux control-mode client:
+no process per look) until
 
 * **painted**: the table's title counts every instance (from the cache on a warm start,
   marked stale), and
@@ -124,20 +125,56 @@ def cli_times(env: dict[str, str], repeats: int = 5) -> tuple[float, float]:
     return short, full
 
 
-def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
+class Control:
+    """One tmux control-mode client for every launch and look at the pane: a command is a
+    line on its stdin, no process per look. (``tmux capture-pane`` run 140 times a second
+    took a quarter of a core by itself, on a machine whose two cores also run corral and
+    the three daemons answering it: the observer slowed what it measured.)"""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        # Attached to a session of its own, so it sizes no other; the server it starts
+        # passes ``env`` on to every session.
+        self.proc = subprocess.Popen(
+            [*TMUX, "-C", "new-session", "-s", "bench-control", "-x", "80", "-y", "24",
+             "sleep 100000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            text=True, bufsize=1)
+        self.command("refresh-client -f no-output")
+
+    def command(self, line: str) -> list[str]:
+        """Run one tmux command; its output lines (raises on ``%error``)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        out: list[str] = []
+        inside = False
+        for raw in self.proc.stdout:
+            text = raw.rstrip("\n")
+            if not inside:
+                inside = text.startswith("%begin")
+                continue  # notifications between answers (and the first, to new-session)
+            if text.startswith("%end") or text.startswith("%error"):
+                if text.startswith("%error"):
+                    raise RuntimeError(f"tmux: {line}: {' '.join(out)}")
+                return out
+            out.append(text)
+        raise RuntimeError("the tmux control client ended")
+
+    def close(self) -> None:
+        self.proc.kill()
+
+
+def launch(control: Control, cfg: Path, n: int, timeout: float = 30.0):
     """Start corral in tmux; return (painted, fresh, connected) seconds after the start."""
     session = f"corral-start-{os.getpid()}-{next(_launches)}"
     corral = str(ROOT / ".venv" / "bin" / "corral")
     total = re.compile(rf"Instances \({n}\)")
     painted = fresh = connected = None
     t0 = time.perf_counter()
-    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "45",
-                    corral, "--config", str(cfg)],
-                   env=env, check=True)
+    control.command(f"new-session -d -s {session} -x 160 -y 45 "
+                    f"'{corral} --config {cfg}'")
     try:
         while time.perf_counter() - t0 < timeout:
-            screen = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session],
-                                    capture_output=True, text=True).stdout
+            screen = "\n".join(control.command(f"capture-pane -p -t {session}"))
             now = time.perf_counter() - t0
             if total.search(screen):
                 painted = painted or now
@@ -146,9 +183,9 @@ def launch(env: dict[str, str], cfg: Path, n: int, timeout: float = 30.0):
                     if "connecting" not in screen:
                         connected = now
                         break
-            time.sleep(0.005)
+            time.sleep(0.002)
     finally:
-        subprocess.run([*TMUX, "send-keys", "-t", session, "q"], check=False)
+        control.command(f"send-keys -t {session} q")
         end = time.monotonic() + 15  # let it save its cache and quit
         while time.monotonic() < end and subprocess.run(
                 [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
@@ -246,12 +283,14 @@ def main() -> int:
         speed = machine_speed()
         short, full = cli_times(env)
         total = args.n + args.vms
-        launch(env, cfg, total)  # warm the page cache and Python's bytecode
+        control = Control(env)
+        atexit.register(control.close)
+        launch(control, cfg, total)  # warm the page cache and Python's bytecode
         cold, warm = [], []
         for _ in range(args.runs):
             shutil.rmtree(work / "cache", ignore_errors=True)
-            cold.append(launch(env, cfg, total))
-            warm.append(launch(env, cfg, total))  # with the cache the cold run wrote
+            cold.append(launch(control, cfg, total))
+            warm.append(launch(control, cfg, total))  # with the cache the cold run wrote
 
         def fig(runs, index: int) -> str:
             values = [r[index] for r in runs if r[index] is not None]

@@ -32,6 +32,7 @@ def test_saved_dimmed_and_marked_then_loaded_for_the_same_start(spot):
     assert "\x1b[38;5;188;48;5;23;2mweb1\x1b[0;2m running" in frame
     assert "\x1b[2mx" in frame  # a bare reset dims too
     assert lastframe.MARK in frame and frame.index("\x1b[1;57H") < frame.index(lastframe.MARK)
+    assert frame.index(lastframe.MARK) < frame.index("\n")  # before any other row
 
 
 @pytest.mark.parametrize("change", ["size", "term", "theme", "remotes", "config"])
