@@ -110,3 +110,32 @@ async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(tmp_pat
             assert layouts == []  # the same size again: no new layout
     finally:
         Compositor.render_update = original
+
+
+async def test_footer_keys_are_made_with_the_footers_compact_value(monkeypatch):
+    """QuietFooter.compose gives each bound key the footer's ``compact`` before it mounts
+    (it relies on ``DOMNode._reactive_connect`` naming what ``data_bind`` bound): no key is
+    restyled from Textual's compact default to the footer's, and they look the same."""
+    from textual.binding import Binding
+    from textual.widgets._footer import FooterKey
+
+    from tui.widgets.footer import FittingFooter
+
+    class _Keys(App[None]):
+        BINDINGS = [Binding("s", "x", "Start"), Binding("d", "y", "Delete")]
+
+        def compose(self) -> ComposeResult:
+            yield FittingFooter()
+
+    changed: list[str] = []
+    original = FooterKey._watch_compact
+    monkeypatch.setattr(FooterKey, "_watch_compact", lambda self, compact: (
+        changed.append(self.key) if self.has_class("-compact") != compact else None,
+        original(self, compact)))
+    app = _Keys()
+    async with app.run_test(size=(80, 5)) as pilot:
+        await pilot.pause(0.1)
+        keys = {k.key: k for k in app.query(FooterKey)}
+        assert not keys["s"].compact and not keys["s"].has_class("-compact")
+        assert keys["ctrl+p"].compact and keys["ctrl+p"].has_class("-compact")
+        assert "s" not in changed and "d" not in changed

@@ -4,6 +4,7 @@ when the keys do not fit beside the palette key, the least useful ones are left 
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey  # the key widgets Footer composes
@@ -57,6 +58,16 @@ class QuietFooter(Footer):
     async def recompose(self) -> None:
         self._recompose_pending = False
         await super().recompose()
+
+    def compose(self) -> ComposeResult:
+        # Each key is made compact (its default) and then bound to this footer's
+        # ``compact`` (False): two class changes and two restylings per key, ~20 ms for a
+        # footer's keys at start here. Made with this footer's value, none happen. (The
+        # palette's key is not bound: it stays compact.)
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and "compact" in (widget._reactive_connect or {}):
+                widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget
 
 
 DROP_FIRST = (
