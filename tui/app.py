@@ -94,6 +94,7 @@ class CorralApp(App[None]):
         self._freeze_timer: Timer | None = None
         self._last_frame = last_frame
         self.inventory.take_first_listings()  # those in already: rows of the first frame
+        self.inventory.first_frame = asyncio.Event()  # set by MainScreen once painted
         if config.warm_start:
             self._cache = InventoryCache(cache_path(env if env is not None else os.environ,
                                                     config.path))

@@ -154,3 +154,30 @@ async def test_the_corral_command_lists_the_lab_before_the_ui(lab, lab_env, uniq
             assert rows(app)[made][3] == "stopped"
     finally:
         lab.lxd2.cli("delete", "--force", made, check=False)
+
+
+async def test_a_listed_remotes_backend_waits_for_the_first_frame(setup):
+    from tui.services.inventory import Inventory
+
+    cfg, env = setup
+    start = startup.resolve(load_config(cfg), env)
+    made = []
+    inv = Inventory(start.remotes, on_change=lambda remote, refs: None,
+                    factory=make_factory([("web1", CT, R)], made=made),
+                    first_listings={"alpha": listed(start, [("web1", S)])})
+    inv.first_frame = asyncio.Event()
+    task = asyncio.ensure_future(inv.run_remote("alpha"))
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert inv.statuses["alpha"].listed and made == []  # rows shown, no backend yet
+        inv.first_frame.set()
+        for _ in range(100):
+            if inv.statuses["alpha"].state is ConnectionState.CONNECTED:
+                break
+            await asyncio.sleep(0.02)
+        assert len(made) == 1
+        assert inv.instances[InstanceRef("alpha", "web1")].status is R
+    finally:
+        task.cancel()
+        await inv.close()

@@ -144,6 +144,9 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
             self._repaint_required = True
             return
         super()._compositor_refresh()
+        first_frame = self.inventory.first_frame
+        if first_frame is not None and not first_frame.is_set():
+            first_frame.set()  # the backends of listed remotes may start now
 
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"

@@ -179,7 +179,8 @@ class Inventory(Sampling, Listings):
                 await self._sleep_or_wake(name, None)
                 continue
             self._set_state(name, ConnectionState.CONNECTING, "")
-            await self.first_listing(name)  # started before the UI, if it was
+            if await self.first_listing(name):  # started before the UI, if it was
+                await self.after_first_frame()
             await self._preload(remote.kind)
             backend = self._factory(remote, self.timeout)
             # The event stream opens while the REST connection is made (one round trip

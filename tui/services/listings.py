@@ -28,6 +28,8 @@ class Listings:
 
     def _init_listings(self, first: Mapping[str, Future[FirstListing | None]] | None) -> None:
         self._first: dict[str, Future[FirstListing | None]] = dict(first or {})
+        self.first_frame: asyncio.Event | None = None
+        """Set by the UI once its first frame is painted (see :meth:`after_first_frame`)."""
 
     def _apply_listing(self, name: str, listed: Iterable[Instance]) -> None:
         """Every instance of remote ``name`` is now ``listed``: rows not in it go."""
@@ -60,16 +62,27 @@ class Listings:
                 if future.exception() is None:
                     self._take(name, future.result())
 
-    async def first_listing(self, name: str) -> None:
-        """Wait for remote ``name``'s first listing, if one was started, and show it. A
-        listing that failed or took longer than a connection may changes nothing: the
-        backend's connection lists (or says what is wrong) next."""
+    async def first_listing(self, name: str) -> bool:
+        """Wait for remote ``name``'s first listing, if one was started, and show it; True
+        when its rows are listed now. A listing that failed or took longer than a
+        connection may changes nothing: the backend's connection lists (or says what is
+        wrong) next."""
         future = self._first.pop(name, None)
-        if future is None:
-            return
-        try:
-            listing = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
-        except Exception as e:  # noqa: BLE001 - reported by the backend's connection
-            log.debug("%s: first listing not used (%s: %s)", name, type(e).__name__, e)
-            return
-        self._take(name, listing)
+        if future is not None:
+            try:
+                listing = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            except Exception as e:  # noqa: BLE001 - reported by the backend's connection
+                log.debug("%s: first listing not used (%s: %s)", name, type(e).__name__, e)
+            else:
+                self._take(name, listing)
+        return self.statuses[name].listed
+
+    async def after_first_frame(self) -> None:
+        """Until the UI's first frame is out (``first_frame``, when the UI set one; at
+        most two seconds): a listed remote's backend (imports, TLS handshakes, a QEMU
+        subprocess) would only delay the frame that shows its rows."""
+        if self.first_frame is not None:
+            try:
+                await asyncio.wait_for(self.first_frame.wait(), 2)
+            except TimeoutError:
+                pass
