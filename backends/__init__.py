@@ -40,11 +40,12 @@ FIRST_LISTINGS: dict[str, str] = {
     "lxd": "backends.lxd.quick:first_listing",
     "incus": "backends.lxd.quick:first_listing",
     "qemu": "backends.qemu.quick:first_listing",
+    "lxc": "backends.lxc.quick:first_listing",
 }
 """Kinds whose instances can be listed without their backend object, in a thread, while the
 UI is still importing: LXD/Incus with the standard library alone (the backend module,
 with pylxd, is several times slower to import than the daemon is to answer), QEMU from
-its definition files."""
+its definition files, LXC from one ``lxc-ls`` and its config files."""
 
 
 def first_listing(remote: Remote, *, timeout: float = 10.0) -> FirstListing | None:

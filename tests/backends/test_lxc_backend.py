@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from backend_checks import lxc, state
 
-from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut
+from backends import first_listing
+from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut, Unreachable
 from backends.lxc import LXCBackend, lxc_remotes
 from backends.models import InstanceRef, InstanceStatus
 
@@ -33,6 +34,10 @@ async def test_create_list_and_every_action(backend, lxc_path):
     assert state(lxc_path, "c1") == "RUNNING"
     listed = {i.name: i for i in await backend.list_instances()}
     assert listed["c1"].status is InstanceStatus.RUNNING
+    # the first listing (before the backend exists) lists the same, running included
+    first = first_listing(backend.remote, timeout=10)
+    assert [(i.ref, i.status, i.image) for i in first.instances] == \
+        [(i.ref, i.status, i.image) for i in listed.values()]
 
     usage = (await backend.get_states([ref]))[ref]
     assert usage.memory_usage > 0 and usage.pid
@@ -151,6 +156,8 @@ async def test_missing_lxcpath_is_explained(tmp_path):
     b = LXCBackend(lxc_remotes([str(tmp_path / "nope")])[0])
     with pytest.raises(Exception, match="does not exist"):
         await b.connect()
+    with pytest.raises(Unreachable):  # no first listing either: the backend says why
+        first_listing(b.remote, timeout=5)
 
 
 def cgroup_value(path, name, key):
