@@ -18,8 +18,8 @@ __version__ = "0.1.0"
 REGISTRY: dict[str, str] = {
     "lxd": "backends.lxd.backend:LXDBackend",
     "incus": "backends.lxd.backend:IncusBackend",
-    "lxc": "backends.lxc:LXCBackend",
-    "qemu": "backends.qemu:QEMUBackend",
+    "lxc": "backends.lxc.backend:LXCBackend",
+    "qemu": "backends.qemu.backend:QEMUBackend",
 }
 
 

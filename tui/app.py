@@ -281,7 +281,7 @@ class CorralApp(App[None]):
                 return
             frame = self.screen._compositor.render_full_update().render_segments(self.console)
             spec.save(self.size.width, self.size.height, frame)
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 - private compositor parts: quit anyway
             log.warning("could not keep the last frame: %s", e)
 
     def action_help(self) -> None:

@@ -58,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     # them.
     config_path = args.config or config_file()
     painted = lastframe.paint(os.environ, config_path, args.theme, args.remotes)
-    ran = False
     try:
         from .services import startup
 
@@ -71,11 +70,10 @@ def main(argv: list[str] | None = None) -> int:
 
         app = CorralApp(start.config, start=start, last_frame=lastframe.Spec(
             os.environ, config_path, args.theme, args.remotes))
-        ran = True  # from here Textual owns the screen (and leaves it as it found it)
         app.run()
     finally:
         if painted is not None:
-            painted.done(ui_ran=ran)
+            painted.done()  # (the alternate screen too, unless Textual took the terminal)
     # A call stuck on a hung remote sits in a worker thread that the interpreter would
     # join at exit (up to its timeout): leave at once instead.
     sys.stdout.flush()

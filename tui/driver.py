@@ -20,6 +20,8 @@ from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
+from . import lastframe
+
 POLL = 0.1
 """Seconds between looks when the parser's deadline cannot be read (Textual's own pace)."""
 
@@ -46,6 +48,9 @@ class QuietLinuxDriver(LinuxDriver):
             self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._drain()
         super().start_application_mode()
+        before = lastframe.ui_started()
+        if before is not None:  # the last frame turned echo off: not what to put back
+            self.attrs_before = before
 
     def _drain(self) -> None:
         try:

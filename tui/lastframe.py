@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import termios
 from collections.abc import Mapping, Sequence
@@ -29,8 +30,9 @@ from .locations import cache_dir, config_digest
 VERSION = 1
 MARK = " last run · refreshing… "
 """Written over the top right corner: the frame is not live (and says so in words)."""
-_SAFE = re.compile(r"(?:[^\x00-\x1f\x7f-\x9f]|[\r\n]|\x1b\[[0-9;:?]*[ -/]*[@-~])*")
-"""Printable text, CR/LF and CSI sequences: what Textual writes for a frame."""
+_SAFE = re.compile(r"(?:[^\x00-\x1f\x7f-\x9f]|[\r\n]|\x1b\[[0-9;:]*[mH])*")
+"""Printable text, CR/LF, colours and attributes (SGR) and cursor moves: what Textual
+writes for a frame. Nothing that changes a mode or makes the terminal answer."""
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 ENTER = "\x1b[?1049h\x1b[?25l"
 """The alternate screen (Textual enters it again: a no-op) and no cursor."""
@@ -101,20 +103,21 @@ def save(path: Path, frame_key: dict, frame: str) -> None:
 def load(path: Path, frame_key: dict) -> str | None:
     """The saved frame when it is this start's (and safe to write), else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
-        if st.st_uid != os.getuid() or st.st_mode & 0o077 or st.st_size > 4 << 20:
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() \
+                or st.st_mode & 0o077 or st.st_size > 4 << 20:
             return None  # not this user's private file
-        data = f.read()
+        data = f.read(4 << 20)
     head, _, body = data.partition(b"\n")
     try:
         if json.loads(head) != frame_key:
             return None
         text = body.decode()
-    except ValueError:  # JSON or UTF-8
+    except Exception:  # noqa: BLE001 - JSON, UTF-8, a header nested beyond recursion
         return None
     return text if _SAFE.fullmatch(text) else None
 
@@ -126,30 +129,55 @@ def _write(text: str) -> None:
 
 
 class Painted:
-    """A frame on the screen before the UI: the terminal's echo is off until the UI ends
-    (what is typed meanwhile waits for it, unseen); :meth:`done` puts things back."""
+    """A frame on the screen before the UI: the terminal's echo is off until the UI takes
+    the terminal (what is typed meanwhile waits for it, unseen); :meth:`done` puts things
+    back."""
 
     def __init__(self, fd: int, attrs: list) -> None:
         self.fd = fd
         self.attrs = attrs
+        """The terminal's modes before corral."""
+        self.ui_ran = False
+        """The UI's driver took the terminal (and leaves the alternate screen itself)."""
 
-    def done(self, ui_ran: bool) -> None:
-        """The UI has ended (``ui_ran``: it left the alternate screen itself) or never
-        started: the screen and the terminal's modes as they were before corral."""
-        if not ui_ran:
-            _write(LEAVE)
+    def done(self) -> None:
+        """The UI has ended, or never started: the screen (when the UI did not leave the
+        alternate screen itself) and the terminal's modes as they were before corral."""
+        global _painted
+        _painted = None
         try:
-            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.attrs)
-        except termios.error:
+            if not self.ui_ran:
+                _write(LEAVE)
+        except OSError:
             pass  # the terminal is gone
+        finally:
+            try:
+                termios.tcsetattr(self.fd, termios.TCSADRAIN, self.attrs)
+            except termios.error:
+                pass
+
+
+_painted: Painted | None = None
+
+
+def ui_started() -> list | None:
+    """Called by the UI's terminal driver each time it takes the terminal (at start and
+    after a suspend): the modes it must put back whenever it lets go of it are the ones
+    from before the frame (echo on), not the quiet ones it found. None: no frame."""
+    painted = _painted
+    if painted is None:
+        return None
+    painted.ui_ran = True
+    return painted.attrs
 
 
 def paint(env: Mapping[str, str], config_path: Path, theme: str | None,
           remotes: Sequence[str] | None) -> Painted | None:
     """Write the last frame to the terminal if there is one for this start."""
+    global _painted
     try:
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            return None
+        if env.get("TEXTUAL_DRIVER") or not (sys.stdin.isatty() and sys.stdout.isatty()):
+            return None  # (another driver would not hand the terminal's modes back)
         size = shutil.get_terminal_size()  # what Textual sizes its screen by (COLUMNS…)
         frame = load(frame_path(env, config_path), key(env, config_path, size, theme,
                                                          remotes))
@@ -157,15 +185,18 @@ def paint(env: Mapping[str, str], config_path: Path, theme: str | None,
             return None
         fd = sys.stdin.fileno()
         attrs = termios.tcgetattr(fd)
-        quiet = list(attrs)
-        quiet[3] = attrs[3] & ~termios.ECHO  # lflag
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
     except (OSError, termios.error):
         return None
-    painted = Painted(fd, attrs)
+    quiet = list(attrs)
+    quiet[3] = attrs[3] & ~termios.ECHO  # lflag
+    painted = _painted = Painted(fd, attrs)
     try:
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
         _write(ENTER + frame)
-    except OSError:
-        painted.done(ui_ran=False)
+    except (OSError, termios.error):
+        painted.done()
         return None
+    except BaseException:  # Ctrl+C while a slow terminal takes the frame
+        painted.done()
+        raise
     return painted

@@ -181,3 +181,26 @@ async def test_a_listed_remotes_backend_waits_for_the_first_frame(setup):
     finally:
         task.cancel()
         await inv.close()
+
+
+async def test_a_slow_first_listing_does_not_hold_the_backend_and_is_shown_late(
+        setup, monkeypatch):
+    from tui.services import listings
+
+    monkeypatch.setattr(listings, "FIRST_WAIT", 0.05)
+    cfg, env = setup
+    config = load_config(cfg)
+    start = startup.resolve(config, env)
+    slow: Future = Future()
+    start.first_listings = {"alpha": slow}
+    gate = asyncio.Event()
+    made = []
+    app = CorralApp(config, env=env, start=start,
+                    factory=make_factory([("web1", CT, R)], gate=gate, made=made))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait(pilot, lambda: made, "the backend, made while the listing is slow")
+        slow.set_result(listed(start, [("web1", S)]).result())  # before the backend lists
+        await wait(pilot, lambda: "web1" in rows(app), "the late first listing")
+        assert rows(app)["web1"][3] == "stopped"
+        gate.set()
+        await wait(pilot, lambda: rows(app)["web1"][3] == "running", "the backend's listing")

@@ -59,6 +59,8 @@ def test_another_start_does_not_use_it(spot, change):
     "\x1bP+q544e\x1b\\",          # DCS: a query the terminal answers as typed input
     "\x9b31m",                    # C1 CSI
     "\x07", "\x1b7", "\x00",
+    "\x1b[6n", "\x1b[c", "\x1b[21t",  # make the terminal answer, as typed input
+    "\x1b[?1000h", "\x1b[5i", "\x1b[8;1;1t",  # change its modes or its size
 ])
 def test_anything_but_text_and_csi_is_not_written(spot, hostile):
     env, config, path = spot
@@ -83,7 +85,31 @@ def test_only_a_private_regular_file_of_this_user(spot, tmp_path):
     assert lastframe.load(path, key) is None
 
 
-def test_not_painted_without_a_terminal(spot):
+def test_not_painted_without_a_terminal(spot, monkeypatch):
     env, config, path = spot
     lastframe.save(path, lastframe.key(env, config, SIZE, None, None), "web1")
-    assert lastframe.paint(env, config, None, None) is None  # pytest's stdin: no tty
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert lastframe.paint(env, config, None, None) is None
+
+
+def test_a_fifo_or_a_mangled_header_is_not_read(spot):
+    env, config, path = spot
+    key = lastframe.key(env, config, SIZE, None, None)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path, 0o600)
+    assert lastframe.load(path, key) is None  # at once: nobody writes to it
+    path.unlink()
+    path.write_bytes(b"[" * 100000 + b"\nweb1")
+    path.chmod(0o600)
+    assert lastframe.load(path, key) is None
+
+
+def test_the_ui_puts_back_the_modes_from_before_the_frame():
+    assert lastframe.ui_started() is None  # no frame: the driver keeps what it found
+    painted = lastframe.Painted(-1, ["the modes before"])
+    lastframe._painted = painted
+    try:
+        assert lastframe.ui_started() == ["the modes before"] and painted.ui_ran
+        assert lastframe.ui_started() == ["the modes before"]  # after a suspend too
+    finally:
+        lastframe._painted = None

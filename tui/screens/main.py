@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.geometry import Size
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
 
 from backends.errors import BackendError
@@ -49,6 +47,7 @@ from ..views.command import CommandLine
 from ..views.pane import ResourcePane
 from ..views.switching import ViewSwitching
 from .console_actions import ConsoleActions
+from .first_frame import FirstFrameScreen
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
 from .tables import OperationsScreen
@@ -59,7 +58,7 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
         setattr(widget, attribute, value)
 
 
-class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
+class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
     """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -91,6 +90,7 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
                                  detach_key=detach_key, **(screen or {}))
         self.record_dir = record_dir
         self.inventory = inventory
+        self.first_frame = inventory.first_frame  # the backends of listed remotes wait
         self.problems = list(problems)
         self.metrics_interval = metrics_interval
         self.terms: list[Term] = []
@@ -101,7 +101,6 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         self._sample_soon_scheduled = False
         self._ready = False  # once mounted; changes before that are shown by on_mount
         self._bindings_key: tuple | None = None
-        self._laid_out_at: Size | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -123,30 +122,6 @@ class MainScreen(ViewSwitching, ConsoleActions, Screen[None]):
         yield CommandLine(self.offered_views, id="command")
         yield Static("", id="activity", markup=False)
         yield FittingFooter()
-
-    def _on_resize(self, event: events.Resize) -> None:
-        """A size this screen is laid out at already changes nothing: Textual hands the
-        same size over again at start (the terminal's in-band size report), and each is
-        a layout of every widget (~30 ms before the first frame here). Textual calls the
-        ``_on_resize`` of every class in the MRO; ``prevent_default`` stops that walk."""
-        if event.size == self._laid_out_at:
-            event.prevent_default()
-            event.stop()
-        elif self.stack_updates and self.is_attached:  # Screen._on_resize lays it out
-            self._laid_out_at = event.size
-
-    def _compositor_refresh(self) -> None:
-        """Textual's whole start-up is one batch of updates, and a layout made during a
-        batch renders the screen anyway (from a callback on the screen's own message
-        loop) only for the app to drop the frame: ~30 ms of the way to the first frame
-        here. Rendered once the batch is over instead (a full repaint)."""
-        if self.app._batch_count:
-            self._repaint_required = True
-            return
-        super()._compositor_refresh()
-        first_frame = self.inventory.first_frame
-        if first_frame is not None and not first_frame.is_set():
-            first_frame.set()  # the backends of listed remotes may start now
 
     def on_mount(self) -> None:
         self.query_one("#remotes").border_title = "Remotes"

@@ -14,6 +14,10 @@ from .status import RemoteStatus
 
 log = logging.getLogger(__name__)
 
+FIRST_WAIT = 1.0
+"""Seconds a remote's supervisor waits for a first listing not in yet before connecting its
+backend anyway (a remote that hangs would otherwise take two time-outs to be reported)."""
+
 
 class Listings:
     """For :class:`~.inventory.Inventory` (which holds the state these write)."""
@@ -21,7 +25,6 @@ class Listings:
     remotes: dict[str, Remote]
     statuses: dict[str, RemoteStatus]
     instances: dict[InstanceRef, Instance]
-    timeout: float
     _notify: Callable[..., None]
     _drop: Callable[[InstanceRef], None]
     _store: Callable[[Instance], Instance]
@@ -64,18 +67,28 @@ class Listings:
 
     async def first_listing(self, name: str) -> bool:
         """Wait for remote ``name``'s first listing, if one was started, and show it; True
-        when its rows are listed now. A listing that failed or took longer than a
-        connection may changes nothing: the backend's connection lists (or says what is
-        wrong) next."""
+        when its rows are listed now. A listing that failed changes nothing: the backend's
+        connection lists (or says what is wrong) next; one not in after
+        :data:`FIRST_WAIT` seconds is shown when it comes, unless the backend has listed
+        by then."""
         future = self._first.pop(name, None)
         if future is not None:
+            arriving = asyncio.wrap_future(future)
             try:
-                listing = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+                listing = await asyncio.wait_for(asyncio.shield(arriving), FIRST_WAIT)
+            except TimeoutError:
+                # A slow remote: its backend connects meanwhile; the listing is shown if
+                # it comes before the backend's own (a hung one: as long as it would).
+                arriving.add_done_callback(lambda done: self._late(name, done))
             except Exception as e:  # noqa: BLE001 - reported by the backend's connection
                 log.debug("%s: first listing not used (%s: %s)", name, type(e).__name__, e)
             else:
                 self._take(name, listing)
         return self.statuses[name].listed
+
+    def _late(self, name: str, done: asyncio.Future[FirstListing | None]) -> None:
+        if not done.cancelled() and done.exception() is None and name in self.statuses:
+            self._take(name, done.result())
 
     async def after_first_frame(self) -> None:
         """Until the UI's first frame is out (``first_frame``, when the UI set one; at
