@@ -88,16 +88,9 @@ def save(path: Path, frame_key: dict, frame: str) -> None:
     first, newline, rest = dimmed(frame).partition("\n")
     payload = (json.dumps(frame_key, separators=(",", ":")) + "\n" + first + mark
                + newline + rest).encode()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from backends.trust import write_private  # at quit: not on the way to the frame
+
+    write_private(path, payload, mode=0o600)
 
 
 def load(path: Path, frame_key: dict) -> str | None:
