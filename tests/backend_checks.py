@@ -14,6 +14,22 @@ from pathlib import Path
 REMOTES = ["local", "lab2", "inc1"]
 
 
+def stranger_remotes(lab, lab_env, tmp_path) -> dict:
+    """The lab's remotes, by name, as seen by a client whose certificate no daemon trusts
+    (a copy of the lab's lxc config with a new client key)."""
+    import shutil
+
+    from backends.remotes import discover
+
+    conf = tmp_path / "lxc"
+    shutil.copytree(lab.lxd_conf, conf)
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:secp384r1",
+         "-nodes", "-subj", "/CN=stranger", "-days", "2", "-keyout", str(conf / "client.key"),
+         "-out", str(conf / "client.crt")], check=True, capture_output=True)
+    return {r.name: r for r in discover(dict(lab_env, LXD_CONF=str(conf))).remotes}
+
+
 def daemon_for(lab, name):
     return {"local": lab.lxd1, "lab2": lab.lxd2, "inc1": lab.incus1}[name]
 

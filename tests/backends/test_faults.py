@@ -8,13 +8,13 @@ import asyncio
 import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from dataclasses import replace
 
 import pytest
 
+from backend_checks import stranger_remotes
 from backends import get_backend
 from backends.errors import AuthError, NotResponding, Unreachable
 from backends.models import EventKind
@@ -127,13 +127,7 @@ async def test_https_remote_without_client_certificate_sends_nothing(lab_env, tm
 
 
 async def test_untrusted_client_certificate_is_explained(lab, lab_env, tmp_path):
-    conf = tmp_path / "lxc"
-    shutil.copytree(lab.lxd_conf, conf)
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:secp384r1",
-         "-nodes", "-subj", "/CN=stranger", "-days", "2", "-keyout", str(conf / "client.key"),
-         "-out", str(conf / "client.crt")], check=True, capture_output=True)
-    backend = get_backend(lab_remotes(dict(lab_env, LXD_CONF=str(conf)))["lab2"], timeout=5)
+    backend = get_backend(stranger_remotes(lab, lab_env, tmp_path)["lab2"], timeout=5)
     with pytest.raises(AuthError, match="does not trust this client"):
         await backend.connect()
     await backend.close()

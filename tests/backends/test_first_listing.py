@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from backend_checks import stranger_remotes
 from backends import first_listing
 from backends.errors import AuthError, Unreachable
 from backends.remotes import discover
@@ -67,13 +67,7 @@ def test_first_listing_needs_neither_pylxd_nor_requests(lab, lab_env):
 
 def test_first_listing_refuses_an_untrusted_client_and_a_missing_socket(lab, lab_env,
                                                                         tmp_path):
-    conf = tmp_path / "lxc"
-    shutil.copytree(lab.lxd_conf, conf)
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:secp384r1",
-         "-nodes", "-subj", "/CN=stranger", "-days", "2", "-keyout", str(conf / "client.key"),
-         "-out", str(conf / "client.crt")], check=True, capture_output=True)
-    stranger = lab_remotes(dict(lab_env, LXD_CONF=str(conf)))["lab2"]
+    stranger = stranger_remotes(lab, lab_env, tmp_path)["lab2"]
     with pytest.raises(AuthError, match="does not trust this client"):
         first_listing(stranger, timeout=5)
     local = lab_remotes(lab_env)["local"]

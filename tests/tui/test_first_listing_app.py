@@ -11,7 +11,6 @@ from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 
 from backends.models import (
     ConnectionState,
@@ -32,18 +31,6 @@ from test_warm_start import first_run, make_factory, rows  # noqa: E402
 
 R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
 CT = InstanceType.CONTAINER
-
-
-@pytest.fixture
-def setup(tmp_path):
-    """One LXD remote, ``alpha``, that only fake backends serve."""
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n[qemu]\n'
-                   'enabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
-                   'address = "/nonexistent/a.sock"\n')
-    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
-           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
-    return cfg, env
 
 
 def listed(start, names_status, remote=None):

@@ -67,7 +67,7 @@ async def test_update_rows_repaints_a_changed_cell_through_the_private_caches():
         assert isinstance(table.get_row("r2")[0], Text) and isinstance(table, DataTable)
 
 
-async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(tmp_path):
+async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(setup):
     """MainScreen._compositor_refresh waits for the end of Textual's start-up batch (a
     frame rendered inside it is dropped), and MainScreen._on_resize skips a size it is laid
     out at (Textual hands the same size over again at start). Both rely on private parts:
@@ -79,12 +79,7 @@ async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(tmp_pat
     from backends.models import InstanceStatus, InstanceType
     from tui.app import make_app
 
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n[qemu]\n'
-                   'enabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
-                   'address = "/nonexistent/a.sock"\n')
-    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
-           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
+    cfg, env = setup
     app = make_app(cfg, env=env, factory=lambda remote, timeout: FakeBackend(
         remote, instances=[("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)]))
     in_batch, renders = [], []

@@ -33,17 +33,6 @@ class GatedBackend(FakeBackend):
         return await super().connect()
 
 
-@pytest.fixture
-def setup(tmp_path):
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[ui]\nmetrics_interval = 60\n[lxc]\nenabled = false\n[qemu]\n'
-                   'enabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
-                   'address = "/nonexistent/a.sock"\n')
-    env = {"HOME": str(tmp_path), "LXD_SOCKET": str(tmp_path / "no.sock"),
-           "INCUS_SOCKET": str(tmp_path / "no2.sock")}
-    return cfg, env
-
-
 def make_factory(specs, gate=None, fail=False, made=None):
     def factory(remote: Remote, timeout: float):
         backend = GatedBackend(remote, instances=specs)
