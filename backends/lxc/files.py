@@ -1,31 +1,31 @@
 """Files of LXC containers, through the host's view of their root file system.
 
 A running container is seen through ``/proc/<init pid>/root`` (its mounts included); a
-stopped one through its ``dir`` rootfs (``lxc.rootfs.path``). Paths are resolved here,
-one component at a time with ``lstat``, as the container would resolve them: an absolute
-symlink starts again at the container's root and ``..`` stops there, so no path leads out
-of the container; the last component is never followed. Owners are shown and written as
-the container sees them, through its ``lxc.idmap`` (an unprivileged container's root is
+stopped one through its ``dir`` rootfs (``lxc.rootfs.path``, opened by a walk nobody
+else could redirect). Either way every path is opened beneath a descriptor of that root
+by :mod:`backends.rootfs` (``openat2`` with ``RESOLVE_IN_ROOT``), so it resolves as the
+container would resolve it and never leads out, whatever the container's root changes
+meanwhile; only regular files are read or replaced. Owners are shown and written as the
+container sees them, through its ``lxc.idmap`` (an unprivileged container's root is
 host uid 100000, say).
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import posixpath
 import stat
 
 from ..base import Backend
-from ..errors import BackendError, InvalidInput, NotFound, OperationFailed
+from ..errors import InvalidInput, OperationFailed
 from ..models import FileEntry, InstanceRef
+from ..rootfs import Root, open_process_root, open_root, words
 from ..work import Worker, in_thread
 from . import parse
 from .tools import LXCTools
 
 _CHUNK = 1 << 20
-_MAX_LINKS = 40
 
 
 class IdMap:
@@ -61,54 +61,12 @@ class IdMap:
                            f"this container.")
 
 
-def resolve(root: str, path: str, *, follow_last: bool = False) -> str:
-    """The host path of the container's ``path`` under ``root``, never leaving ``root``.
-
-    Raises:
-        NotFound: a component does not exist. OperationFailed: a symlink loop.
-    """
-    parts = [p for p in path.split("/") if p]
-    done: list[str] = []
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == ".":
-            continue
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        host = os.path.join(root, *done, part)
-        try:
-            st = os.lstat(host)
-        except FileNotFoundError:
-            if parts:
-                raise NotFound(f"{'/' + '/'.join([*done, part])} does not exist.") from None
-            done.append(part)  # a new last component (a file being created)
-            break
-        except OSError as e:
-            raise _words(e, "/" + "/".join([*done, part])) from None
-        if stat.S_ISLNK(st.st_mode) and (parts or follow_last):
-            hops += 1
-            if hops > _MAX_LINKS:
-                raise OperationFailed(f"Too many symlinks in {path}.")
-            target = os.readlink(host)
-            if target.startswith("/"):
-                done = []
-            parts = [p for p in target.split("/") if p] + parts
-            continue
-        done.append(part)
-    return os.path.join(root, *done)
-
-
-def _words(e: OSError, path: str) -> BackendError:
-    if e.errno == errno.ENOENT:
-        return NotFound(f"{path} does not exist.")
-    why = {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-           errno.ENOSPC: "no space left", errno.EROFS: "read-only file system",
-           errno.ENOTDIR: "a part of the path is not a directory",
-           errno.EISDIR: "a directory is in the way", errno.ELOOP: "it is a symlink"}
-    return OperationFailed(f"{path}: {why.get(e.errno or 0, e.strerror or str(e))}.")
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "symlink" if stat.S_ISLNK(mode) else "other"
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -119,65 +77,71 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    return "symlink" if stat.S_ISLNK(mode) else "other"
-
-
 class Files(Backend):
     """``list_files``, ``read_file``, ``write_file`` on the host's view of the rootfs."""
 
     lxc: LXCTools
 
-    async def _root(self, ref: InstanceRef) -> tuple[str, IdMap]:
+    async def _root(self, ref: InstanceRef) -> tuple[Root, IdMap]:
+        """A descriptor of the container's root (the caller closes it) and its id map."""
         self.lxc.require(ref)
         try:
             config = self.lxc.config(ref.name)
         except OSError as e:
             raise OperationFailed(f"Cannot read the config of {ref}: {e.strerror}.") from None
         ids = IdMap(config)
-        rc, out, _ = await self.lxc.run("lxc-info", "-n", ref.name, "-p", "-H")
-        pid = out.strip()
-        if rc == 0 and pid.isdigit():
-            return f"/proc/{pid}/root", ids
+        pid = await self._pid(ref)
+        if pid:
+            root, proc = await in_thread(lambda _w: open_process_root(int(pid)))
+            try:
+                # the descriptor pins the process it was opened for: still the container's
+                # init (and alive) now means it was then
+                same = await self._pid(ref) == pid
+                try:
+                    os.stat("stat", dir_fd=proc)
+                except OSError:
+                    same = False
+                if not same:
+                    raise OperationFailed(f"{ref} restarted while its files were opened; "
+                                          f"try again.")
+            except BaseException:
+                root.close()
+                raise
+            finally:
+                os.close(proc)
+            return root, ids
         rootfs = parse.config_value(config, "lxc.rootfs.path") or ""
         if rootfs.startswith("dir:"):
             rootfs = rootfs[4:]
         if rootfs.startswith("/") and os.path.isdir(rootfs):
-            return rootfs, ids
+            return await in_thread(lambda _w: open_root(rootfs)), ids
         shown = rootfs or "not set"
         raise OperationFailed(f"{ref} is stopped and its root file system ({shown}) is not "
                               f"a plain directory: start it to see its files.")
+
+    async def _pid(self, ref: InstanceRef) -> str:
+        rc, out, _ = await self.lxc.run("lxc-info", "-n", ref.name, "-p", "-H")
+        pid = out.strip()
+        return pid if rc == 0 and pid.isdigit() else ""
 
     async def list_files(self, ref: InstanceRef, path: str) -> list[FileEntry]:
         root, ids = await self._root(ref)
 
         def _do(worker: Worker) -> list[FileEntry]:
-            host = resolve(root, path, follow_last=True)
-            try:
-                names = sorted(os.listdir(host))
-            except NotADirectoryError:
-                raise InvalidInput(f"{path} is not a directory.") from None
-            except OSError as e:
-                raise _words(e, path) from None
             out = []
-            for name in names:
+            for item in root.listdir(path):
                 worker.check()
-                try:
-                    st = os.lstat(os.path.join(host, name))
-                except OSError:
-                    continue  # vanished meanwhile
-                kind = _kind(st.st_mode)
-                target = os.readlink(os.path.join(host, name)) if kind == "symlink" else ""
-                out.append(FileEntry(posixpath.join(path, name), kind, st.st_size,
-                                     stat.S_IMODE(st.st_mode), ids.inside("u", st.st_uid),
-                                     ids.inside("g", st.st_gid), target))
+                st = item.st
+                out.append(FileEntry(posixpath.join(path, item.name), _kind(st.st_mode),
+                                     st.st_size, stat.S_IMODE(st.st_mode),
+                                     ids.inside("u", st.st_uid), ids.inside("g", st.st_gid),
+                                     item.target))
             return out
 
-        return await in_thread(_do)
+        try:
+            return await in_thread(_do)
+        finally:
+            root.close()
 
     async def read_file(self, ref: InstanceRef, entry: FileEntry, local: str,
                         progress=None) -> None:
@@ -185,16 +149,12 @@ class Files(Backend):
         loop = asyncio.get_running_loop()
 
         def _do(worker: Worker) -> None:
-            host = resolve(root, entry.path)
-            try:
-                src = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError as e:
-                raise _words(e, entry.path) from None
+            src = root.open_regular(entry.path)
             try:
                 dst = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except OSError as e:
                 os.close(src)
-                raise _words(e, local) from None
+                raise words(e, local) from None
             done = 0
             try:
                 while chunk := os.read(src, _CHUNK):
@@ -204,65 +164,52 @@ class Files(Backend):
                     if progress is not None:
                         loop.call_soon_threadsafe(progress, done)
                 os.fchmod(dst, entry.mode)
-            except BaseException:
+            except BaseException as e:
                 os.unlink(local)
+                if isinstance(e, OSError):
+                    raise words(e, entry.path) from None
                 raise
             finally:
                 os.close(src)
                 os.close(dst)
 
-        await in_thread(_do)
+        try:
+            await in_thread(_do)
+        finally:
+            root.close()
 
     async def write_file(self, ref: InstanceRef, entry: FileEntry, local: str | None = None,
                          progress=None) -> None:
         root, ids = await self._root(ref)
-        uid, gid = ids.outside("u", entry.uid), ids.outside("g", entry.gid)
         loop = asyncio.get_running_loop()
 
         def _do(worker: Worker) -> None:
-            host = resolve(root, entry.path)
-            try:
-                if entry.kind == "directory":
-                    if not os.path.isdir(host) or os.path.islink(host):
-                        os.mkdir(host, 0o700)
-                    os.lchown(host, uid, gid)
-                    os.chmod(host, entry.mode)
-                elif entry.kind == "symlink":
-                    if os.path.islink(host):
-                        os.unlink(host)
-                    os.symlink(entry.target, host)
-                    os.lchown(host, uid, gid)
-                elif entry.kind == "file" and local is not None:
-                    _copy_in(worker, local, host, uid, gid, entry.mode, loop, progress)
-                else:
-                    raise InvalidInput(f"{entry.path}: only files, directories and symlinks "
-                                       f"are copied.")
-            except OSError as e:
-                raise _words(e, entry.path) from None
+            uid, gid = ids.outside("u", entry.uid), ids.outside("g", entry.gid)
+            if entry.kind == "directory":
+                root.make_directory(entry.path, uid, gid, entry.mode)
+            elif entry.kind == "symlink":
+                root.make_symlink(entry.path, entry.target, uid, gid)
+            elif entry.kind == "file" and local is not None:
+                root.replace_file(entry.path, uid, gid, entry.mode,
+                                  lambda fd: _copy(worker, local, fd, loop, progress))
+            else:
+                raise InvalidInput(f"{entry.path}: only files, directories and symlinks "
+                                   f"are copied.")
 
-        await in_thread(_do)
+        try:
+            await in_thread(_do)
+        finally:
+            root.close()
 
 
-def _copy_in(worker: Worker, local: str, host: str, uid: int, gid: int, mode: int,
-             loop: asyncio.AbstractEventLoop, progress) -> None:
-    """Write ``local`` to ``host`` (not through a symlink) with its owner and mode; on
-    failure or cancel a new file is removed, a replaced one is left as far as written."""
-    existed = os.path.lexists(host)
-    dst = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+def _copy(worker: Worker, local: str, fd: int, loop: asyncio.AbstractEventLoop,
+          progress) -> None:
+    """``local``'s bytes written to ``fd``, cancellable, with progress."""
     done = 0
-    try:
-        with open(local, "rb") as src:
-            while chunk := src.read(_CHUNK):
-                worker.check()
-                _write_all(dst, chunk)
-                done += len(chunk)
-                if progress is not None:
-                    loop.call_soon_threadsafe(progress, done)
-        os.fchown(dst, uid, gid)
-        os.fchmod(dst, mode)
-    except BaseException:
-        if not existed:
-            os.unlink(host)
-        raise
-    finally:
-        os.close(dst)
+    with open(local, "rb") as src:
+        while chunk := src.read(_CHUNK):
+            worker.check()
+            _write_all(fd, chunk)
+            done += len(chunk)
+            if progress is not None:
+                loop.call_soon_threadsafe(progress, done)
