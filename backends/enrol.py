@@ -5,20 +5,22 @@ the remote until the server has confirmed that it trusts us: fetch the server
 certificate (nothing sent), check it against the token's fingerprint or let the user
 accept it, present the token, confirm ``auth: trusted``, then store the entry and the pin
 (:class:`~backends.remote_store.RemoteStore`). :func:`add_to_cli` optionally adds the
-same remote to the ``lxc``/``incus`` CLI, through that CLI, with a token issued for it.
+same remote to the ``lxc``/``incus`` CLI (:mod:`backends.cli_remote`), with no secret on
+any command line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
+import json
 import os
 import shutil
-import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
 
+from .cli_remote import CliConfig, cli_config, entry, load, revoke, save, trust_client
 from .errors import AuthError, BackendError, InvalidInput, OperationFailed, Unreachable
 from .models import Remote
 from .remote_store import RemoteStore
@@ -28,10 +30,10 @@ from .trust import (
     Token,
     ensure_client_certificate,
     fetch_certificate,
-    new_token,
     normalise_address,
     parse_token,
     present,
+    write_private,
 )
 from .work import in_thread
 
@@ -114,49 +116,97 @@ async def enrol(store: RemoteStore, name: str, address: str, token_text: str, *,
 
 async def add_to_cli(enrolled: Enrolled, store: RemoteStore, *,
                      env: dict[str, str] | None = None, timeout: float = 10.0) -> str:
-    """Add the remote to the ``lxc`` (LXD) or ``incus`` CLI too, through that CLI, with a
-    token the server issues to us for it. Checks afterwards that the CLI pinned the same
-    certificate. Returns what was done, in words.
+    """Add the remote to the ``lxc`` (LXD) or ``incus`` CLI too (:mod:`backends.cli_remote`):
+    the CLI's client certificate trusted on the server through corral's pinned
+    connection, the CLI's pin and entry written by corral, then checked with the CLI
+    itself (``query NAME:/1.0`` answers ``auth: trusted``). No token, no secret and no
+    ``--accept-certificate`` on any command line. Returns what was done, in words.
 
     Raises:
-        OperationFailed: the CLI is missing or refused; corral's own remote stays.
+        OperationFailed, Unreachable: the CLI is missing, has that name already, or the
+            server or the check refused; whatever was done for the CLI is taken back,
+            corral's own remote stays.
     """
     remote, cert = enrolled.remote, enrolled.cert
     tool = "incus" if enrolled.kind == "incus" else "lxc"
-    if shutil.which(tool, path=(env or os.environ).get("PATH")) is None:
+    env = dict(os.environ) if env is None else env
+    if shutil.which(tool, path=env.get("PATH")) is None:
         raise OperationFailed(f"The {tool} CLI is not installed; the remote was added to "
                               f"corral only.")
+    conf = cli_config(tool, env)
+    name = remote.name
     crt, key = Path(remote.client_cert or ""), Path(remote.client_key or "")
-    token = await in_thread(lambda _w: new_token(cert, crt, key, f"{tool}-cli", timeout))
-    flag = "--token" if tool == "incus" else "--password"
-    argv = [tool, "remote", "add", remote.name, cert.address, "--accept-certificate",
-            f"{flag}={token}"]
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env)
-    out, err = await proc.communicate()
-    if proc.returncode != 0:
-        text = (err or out).decode(errors="replace").strip()
-        raise OperationFailed(f"`{tool} remote add {remote.name}` failed: {text}")
-    pinned = _cli_pin(tool, remote.name, env or dict(os.environ))
-    if pinned is not None and pinned != cert.fingerprint:
-        await asyncio.create_subprocess_exec(tool, "remote", "remove", remote.name, env=env)
-        raise OperationFailed(f"The {tool} CLI saw another certificate for {cert.address} "
-                              f"than corral did; it was removed from the CLI again.")
-    return f"Also added to the {tool} CLI as '{remote.name}'."
 
+    def prepare(_w: object) -> tuple[dict, str]:
+        data = load(conf)
+        if name in data["remotes"]:
+            raise OperationFailed(f"The {tool} CLI has a remote named '{name}' already "
+                                  f"({conf.file}); it was left as it is.")
+        try:
+            cli_crt, _cli_key = conf.client_pair(name)
+            return data, cli_crt.read_text()
+        except OSError as e:
+            raise OperationFailed(f"The {tool} CLI's client certificate in "
+                                  f"{conf.directory} cannot be used: "
+                                  f"{e.strerror or e}.") from None
 
-def _cli_pin(tool: str, name: str, env: dict[str, str]) -> str | None:
-    """The fingerprint of the certificate the CLI pinned, when its file can be found."""
-    if tool == "lxc":
-        conf = env.get("LXD_CONF") or os.path.join(env.get("HOME", "~"), ".config/lxc")
-    else:
-        conf = env.get("INCUS_CONF") or os.path.join(
-            env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME", "~"), ".config"),
-            "incus")
-    path = Path(os.path.expanduser(conf)) / "servercerts" / f"{name}.crt"
+    data, pem = await in_thread(prepare)
+    added = await in_thread(lambda _w: trust_client(cert, crt, key, pem, f"{tool}-cli",
+                                                    timeout))
+    done: list[str] = []
     try:
-        der = ssl.PEM_cert_to_DER_cert(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return hashlib.sha256(der).hexdigest()
+        def write(_w: object) -> None:
+            try:
+                write_private(conf.pin(name), cert.pem.encode(), mode=0o644)
+                done.append("pin")
+                data["remotes"][name] = entry(cert.address, enrolled.kind)
+                save(conf, data)
+                done.append("entry")
+            except OSError as e:
+                raise OperationFailed(f"The {tool} CLI's config in {conf.directory} could "
+                                      f"not be written ({e.strerror or e}); the remote was "
+                                      f"added to corral only.") from None
+
+        await in_thread(write)
+        await _cli_trusted(tool, name, env, timeout)
+    except BaseException:
+        await in_thread(lambda _w: _undo(conf, name, done, cert, crt, key, added, timeout))
+        raise
+    return f"Also added to the {tool} CLI as '{name}'."
+
+
+def _undo(conf: CliConfig, name: str, done: list[str], cert: ServerCert, crt: Path,
+          key: Path, added: str | None, timeout: float) -> None:
+    """Take back what :func:`add_to_cli` did for the CLI, newest first."""
+    if "entry" in done:
+        with contextlib.suppress(BackendError, OSError):
+            data = load(conf)
+            data["remotes"].pop(name, None)
+            save(conf, data)
+    if "pin" in done:
+        with contextlib.suppress(OSError):
+            conf.pin(name).unlink()
+    if added:
+        revoke(cert, crt, key, added, timeout)
+
+
+async def _cli_trusted(tool: str, name: str, env: dict[str, str], timeout: float) -> None:
+    """The CLI itself reaches the remote, pinned, and is trusted there."""
+    proc = await asyncio.create_subprocess_exec(
+        tool, "query", f"{name}:/1.0", stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout + 20)
+    except (TimeoutError, asyncio.CancelledError):
+        proc.kill()
+        await proc.wait()
+        raise
+    try:
+        auth = json.loads(out or b"{}").get("auth")
+    except ValueError:
+        auth = None
+    if proc.returncode != 0 or auth != "trusted":
+        text = (err or out).decode(errors="replace").strip()[:300]
+        raise OperationFailed(f"The {tool} CLI could not use the new remote '{name}' "
+                              f"({text or 'not trusted'}); it was taken out of the CLI "
+                              f"again.")
