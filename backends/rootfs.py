@@ -219,9 +219,12 @@ class Root:
                              | os.O_CLOEXEC, dir_fd=dirfd)
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                    raise InvalidInput(f"{path} is {kind_of(st.st_mode)}, not a "
-                                       f"directory.") from None
+                    try:
+                        what = kind_of(os.stat(name, dir_fd=dirfd,
+                                               follow_symlinks=False).st_mode)
+                    except OSError:
+                        what = "not a directory"
+                    raise InvalidInput(f"{path} is {what}, not a directory.") from None
                 raise words(e, path) from None
             try:
                 os.fchown(fd, uid, gid)
@@ -249,10 +252,10 @@ class Root:
     def replace_file(self, path: str, uid: int, gid: int, mode: int,
                      fill: Callable[[int], None]) -> None:
         """Write a regular file ``path``: ``fill(fd)`` writes a new file beside it, which
-        is then owned, moded, synced and renamed over ``path``. What is at ``path`` must
-        be a regular file or nothing; a symlink, directory, FIFO or device is refused.
-        On any failure (or cancel, raised by ``fill``) the new file is removed and
-        ``path`` is as it was."""
+        is then owned, moded and renamed over ``path`` (a new inode: hard links to the
+        old file keep the old content). What is at ``path`` must be a regular file or
+        nothing; a symlink, directory, FIFO or device is refused. On any failure (or
+        cancel, raised by ``fill``) the new file is removed and ``path`` is as it was."""
         parent, name = _split(path)
         with self._fd(parent, os.O_PATH | os.O_DIRECTORY) as dirfd:
             self._check_replaceable(dirfd, name, path)
@@ -268,7 +271,6 @@ class Root:
                     fill(fd)
                     os.fchown(fd, uid, gid)
                     os.fchmod(fd, mode)
-                    os.fsync(fd)
                 finally:
                     os.close(fd)
                 self._step("rename")
