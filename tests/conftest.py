@@ -8,6 +8,7 @@ needs it errors with the reason. Developers without the lab deselect explicitly:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import uuid
@@ -17,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import hermetic  # noqa: E402
 import lab as labmod  # noqa: E402
 
 
@@ -114,9 +116,48 @@ def unique(request):
     return lambda suffix="": f"{base}-{uuid.uuid4().hex[:6]}{suffix}".strip("-")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fake_host(tmp_path_factory):
+    """The host's system paths (sockets, /etc/lxd, /var/lib/lxc), moved under a session temp
+    dir for every test, and the socket guard (tests/hermetic.py). A test may start a daemon
+    at ``fake_host.path("/var/lib/lxd")`` to play a host with a system LXD."""
+    base = tmp_path_factory.getbasetemp()
+    host = hermetic.FakeHost(base / "host")
+    guard = hermetic.Guard(denied=[host.root])
+    guard.allow_path(base)
+    guard.install()
+    hermetic.GUARD = guard
+    patch = pytest.MonkeyPatch()
+    host.install(patch)
+    yield host
+    patch.undo()
+    guard.uninstall()
+    hermetic.GUARD = None
+
+
 @pytest.fixture(autouse=True)
-def _no_user_config(tmp_path, monkeypatch):
-    """Tests never read the developer's own corral config."""
-    monkeypatch.setenv("CORRAL_CONFIG_FILE", str(tmp_path / "no-corral-config.toml"))
-    for var in ("TEXTUAL", "TEXTUAL_DEVTOOLS_PORT"):
+def _socket_guard(fake_host):
+    """Fails the test that connected to a socket outside its lab (the message says which)."""
+    guard = hermetic.GUARD
+    guard.take()  # left by a thread of an earlier test
+    yield guard
+    blocked = guard.take()
+    if blocked:
+        pytest.fail("\n".join(dict.fromkeys(blocked)), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def hermetic_env(_socket_guard, tmp_path, tmp_path_factory, monkeypatch):
+    """The one hermetic environment, applied to ``os.environ`` for every test and returned
+    for app and backend set-ups: HOME, XDG_*, the lxc/incus CLI configs, sockets and global
+    configs all inside the test's temp dirs; nothing of the developer's own (corral config,
+    Textual devtools, LXD_DIR/INCUS_DIR, libvirt URI)."""
+    runtime = hermetic.runtime_dir()
+    env = hermetic.environment(tmp_path_factory.mktemp("home"), runtime)
+    for var in (*hermetic.HOST_VARS, "TEXTUAL", "TEXTUAL_DEVTOOLS_PORT"):
         monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("CORRAL_CONFIG_FILE", str(tmp_path / "no-corral-config.toml"))
+    yield dict(os.environ)
+    shutil.rmtree(runtime, ignore_errors=True)

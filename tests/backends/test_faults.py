@@ -148,10 +148,11 @@ async def test_remote_that_never_answers_is_not_responding_in_bounded_time(lab, 
         server.close()
 
 
-async def test_missing_socket_is_unreachable_in_words(lab_env):
+async def test_missing_socket_is_unreachable_in_words(lab_env, fake_host):
     incus_local = lab_remotes(lab_env)["incus-local"]
     backend = get_backend(incus_local)
-    with pytest.raises(Unreachable, match="No Incus socket at /var/lib/incus/unix.socket"):
+    missing = fake_host.path("/var/lib/incus/unix.socket")  # the system path, moved
+    with pytest.raises(Unreachable, match=f"No Incus socket at {missing}"):
         await backend.connect()
     await backend.close()
 

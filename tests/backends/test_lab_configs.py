@@ -10,7 +10,7 @@ import yaml
 from backends.remotes import discover
 
 
-def test_real_cli_configs_give_every_remote_with_its_certificates(lab, lab_env):
+def test_real_cli_configs_give_every_remote_with_its_certificates(lab, lab_env, fake_host):
     found = discover(lab_env)
     by = {r.name: r for r in found.remotes}
     assert set(by) == {"local", "lab2", "inc1", "incus-local"}
@@ -33,7 +33,8 @@ def test_real_cli_configs_give_every_remote_with_its_certificates(lab, lab_env):
     assert inc1.client_cert and Path(inc1.client_cert).exists()
 
     # the incus CLI's built-in local remote, renamed beside LXD's, at the default socket
-    assert by["incus-local"].socket_path == "/var/lib/incus/unix.socket"
+    # (the system path, which the suite's fake host moves under a temp dir)
+    assert by["incus-local"].socket_path == fake_host.path("/var/lib/incus/unix.socket").as_posix()
 
     # the files are exactly as the CLIs wrote them, and corral wrote nothing
     lxc_yaml = yaml.safe_load((lab.lxd_conf / "config.yml").read_text())

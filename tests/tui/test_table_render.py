@@ -46,7 +46,7 @@ def compare_cells(table) -> int:
 
 
 @pytest.mark.parametrize("theme", ["corral-dark", "corral-light"])
-async def test_fast_cells_equal_datatables_own(tmp_path, theme):
+async def test_fast_cells_equal_datatables_own(tmp_path, hermetic_env, theme):
     specs = [(n, InstanceType.VM if i % 2 else InstanceType.CONTAINER,
               InstanceStatus.RUNNING if i % 3 else InstanceStatus.STOPPED)
              for i, n in enumerate(NAMES)]
@@ -54,7 +54,7 @@ async def test_fast_cells_equal_datatables_own(tmp_path, theme):
     cfg.write_text(f'[ui]\ntheme = "{theme}"\nmetrics_interval = 600\n[lxc]\nenabled = false\n'
                    '[qemu]\nenabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
                    'address = "/nonexistent/a.sock"\n')
-    app = make_app(cfg, env={"HOME": str(tmp_path)},
+    app = make_app(cfg, env=hermetic_env,
                    factory=lambda remote, timeout: FakeBackend(remote, instances=specs))
     async with app.run_test(size=(120, 30)) as pilot:
         for _ in range(10):
@@ -70,13 +70,13 @@ async def test_fast_cells_equal_datatables_own(tmp_path, theme):
             chars(DataTable._render_cell(table, -1, 0, base, 10))
 
 
-async def test_resource_view_cells_equal_datatables_own(tmp_path):
+async def test_resource_view_cells_equal_datatables_own(tmp_path, hermetic_env):
     """The resource views' table renders its cells the same way (marks, read-only rows)."""
     cfg = tmp_path / "config.toml"
     cfg.write_text('[ui]\nmetrics_interval = 600\n[lxc]\nenabled = false\n'
                    '[qemu]\nenabled = false\n[[remote]]\nname = "alpha"\nkind = "lxd"\n'
                    'address = "/nonexistent/a.sock"\n')
-    app = make_app(cfg, env={"HOME": str(tmp_path)},
+    app = make_app(cfg, env=hermetic_env,
                    factory=lambda remote, timeout: FakeBackend(remote, instances=[]))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause(0.1)
