@@ -138,7 +138,7 @@ async def test_tofu_with_an_already_trusted_certificate(lab, tmp_path, unique):
 
 
 @pytest.mark.parametrize("which", ["lxd1", "incus1"])
-async def test_also_added_to_the_cli_through_the_cli(lab, tmp_path, which, unique):
+async def test_also_added_to_the_cli(lab, tmp_path, which, unique):
     daemon = getattr(lab, which)
     store = RemoteStore(tmp_path / "corral")
     name = "cli" + unique()[-8:]
