@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from .errors import AuthError, InvalidInput, OperationFailed, Unreachable
+from .paths import UntrustedFile, check_owned, owned_directory
 
 if TYPE_CHECKING:
     import requests  # imported where used: requests is not needed to start corral
@@ -139,7 +141,12 @@ def ensure_client_certificate(directory: Path) -> tuple[Path, Path]:
     """corral's client certificate (``client.crt``/``client.key`` in ``directory``), made
     once like the CLIs make theirs: EC P-384, self-signed, ten years; the key 0600."""
     crt, key = directory / "client.crt", directory / "client.key"
-    if crt.is_file() and key.is_file():
+    if os.path.lexists(crt) and os.path.lexists(key):
+        # a pair someone else planted beside the config must never be enrolled
+        problem = check_owned(key, private=True) or check_owned(crt)
+        if problem:
+            raise UntrustedFile(f"corral's client certificate was not used (nothing was "
+                                f"sent to the server): {problem}")
         return crt, key
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -169,20 +176,30 @@ def ensure_client_certificate(directory: Path) -> tuple[Path, Path]:
 
 def write_private(path: Path, data: bytes, *, mode: int) -> None:
     """Write ``path`` atomically, created with ``mode`` from the start (never readable by
-    others, not even for a moment)."""
+    others, not even for a moment), in a directory that it and every directory above are
+    this user's or root's and not writable by others (:func:`~backends.paths.owned_directory`):
+    a new file under a random name, ``O_EXCL | O_NOFOLLOW``, renamed over ``path`` through
+    the checked directory's descriptor (a link at ``path`` is replaced, never followed).
+
+    Raises:
+        UntrustedFile: the directory fails those checks; nothing was written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with owned_directory(path.parent) as dfd:
+        tmp = f".{path.name}.{secrets.token_hex(8)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)
+        try:
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
 
 
 @contextlib.contextmanager
