@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .models import Remote
+from .paths import UntrustedFile, read_owned
 from .trust import write_private
 
 
@@ -38,12 +39,15 @@ class RemoteStore:
         return self.directory / "servercerts"
 
     def load(self) -> tuple[list[dict[str, Any]], str | None]:
-        """The stored entries, and a problem in words when the file is unreadable."""
+        """The stored entries, and a problem in words when the file is unreadable or not
+        this user's own (:func:`~backends.paths.read_owned`: a planted file is never used)."""
         try:
-            data = tomllib.loads(self.path.read_text())
+            data = tomllib.loads(read_owned(self.path).decode())
         except FileNotFoundError:
             return [], None
-        except (OSError, tomllib.TOMLDecodeError) as e:
+        except UntrustedFile as e:
+            return [], f"{e.message} Remotes added in corral are missing."
+        except (OSError, ValueError) as e:  # TOMLDecodeError, UnicodeDecodeError
             return [], f"{self.path}: cannot be used ({e}); remotes added in corral are missing"
         entries = data.get("remote") or []
         return [e for e in entries if isinstance(e, dict)], None

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from .models import Remote
+from .paths import check_owned
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +277,18 @@ def _extra_remote(spec: Mapping[str, Any], source: str, out: Discovery) -> Remot
     )
 
 
+def _own_files_checked(remote: Remote) -> Remote:
+    """A remote corral added (``remotes.toml``): its client certificate, key and pinned
+    server certificate are corral's own files, read by path when it connects. One that
+    another user put there or can change makes the remote a problem, never connected."""
+    for path, private in ((remote.client_key, True), (remote.client_cert, False),
+                          (remote.server_cert, False)):
+        problem = check_owned(path, private=private) if path else None
+        if problem:
+            return replace(remote, problem=f"not connected: {problem}")
+    return remote
+
+
 def discover(
     env: Mapping[str, str] | None = None,
     *,
@@ -313,7 +326,7 @@ def discover(
                          *((s, extra_source) for s in extra)]:
         r = _extra_remote(spec, source, out)
         if r is not None:
-            merged[r.name] = r
+            merged[r.name] = _own_files_checked(r) if source == added_source else r
     for name in list(merged):
         if name in hidden:
             del merged[name]

@@ -1,4 +1,5 @@
-"""corral's own configuration: ``config.toml`` (standard library only).
+"""corral's own configuration: ``config.toml`` (standard library and
+:mod:`backends.paths` only: read only when it is this user's own file).
 
 ```toml
 [ui]
@@ -49,6 +50,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from backends.paths import UntrustedFile, read_owned
 
 from .locations import config_file
 
@@ -146,16 +149,21 @@ def _text(section: dict[str, Any], key: str, default: str, problems: list[str], 
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Read the config; a missing file gives defaults, a broken one gives defaults plus a
-    problem naming the file and the line."""
+    """Read the config; a missing file gives defaults, a broken one (or one that is not
+    this user's own: :func:`~backends.paths.read_owned`) gives defaults plus a problem
+    naming the file and the line (or what is wrong with it)."""
     path = path or config_file()
     problems: list[str] = []
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_owned(path).decode())
     except FileNotFoundError:
         return Config(path=path)
+    except UntrustedFile as e:
+        return Config(path=path, problems=(f"{e.message} Using the defaults.",))
     except tomllib.TOMLDecodeError as e:
         return Config(path=path, problems=(f"{path}: not valid TOML ({e}); using defaults",))
+    except UnicodeDecodeError:
+        return Config(path=path, problems=(f"{path}: not UTF-8 text; using defaults",))
     except OSError as e:
         return Config(path=path, problems=(f"{path}: cannot be read ({e.strerror})",))
     def table(name: str) -> dict[str, Any]:

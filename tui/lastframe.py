@@ -10,16 +10,17 @@ cache (``warm_start = false`` turns both off), and only text and CSI sequences (
 cursor moves) are written from it: anything else in it means it is not corral's, and it
 is not used.
 
-Standard library only: this runs before Textual and corral's modules are imported.
+Standard library and :mod:`backends.paths` only: this runs before Textual and corral's
+other modules are imported.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
-import stat
 import sys
 import termios
 from collections.abc import Mapping, Sequence
@@ -94,17 +95,18 @@ def save(path: Path, frame_key: dict, frame: str) -> None:
 
 
 def load(path: Path, frame_key: dict) -> str | None:
-    """The saved frame when it is this start's (and safe to write), else None."""
+    """The saved frame when it is this start's (and safe to write), else None: only
+    this user's private file in a checked directory (:func:`backends.paths.read_owned`;
+    ``tui`` imports ``backends`` anyway)."""
+    from backends.paths import UntrustedFile, read_owned
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = read_owned(path, private=True, limit=4 << 20)
+    except UntrustedFile as e:
+        logging.getLogger(__name__).warning("the last frame was not painted: %s", e)
+        return None
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() \
-                or st.st_mode & 0o077 or st.st_size > 4 << 20:
-            return None  # not this user's private file
-        data = f.read(4 << 20)
     head, _, body = data.partition(b"\n")
     try:
         if json.loads(head) != frame_key:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import InvalidInput
+from ..paths import read_owned
 from .files import PendingWrite, write_durably
 from .monitors import monitor_args
 
@@ -87,8 +88,9 @@ class VMDefinition:
     def load(cls, directory: Path) -> VMDefinition:
         """The definition in ``directory``. The VM's name is the directory's name, whatever
         the file says: a rename interrupted between moving the directory and saving the
-        file must not make the VM boot the disks of another directory."""
-        data = json.loads((directory / "vm.json").read_text())
+        file must not make the VM boot the disks of another directory. A ``vm.json`` that
+        is not this user's own is refused (:func:`~backends.paths.read_owned`)."""
+        data = json.loads(read_owned(directory / "vm.json"))
         if not isinstance(data, dict):
             raise TypeError("vm.json does not hold an object")
         known = {f.name for f in fields(cls)}

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from backends.models import Instance, InstanceRef, InstanceStatus, InstanceType, Remote
+from backends.paths import UntrustedFile, read_owned
 
 from ..locations import cache_dir, config_digest
 
@@ -79,18 +79,23 @@ class InventoryCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[str, dict] = {}
+        self.problem: str | None = None
+        """Why the file was refused (another user's, a link, a FIFO…), in words."""
 
     def load(self, remotes: Iterable[Remote]) -> dict[str, CachedRemote]:
         """The cached rows of those remotes that are still configured the same way.
 
-        Never raises: a missing, foreign or damaged file means no cached rows.
+        Never raises: a missing, foreign or damaged file means no cached rows (a file
+        that is not this user's own, :func:`~backends.paths.read_owned`, is not even read,
+        and :attr:`problem` says why).
         """
         try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_uid != os.geteuid():
-                    return {}  # not ours: a file someone else put there
-                data = json.loads(f.read(MAX_BYTES + 1)[:MAX_BYTES])
+            data = json.loads(read_owned(self.path, limit=MAX_BYTES))
         except FileNotFoundError:
+            return {}
+        except UntrustedFile as e:
+            self.problem = f"The inventory cache was not used: {e.message}"
+            log.warning("%s", self.problem)
             return {}
         except (OSError, ValueError) as e:
             log.warning("ignoring the inventory cache %s: %s", self.path, e)
@@ -127,17 +132,15 @@ class InventoryCache:
             del self._entries[name]
 
     def write(self) -> None:
-        """Write the file atomically, private to this user (blocking: call from a thread)."""
+        """Write the file atomically, private to this user, in a checked directory
+        (:func:`~backends.trust.write_private`; blocking: call from a thread). A
+        directory another user could change is not written in: logged, not raised."""
+        from backends.trust import write_private
+
         payload = json.dumps({"version": VERSION, "remotes": self._entries},
                              separators=(",", ":")).encode()
-        directory = self.path.parent
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = directory / f".{self.path.name}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(payload)
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+            write_private(self.path, payload, mode=0o600)
+        except UntrustedFile as e:
+            self.problem = f"The inventory cache was not saved: {e.message}"
+            log.warning("%s", self.problem)
