@@ -4,6 +4,14 @@
 Warnings and errors only, each with what was being done (the failing action and remote,
 an unexpected error's traceback). Nothing secret reaches it: a filter blanks trust tokens,
 passwords, secrets and private keys before a line is written, whatever logged them.
+
+One record is one line starting with its date: newlines, carriage returns and every other
+control character in a message are written as visible escapes (``\n``, ``\x1b``), so
+text from a daemon, a guest or a file name cannot forge a line; a traceback follows on
+lines indented by two spaces. The file is opened through
+:func:`backends.paths.open_owned` (never through a link, only this user's regular file,
+in a directory another user cannot change) and made 0600 on its descriptor; when that is
+refused there is no log, and :data:`problem` says why.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ import os
 import re
 from pathlib import Path
 from typing import Mapping
+
+from backends.paths import UntrustedFile, open_owned
 
 MAX_BYTES = 1024 * 1024
 BACKUPS = 3
@@ -27,6 +37,13 @@ _SECRETS = [
 ]
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+problem: str | None = None
+"""Why :func:`setup` wrote no log (the file or its directory was refused), in words."""
+
+
 def redact(text: str) -> str:
     """``text`` with tokens, passwords, secrets and private keys blanked out."""
     for pattern, replacement in _SECRETS:
@@ -34,9 +51,45 @@ def redact(text: str) -> str:
     return text
 
 
+def escape(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with control characters as visible escapes (``\n``, ``\x1b``, ``\u2028``)."""
+    def one(m: re.Match[str]) -> str:
+        c = m.group()
+        if keep_newlines and c == "\n":
+            return c
+        return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+    return _CONTROL.sub(one, text)
+
+
 class _Redacting(logging.Formatter):
+    """One line per record, secrets blanked, control characters escaped; a traceback on
+    indented lines below it."""
+
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        record.message = escape(redact(record.getMessage()))
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
+        tail = []
+        if record.exc_info:
+            tail.append(self.formatException(record.exc_info))
+        if record.stack_info:
+            tail.append(self.formatStack(record.stack_info))
+        if not tail:
+            return line
+        text = escape(redact("\n".join(tail)), keep_newlines=True)
+        return line + "".join(f"\n  {t}" for t in text.split("\n"))
+
+
+class _OwnedFileHandler(logging.handlers.RotatingFileHandler):
+    """Opens the log through :func:`backends.paths.open_owned`; never writes to stderr
+    (it would scribble over the screen)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        return open_owned(self.baseFilename, "a")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
 
 
 def log_path(env: Mapping[str, str] | None = None) -> Path:
@@ -48,15 +101,19 @@ def log_path(env: Mapping[str, str] | None = None) -> Path:
 
 def setup(env: Mapping[str, str] | None = None) -> Path | None:
     """Send warnings and errors of every logger to the rotated log file; returns its path
-    (None when it cannot be written: corral runs on without a log)."""
+    (None when it cannot be written, or is refused: corral runs on without a log, and
+    :data:`problem` says why in words)."""
+    global problem
     path = log_path(env)
+    problem = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES,
-                                                       backupCount=BACKUPS, encoding="utf-8")
-        os.chmod(path, 0o600)
-    except OSError:
+        handler = _OwnedFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS,
+                                    encoding="utf-8")
+    except (OSError, UntrustedFile) as e:
         # no log then, and nothing on stderr either (it would scribble over the screen)
+        problem = (f"No log is written: {e.message}" if isinstance(e, UntrustedFile)
+                   else f"No log is written: {path} cannot be opened ({e.strerror or e}).")
         logging.getLogger().addHandler(logging.NullHandler())
         return None
     handler.setLevel(logging.WARNING)

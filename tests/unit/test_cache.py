@@ -73,3 +73,32 @@ def test_one_file_per_configuration(tmp_path):
     assert a != b and a.parent == b.parent == tmp_path / "corral"
     assert cache_path({"HOME": str(tmp_path)}, tmp_path / "a.toml").parent == \
         tmp_path / ".cache" / "corral"
+
+
+def test_a_fifo_or_link_as_the_cache_file_is_refused_without_waiting(tmp_path):
+    import threading
+
+    path = tmp_path / "corral" / "inventory.json"
+    path.parent.mkdir()
+    os.mkfifo(path)  # planted: opening it for reading would wait for a writer forever
+    got: list = []
+    cache = InventoryCache(path)
+    reader = threading.Thread(target=lambda: got.append(cache.load([LXD])), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # (unblock the reader: a writer comes and goes)
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    assert got == [{}], "start-up hung on a FIFO as the inventory cache"
+    assert f"{path} is a FIFO, not a regular file" in cache.problem
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)  # left as it was
+    path.unlink()
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    path.symlink_to(target)
+    cache = InventoryCache(path)
+    assert cache.load([LXD]) == {} and "is a symbolic link" in cache.problem
+    cache.update(LXD, [inst("web1")])
+    path.parent.chmod(0o777)  # a cache directory others can write: not written in
+    cache.write()
+    assert "can be changed by other users (mode 0777)" in cache.problem
+    assert target.read_text() == "{}" and path.is_symlink()

@@ -41,3 +41,71 @@ def test_log_file_rotates_and_never_holds_a_secret(tmp_path):
             if handler not in before:
                 root.removeHandler(handler)
                 handler.close()
+
+
+def _with_log(env, body):
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        path = logfile.setup(env)
+        body(path)
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in before:
+                root.removeHandler(handler)
+                handler.close()
+
+
+def test_a_message_cannot_forge_a_line(tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    forged = "2026-01-01 00:00:00,000 ERROR corral: forged"
+
+    def body(path):
+        log = logging.getLogger("corral.test")
+        log.warning("file name %s", f"a\n{forged}\r\x1b]52;c;eA==\x07\u2028b")
+        try:
+            raise ValueError(f"bad\n{forged}")
+        except ValueError:
+            log.exception("listing failed for %s", "x\ny")
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        lines = path.read_text().splitlines()
+        records = [line for line in lines if not line.startswith("  ")]
+        assert len(records) == 2, lines
+        assert records[0].endswith("file name a\\n" + forged + "\\r\\x1b]52;c;eA==\\x07"
+                                   "\\u2028b")
+        assert records[1].endswith("listing failed for x\\ny")
+        assert "  ValueError: bad" in lines and f"  {forged}" in lines
+        assert not any(line.startswith(forged) for line in lines)
+
+    _with_log(env, body)
+
+
+def test_a_planted_log_link_is_not_followed_nor_its_target_chmodded(tmp_path):
+    state = tmp_path / "state" / "corral"
+    state.mkdir(parents=True)
+    target = tmp_path / "shadow"
+    target.write_text("root:x:0:0\n")
+    target.chmod(0o644)
+    (state / "corral.log").symlink_to(target)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+
+    def body(path):
+        assert path is None
+        assert "No log is written" in logfile.problem
+        assert f"{state / 'corral.log'} is a symbolic link" in logfile.problem
+        logging.getLogger("corral.test").error("not written anywhere")
+
+    _with_log(env, body)
+    assert target.read_text() == "root:x:0:0\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    state.chmod(0o777)  # a log directory others can write: no log either
+    (state / "corral.log").unlink()
+
+    def refused(path):
+        assert path is None
+        assert f"The directory {state} can be changed by other users (mode 0777)" in \
+            logfile.problem
+
+    _with_log(env, refused)
+    assert not (state / "corral.log").exists()
