@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from ..base import Backend
-from ..errors import BackendError, Conflict, InvalidInput, NeedsConfirmation, OperationFailed
+from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import (
     CreateOptions,
     CreateRequest,
@@ -22,7 +23,9 @@ from ..models import (
 )
 from .definition import VMDefinition, check_name
 from .files import building
-from .images import image_info, qemu_img
+from .host_paths import who_can_change, writable_by_others
+from .image_gate import GatedImage, copy_to_qcow2, inspect_image, settled
+from .images import qemu_img
 from .machines import Machines
 
 
@@ -37,7 +40,7 @@ class Create(Backend):
                      iso: str = "", kernel: str = "", initrd: str = "", cmdline: str = "",
                      network_boot: bool = False, accel: str = "auto",
                      firmware: str = "bios", description: str = "", network: str = "user",
-                     allow_backing: bool = False,
+                     allow_backing: bool = False, image_format: str = "",
                      progress: Callable[[str], None] | None = None) -> Instance:
         """Define a VM (and make its disks). Nothing is left behind on failure (also when
         cancelled: a running ``qemu-img`` is killed and the VM's directory removed).
@@ -45,15 +48,21 @@ class Create(Backend):
         ``disk_gib`` may be fractional; the disk gets exactly that many bytes (rounded up to
         a 512-byte sector by qemu-img). ``network`` is ``user`` (QEMU's NAT) or ``none``.
 
-        The image's format is probed once (``qemu-img info``, which opens no backing file)
-        and then given explicitly to every later ``qemu-img`` call. An image that refers to
-        other files (a qcow2 backing file or external data file: a "raw" file that really is
-        such a qcow2 would pull, say, a host secret into the guest's disk) is refused with
-        :class:`NeedsConfirmation` (option ``allow_backing``) unless ``allow_backing``. The
-        ISO is attached as ``format=raw``, never probed.
+        The image goes through :mod:`.image_gate` (its format from ``image_format``,
+        else from corral's reading of its header; given explicitly to every later
+        ``qemu-img`` call). An image that refers to other files (a qcow2 backing file or
+        external data file: a "raw" file that really is such a qcow2 would pull, say, a
+        host secret into the guest's disk) is refused with :class:`NeedsConfirmation`
+        (option ``allow_backing``, the message naming each file) unless
+        ``allow_backing``; it is then always copied, flattened. vmdk, vdi, vhdx and vhd
+        images are always converted into a fresh qcow2. An overlay is made only of an
+        image nobody but root and this user can change (QEMU reads the base again at
+        every start). The ISO is attached as ``format=raw``, never probed; ISO, kernel
+        and initrd are checked again at every start (:mod:`.host_paths`).
 
         Raises:
-            InvalidInput: bad name or sizes, name taken, missing files, unknown accel.
+            InvalidInput: bad name or sizes, name taken, missing files, unknown accel,
+                an image the gate refuses, an overlay of an image others can change.
             NeedsConfirmation: the image refers to other files (see above).
         """
         say = progress or (lambda _text: None)
@@ -82,38 +91,61 @@ class Create(Backend):
         if disk_gib < 0:
             raise InvalidInput("The disk size cannot be negative.")
         disk_bytes = int(round(disk_gib * 1024**3))
-        image_fmt = ""
+        gated: GatedImage | None = None
         if image:
             say("reading image…")
-            found = await image_info(image)
-            image_fmt = found.get("format") or "raw"
-            refers = _refers_to(found)
-            if refers and not allow_backing:
-                raise NeedsConfirmation(
-                    f"The image {image} is a {image_fmt} file that refers to {refers}. "
-                    f"QEMU would read that file too: its contents would end up in the "
-                    f"VM's disk, readable by the guest. Use it only if you made this image "
-                    f"and know that file.", option="allow_backing")
-            size = int(found.get("virtual-size") or 0)
-            if disk_bytes and disk_bytes < size:
-                raise InvalidInput(f"The disk must be at least as large as the image "
-                                   f"({size} bytes); disks only grow.")
-        directory = self.vms.dir(name)
+            gated = await inspect_image(image, fmt=image_format or None,
+                                        confirmed=allow_backing)
+            overlay = overlay and gated.self_contained and not gated.needs_conversion
+            try:
+                if overlay:
+                    _refuse_unsafe_base(gated)
+                if disk_bytes and disk_bytes < gated.virtual_size:
+                    raise InvalidInput(f"The disk must be at least as large as the image "
+                                       f"({gated.virtual_size} bytes); disks only grow.")
+            except BaseException:
+                gated.close()
+                raise
+        try:
+            return await self._define(name, directory=self.vms.dir(name), gated=gated,
+                                      overlay=overlay, disk_bytes=disk_bytes, say=say,
+                                      kernel=kernel, iso=iso, initrd=initrd,
+                                      network_boot=network_boot,
+                                      definition=VMDefinition(
+                                          name=name, cpus=cpus, memory_mib=memory_mib,
+                                          accel=accel, firmware=firmware, cmdline=cmdline,
+                                          network=network, description=description))
+        finally:
+            if gated:
+                gated.close()
+
+    async def _define(self, name: str, *, directory: Path, gated: GatedImage | None,
+                      overlay: bool, disk_bytes: int, say: Callable[[str], None],
+                      kernel: str, iso: str, initrd: str, network_boot: bool,
+                      definition: VMDefinition) -> Instance:
+        """The second half of :meth:`create`: the VM's directory, disks and definition
+        (``definition`` holds the plain settings)."""
         directory.mkdir(mode=0o700, parents=True)
         with building(directory):
             disks = []
-            if image:
+            if gated:
                 target = directory / "disk0.qcow2"
                 say("creating overlay disk…" if overlay else "copying disk image…")
                 if overlay:
-                    await qemu_img("create", "-f", "qcow2", "-F", image_fmt,
-                                   "-b", os.path.abspath(image), str(target))
+                    await qemu_img("create", "-f", "qcow2", "-F", gated.format,
+                                   "-b", gated.path, str(target))
                 else:
-                    await qemu_img("convert", "-f", image_fmt, "-O", "qcow2", image,
-                                   str(target))
+                    scratch = directory / "image.scratch"
+                    source = await settled(gated, str(scratch))
+                    try:
+                        await copy_to_qcow2(source, str(target), say)
+                    finally:
+                        if source is not gated:
+                            source.close()
+                            scratch.unlink()
                 if disk_bytes:
                     say("resizing disk…")
-                    await qemu_img("resize", str(target), str(disk_bytes))
+                    await qemu_img("resize", "-f", "qcow2", str(target), str(disk_bytes))
                 disks.append(target.name)
             elif disk_bytes:
                 target = directory / "disk0.qcow2"
@@ -125,15 +157,13 @@ class Create(Backend):
             if boot == "disk" and not disks:
                 raise InvalidInput("Nothing to boot: give an image, a disk size with an ISO, "
                                    "a kernel, or choose network boot.")
-            definition = VMDefinition(
-                name=name, cpus=cpus, max_cpus=max(cpus, min(8, (os.cpu_count() or 1) * 2)),
-                memory_mib=memory_mib, accel=accel, firmware=firmware, disks=disks,
-                iso=os.path.abspath(iso) if iso else "",
+            definition = replace(
+                definition, max_cpus=max(definition.cpus, min(8, (os.cpu_count() or 1) * 2)),
+                disks=disks, iso=os.path.abspath(iso) if iso else "",
                 kernel=os.path.abspath(kernel) if kernel else "",
-                initrd=os.path.abspath(initrd) if initrd else "", cmdline=cmdline, boot=boot,
-                network=network, description=description,
+                initrd=os.path.abspath(initrd) if initrd else "", boot=boot,
                 created_at=datetime.now(timezone.utc).isoformat())
-            if firmware == "uefi":
+            if definition.firmware == "uefi":
                 vars_src = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
                 if not vars_src.exists():
                     raise InvalidInput("UEFI needs OVMF (package ovmf).")
@@ -146,7 +176,7 @@ class Create(Backend):
     # The launch wizard (CREATE) --------------------------------------------------------
 
     _CREATE_OPTIONS = ("initrd", "cmdline", "firmware", "accel", "overlay", "description",
-                       "allow_backing")
+                       "allow_backing", "format")
 
     async def create_sources(self) -> list[CreateSource]:
         vm = InstanceType.VM
@@ -193,7 +223,8 @@ class Create(Backend):
         ``kernel`` (options ``initrd``, ``cmdline``; a disk only when ``request.disk``).
         Memory must be a whole number of MiB. Options ``firmware`` (bios/uefi), ``accel``
         (auto/kvm/tcg) and ``description`` apply to all; ``allow_backing`` = ``yes`` is the
-        user's agreement asked for by :class:`NeedsConfirmation`.
+        user's agreement asked for by :class:`NeedsConfirmation`; ``format`` (raw, qcow2,
+        vmdk, vdi, vhdx, vpc) says what a disk image is, instead of its header.
 
         If the VM was defined but does not start, it stays defined and
         :class:`OperationFailed` says "created, but could not start: …".
@@ -240,7 +271,8 @@ class Create(Backend):
         if source.kind == "disk-image":
             if not path:
                 raise InvalidInput("Give the path of a disk image.")
-            kwargs.update(image=path, overlay=overlay == "yes")
+            kwargs.update(image=path, overlay=overlay == "yes",
+                          image_format=options.get("format", "").strip().lower())
         elif source.kind == "iso":
             if not path:
                 raise InvalidInput("Give the path of an ISO.")
@@ -257,6 +289,8 @@ class Create(Backend):
             raise InvalidInput(f"A QEMU VM cannot be made from a '{source.kind}' source.")
         if source.kind != "kernel" and (options.get("initrd") or options.get("cmdline")):
             raise InvalidInput("initrd and cmdline go with a kernel source only.")
+        if source.kind != "disk-image" and options.get("format"):
+            raise InvalidInput("format goes with a disk image source only.")
         say("checking…")
         inst = await self.create(
             name, cpus=cpus, memory_mib=memory_mib, disk_gib=(disk or 0) / 1024**3,
@@ -278,12 +312,15 @@ class Create(Backend):
         return inst
 
 
-def _refers_to(found: dict) -> str:
-    """What other files ``qemu-img info`` says an image refers to ("" for none)."""
-    data_file = ((found.get("format-specific") or {}).get("data") or {}).get("data-file")
-    parts = []
-    if found.get("backing-filename"):
-        parts.append(f"the backing file {found['backing-filename']}")
-    if data_file:
-        parts.append(f"the external data file {data_file}")
-    return " and ".join(parts)
+def _refuse_unsafe_base(gated: GatedImage) -> None:
+    """An overlay's base is opened again by QEMU at every start: it must be a file only
+    root and this user can change, reached by a way only they can change."""
+    who = who_can_change(gated.path)
+    if who is None and writable_by_others(os.fstat(gated.fd)):
+        who = f"the file {gated.path} may be written by other users"
+    if who:
+        raise InvalidInput(
+            f"The image {gated.path} cannot be the base of an overlay: {who}, so it could "
+            f"be changed or replaced after this check, and QEMU reads an overlay's base "
+            f"again at every start. Make a copy instead (overlay=no), or move the image "
+            f"to a directory only you can change.")

@@ -31,14 +31,16 @@ async def _killed_when_cancelled(proc: asyncio.subprocess.Process) -> AsyncItera
         raise
 
 
-async def qemu_img(*args: str) -> str:
-    """Run ``qemu-img args…``; its standard output.
+async def qemu_img(*args: str, pass_fds: tuple[int, ...] = ()) -> str:
+    """Run ``qemu-img args…``; its standard output. ``pass_fds``: descriptors it
+    inherits (files named as ``/dev/fd/N``).
 
     Raises:
         OperationFailed: it failed (its error output in the message).
     """
     proc = await asyncio.create_subprocess_exec(
-        "qemu-img", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        "qemu-img", *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, pass_fds=pass_fds)
     async with _killed_when_cancelled(proc):
         out, err = await proc.communicate()
     if proc.returncode != 0:
@@ -46,22 +48,23 @@ async def qemu_img(*args: str) -> str:
     return out.decode()
 
 
-async def info(path: str, *, shared: bool = True) -> dict:
-    """``qemu-img info`` of ``path`` as JSON; ``shared`` (``-U``) also reads a disk a
-    running QEMU holds locked.
+async def info(path: str, *, shared: bool = True, fmt: str = "qcow2") -> dict:
+    """``qemu-img info`` of ``path`` (one of corral's own disks: format ``fmt``, never
+    probed) as JSON; ``shared`` (``-U``) also reads a disk a running QEMU holds locked.
+    Images from elsewhere go through :mod:`.image_gate` instead.
 
     Raises:
         OperationFailed: qemu-img failed.  ValueError: its output is not JSON.
     """
     return json.loads(await qemu_img("info", *(["-U"] if shared else []), "--output=json",
-                                     path))
+                                     "-f", fmt, path))
 
 
 async def image_info(path: str) -> dict:
-    """:func:`info` of a file the user named.
+    """:func:`info` of one of corral's own disks (qcow2), errors in words.
 
     Raises:
-        InvalidInput: it is not a disk image QEMU can read.
+        InvalidInput: it is not a qcow2 image QEMU can read.
     """
     try:
         return await info(path)
@@ -69,13 +72,14 @@ async def image_info(path: str) -> dict:
         raise InvalidInput(f"{path} is not a disk image QEMU can read: {e.message}") from e
 
 
-async def convert(src: str, dst: str, label: str, say: Callable[[str], None]) -> None:
-    """``qemu-img convert`` to a new qcow2 (flattens backing files, drops internal
-    snapshots), reporting ``label N%``."""
+async def convert(src: str, dst: str, label: str, say: Callable[[str], None], *,
+                  src_format: str = "qcow2", pass_fds: tuple[int, ...] = ()) -> None:
+    """``qemu-img convert`` from ``src`` (format ``src_format``, never probed) to a new
+    qcow2 (flattens backing files, drops internal snapshots), reporting ``label N%``."""
     proc = await asyncio.create_subprocess_exec(
-        "qemu-img", "convert", "-p", "-O", "qcow2", src, dst,
+        "qemu-img", "convert", "-p", "-f", src_format, "-O", "qcow2", src, dst,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        stderr=asyncio.subprocess.PIPE, pass_fds=pass_fds)
 
     async def pump() -> None:
         assert proc.stdout is not None

@@ -38,7 +38,8 @@ from .files import (
     unmark_partial,
     write_rename_journal,
 )
-from .images import convert, image_info, info, qemu_img
+from .image_gate import inspect_image
+from .images import convert, image_info, qemu_img
 from .imported import check_imported
 from .machines import Machines
 
@@ -201,17 +202,13 @@ class Transfer(Backend):
             for disk in d.disks:
                 say(f"checking {disk}…")
                 target = str(directory / disk)
-                try:
-                    found = await info(target, shared=False)
-                except (OperationFailed, ValueError) as e:
-                    raise InvalidInput(f"{path} holds a damaged {disk}: {e}") from e
-                data_file = ((found.get("format-specific") or {}).get("data") or {}).get(
-                    "data-file")
-                if found.get("format") != "qcow2" or found.get("backing-filename") or data_file:
+                try:  # the one image gate: a self-contained qcow2, nothing else opened
+                    (await inspect_image(target, fmt="qcow2")).close()
+                except InvalidInput as e:  # NeedsConfirmation too: never asked for
                     raise InvalidInput(f"{path} holds a {disk} that is not a self-contained "
-                                       f"qcow2 (it refers to other files); refused.")
+                                       f"qcow2; refused. {e.message}") from e
                 try:
-                    await qemu_img("check", "-q", target)
+                    await qemu_img("check", "-q", "-f", "qcow2", target)
                 except OperationFailed as e:
                     raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e
             d.name, d.linked_to = name, ""
