@@ -8,34 +8,23 @@ that is **public** (readable by every user of this host: the file world-readable
 directory above it world-searchable), or one that a VM defined here already uses (the same
 host's own export brought back). Everything else is refused, naming the field and the
 file. The other fields get bounds (boot order consistent with what the VM has, a kernel
-command line of printable text, known disk limits)."""
+command line of printable text, known disk limits).
+
+This is judged once, at import, on the opened file. What a path leads to can change
+later (a link or a file in a directory someone else controls, swapped to point at
+``/etc/shadow``), so every start checks again on the descriptors QEMU is then given
+(:func:`.host_paths.open_boot_files`)."""
 
 from __future__ import annotations
 
 import os
-import stat
 
 from ..errors import InvalidInput
 from .definition import MAC_RE, VMDefinition
+from .host_paths import NotRegular, open_regular, public_fd
 
 BOOTS = ("disk", "cdrom", "network", "kernel")
 IO_LIMITS = ("read_bps", "write_bps", "read_iops", "write_iops")
-
-
-def _public(path: str) -> bool:
-    """Every user of this host could read ``path`` (a resolved path) anyway."""
-    try:
-        if not os.stat(path).st_mode & stat.S_IROTH:
-            return False
-        parent = os.path.dirname(path)
-        while True:
-            if not os.stat(parent).st_mode & stat.S_IXOTH:
-                return False
-            if parent == "/":
-                return True
-            parent = os.path.dirname(parent)
-    except OSError:
-        return False
 
 
 def reference_problem(value: str, trusted: set[str]) -> str | None:
@@ -44,18 +33,20 @@ def reference_problem(value: str, trusted: set[str]) -> str | None:
         return "holds control characters"
     if not os.path.isabs(value) or os.path.normpath(value) != value:
         return "is not an absolute, plain path"
-    real = os.path.realpath(value)
-    if value in trusted or real in trusted:
-        return None
     try:
-        st = os.stat(real)
+        fd = open_regular(value)
+    except NotRegular:
+        return "is not a regular file"
     except OSError as e:
         return f"cannot be used ({e.strerror})"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if not _public(real):
-        return ("is not readable by every user of this host, and no VM here uses it: "
-                "an archive may not hand a private file to its guest")
+    try:
+        if value in trusted or os.readlink(f"/proc/self/fd/{fd}") in trusted:
+            return None
+        if not public_fd(fd):
+            return ("is not readable by every user of this host, and no VM here uses it: "
+                    "an archive may not hand a private file to its guest")
+    finally:
+        os.close(fd)
     return None
 
 

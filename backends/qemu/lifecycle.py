@@ -30,6 +30,7 @@ from ..models import (
 )
 from .definition import QEMU
 from .files import sweep
+from .host_paths import open_boot_files
 from .kvm import SILENT_BOOT, expects_serial_output
 from .machines import Machines
 
@@ -141,14 +142,19 @@ class Lifecycle(Backend):
     # Lifecycle -------------------------------------------------------------------------
 
     async def start(self, ref: InstanceRef) -> None:
-        """Start the VM detached, then apply its saved balloon target and IO limits."""
+        """Start the VM detached, then apply its saved balloon target and IO limits.
+
+        Its ISO, kernel and initrd are opened and checked here, at every start, and QEMU
+        reads them through those descriptors (:func:`.host_paths.open_boot_files`): a
+        link swapped since the VM was defined cannot hand QEMU another file."""
         vms = self.vms
         d = vms.definition(ref.name)
         if vms.pid(ref.name) is not None:
             raise Conflict(f"{ref} is already running.")
         vms.refuse_if_busy(ref)
         vms.refuse_if_base(ref, "started")
-        await vms.launch(ref, d)
+        with await asyncio.to_thread(open_boot_files, d, str(ref)) as boot:
+            await vms.launch(ref, boot.definition, boot.fds)
         if ref.name in vms.kvm.started and expects_serial_output(d.kernel, d.cmdline):
             task = asyncio.ensure_future(self._watch_kvm_boot(ref, vms.pid(ref.name)))
             self._boot_watches.add(task)

@@ -252,8 +252,10 @@ class Machines:
     def argv(self, d: VMDefinition) -> list[str]:
         return command_line(d, self.dir(d.name), self.run_dir(d.name), self.accel(d))
 
-    async def launch(self, ref: InstanceRef, d: VMDefinition) -> None:
-        """Start the VM's QEMU detached and attach to it (:meth:`adopt`).
+    async def launch(self, ref: InstanceRef, d: VMDefinition,
+                     pass_fds: tuple[int, ...] = ()) -> None:
+        """Start the VM's QEMU detached and attach to it (:meth:`adopt`); ``pass_fds``:
+        descriptors QEMU inherits (the boot files ``d`` names as ``/dev/fd/N``).
 
         Raises:
             OperationFailed: QEMU refused (its last error line) or did not detach in 60 s.
@@ -267,7 +269,7 @@ class Machines:
         proc = await asyncio.create_subprocess_exec(
             *command_line(d, self.dir(d.name), run, accel), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True)
+            start_new_session=True, pass_fds=pass_fds)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), 60)
         except asyncio.TimeoutError:

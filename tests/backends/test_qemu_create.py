@@ -175,7 +175,9 @@ async def test_a_vm_that_does_not_start_stays_defined(qemu, guest, tmp_path):
         if text == "starting…":
             doomed.unlink()
 
-    with pytest.raises(OperationFailed, match="created, but could not start: QEMU refused"):
+    # refused at start, before QEMU runs: the boot files are opened and checked by corral
+    with pytest.raises(OperationFailed, match="created, but could not start: .*its kernel "
+                                              ".* cannot be opened"):
         await qemu.create_instance(kernel_request("nostart", doomed, initrd, start=True),
                                    progress=progress)
     inst = await qemu.get_instance(InstanceRef("qemu", "nostart"))

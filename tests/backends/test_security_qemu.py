@@ -131,9 +131,13 @@ async def test_commas_in_paths_are_escaped_and_the_iso_is_raw(guest, tmp_path, m
                     if b.get("inserted")}
         files = {v["file"]: v for v in inserted.values()}
         disk = str(tmp_path / "v,ms" / "commas" / "disk0.qcow2")
-        assert disk in files and str(iso) in files, files
-        cd = files[str(iso)]
+        assert disk in files, files
+        # the ISO reaches QEMU as the descriptor corral checked at start (/dev/fd/N)
+        cd = next(v for k, v in files.items() if k.startswith("/dev/fd/"))
         assert cd["drv"] == "raw" and "backing_file" not in cd
+        pid = backend.vms.pid("commas")
+        held = {os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")}
+        assert {str(iso), str(kernel), str(initrd)} <= held
         assert (run / "corral" / "qemu" / "commas" / "serial.log").exists()
     finally:
         for name in backend.vms.names():
