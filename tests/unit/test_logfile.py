@@ -50,6 +50,7 @@ def _with_log(env, body):
         path = logfile.setup(env)
         body(path)
     finally:
+        logfile.problem = None  # (other tests' apps must not show it)
         for handler in root.handlers[:]:
             if handler not in before:
                 root.removeHandler(handler)

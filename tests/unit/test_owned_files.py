@@ -10,6 +10,7 @@ checks as ``nobody`` in a subprocess.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -324,3 +325,42 @@ def test_the_checks_hold_for_a_user_who_is_not_root():
     assert "can be changed by other users (mode 0777)" in out["shared"]
     assert out["log"] == "None" and "corral.log is a symbolic link" in out["log_problem"]
     assert "config.toml belongs to root (uid 0)" in out["config"][0]
+
+
+async def test_the_refusals_are_shown_on_the_start_screen(tmp_path, monkeypatch):
+    """A FIFO as the cache, a planted log link and a config directory others can write:
+    the app starts (nothing hangs) and its problems panel says each in words."""
+    from tui import logfile
+    from tui.app import make_app
+    from tui.services.cache import cache_path
+
+    home = tmp_path / "home"
+    (home / "cfg" / "corral").mkdir(parents=True)
+    config = home / "cfg" / "corral" / "config.toml"
+    config.write_text("[lxc]\nenabled = false\n[qemu]\nenabled = false\n")
+    config.parent.chmod(0o775)
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"),
+           "XDG_STATE_HOME": str(home / "state"), "LXD_SOCKET": str(tmp_path / "none"),
+           "INCUS_SOCKET": str(tmp_path / "none"), "PATH": os.environ.get("PATH", "")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    fifo = cache_path(env, config)
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    (home / "state" / "corral").mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (home / "state" / "corral" / "corral.log").symlink_to(victim)
+    monkeypatch.setattr(logfile, "problem", None)
+    monkeypatch.setattr(logging.getLogger(), "handlers", list(logging.getLogger().handlers))
+    assert logfile.setup(env) is None
+    app = make_app(config, env=env)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        shown = str(app.screen.query_one("#problems").render())
+    assert f"{config.parent} can be changed by other users (mode 0775)" in shown
+    assert f"The inventory cache was not used: {fifo} is a FIFO" in shown
+    assert "No log is written" in shown and "corral.log is a symbolic link" in shown
+    assert victim.read_text() == "keep"
+    # the FIFO was never opened; the rows saved at quit replaced it (renamed over it)
+    assert not stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from backends.models import Instance, InstanceRef, InstanceStatus, InstanceType, Remote
-from backends.paths import UntrustedFile, read_owned
+from backends.paths import UntrustedFile, check_owned, read_owned
 
 from ..locations import cache_dir, config_digest
 
@@ -41,6 +41,13 @@ class CachedRemote:
 def cache_path(env: Mapping[str, str], config_path: Path) -> Path:
     """The file for one configuration (another config never sees these rows)."""
     return cache_dir(env) / f"inventory-{config_digest(config_path)}.json"
+
+
+def refusal(env: Mapping[str, str], config_path: Path) -> str | None:
+    """Why this configuration's cache file will not be read (another user's, a link, a
+    FIFO…), for the problems shown at start-up; None: it will be, or there is none."""
+    problem = check_owned(cache_path(env, config_path))
+    return f"The inventory cache was not used: {problem}" if problem else None
 
 
 def identity(remote: Remote) -> str:

@@ -78,7 +78,19 @@ def resolve(config: Config, env: Mapping[str, str],
     remotes = apply_remembered(remotes)  # the project each remote was last shown in
     problems = [str(p) for p in found.problems] + list(config.problems)
     problems += [store_problem] if store_problem else []
+    problems += owned_file_problems(config, env)
     return Start(config, store, remotes, problems, list(found.looked_in))
+
+
+def owned_file_problems(config: Config, env: Mapping[str, str]) -> list[str]:
+    """corral's own files refused at start-up (tui/logfile.py, tui/services/cache.py):
+    no log, or no rows from the last run, and why, in words."""
+    from .. import logfile
+    from .cache import refusal
+
+    problems = [logfile.problem] if logfile.problem else []
+    cache = refusal(env, config.path) if config.warm_start else None
+    return problems + ([cache] if cache else [])
 
 
 def prepare(config_path: Path | None, env: Mapping[str, str], *, theme: str | None = None,
