@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from backends.errors import BackendError
 from backends.models import Operation
 
+from ..format import external, printable
 from ..screens.dialogs import ConfirmDialog
 from ..services.inventory import Inventory
 
@@ -49,7 +48,7 @@ async def confirm(app: App, verb: str, names: list[str], note: str = "", *,
         text += f"\n\n{note}"
     return bool(await app.push_screen_wait(ConfirmDialog(
         f"{verb.capitalize()} {names[0]}" if one else f"{verb.capitalize()} {len(names)} marked",
-        Text(text), verb.capitalize() if one else f"{verb.capitalize()} all",
+        external(text, lines=True), verb.capitalize() if one else f"{verb.capitalize()} all",
         destructive=destructive)))
 
 
@@ -107,7 +106,8 @@ async def run_all(app: App, inventory: Inventory, verb: str, targets: list[Targe
     ok = len(targets) - len(failures)
     if failures:
         lines = "\n".join(f"{t.remote}:{t.name}: {why}" for t, why in failures[:8])
-        app.notify(f"{verb.capitalize()}: {ok} of {len(targets)} done; failed:\n{lines}",
+        app.notify(printable(f"{verb.capitalize()}: {ok} of {len(targets)} done; "
+                             f"failed:\n{lines}", lines=True),
                    title=f"{verb.capitalize()} marked", severity="error", timeout=15,
                    markup=False)
     else:

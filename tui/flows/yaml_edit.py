@@ -22,6 +22,7 @@ from backends.base import Backend
 from backends.errors import BackendError, Conflict, InvalidInput
 from backends.models import ResourceKind
 
+from ..format import printable
 from ..screens.dialogs import ChoiceDialog
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ async def edit_object(app: App, backend: Backend, kind: ResourceKind, name: str,
     what = what or f"{kind.value} {name}"
 
     def say(message: str, title: str, severity: str = "error") -> None:
-        app.notify(message, title=title, severity=severity, markup=False,  # type: ignore
+        app.notify(printable(message, lines=True), title=printable(title),
+                   severity=severity, markup=False,  # type: ignore
                    timeout=12)
 
     try:

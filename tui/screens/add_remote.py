@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Checkbox, Input, Label, Static
+from textual.widgets import Checkbox, Input
 
 from backends.enrol import check_name
 
+from ..widgets.plain import Plain, PlainInput, PlainLabel
 from .dialogs import FormDialog, cancel_binding, dialog_buttons
 
 
@@ -29,19 +30,19 @@ class AddRemoteDialog(FormDialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label("Add an LXD or Incus remote", id="dialog-title", markup=False)
-            yield Static("Name (how corral shows it)", markup=False)
-            yield Input(id="remote-name", placeholder="lab")
-            yield Static("Address: host, host:port or https://host:port (empty: the "
-                         "token's)", markup=False)
-            yield Input(id="remote-address", placeholder="192.0.2.10:8443")
-            yield Static("Trust token (on the server: `lxc config trust add` or `incus "
-                         "config trust add NAME`); empty: check the certificate's "
-                         "fingerprint yourself", classes="hint", markup=False)
-            yield Input(id="remote-token", password=True, placeholder="paste the token")
+            yield PlainLabel("Add an LXD or Incus remote", id="dialog-title")
+            yield Plain("Name (how corral shows it)")
+            yield PlainInput(id="remote-name", placeholder="lab")
+            yield Plain("Address: host, host:port or https://host:port (empty: the "
+                        "token's)")
+            yield PlainInput(id="remote-address", placeholder="192.0.2.10:8443")
+            yield Plain("Trust token (on the server: `lxc config trust add` or `incus "
+                        "config trust add NAME`); empty: check the certificate's "
+                        "fingerprint yourself", classes="hint")
+            yield PlainInput(id="remote-token", password=True, placeholder="paste the token")
             yield Checkbox("Also add it to the lxc / incus CLI (through that CLI)", False,
                            id="remote-cli")
-            yield Static("", id="dialog-problem", markup=False)
+            yield Plain("", id="dialog-problem")
             yield dialog_buttons("Add", disabled=True)
 
     def on_mount(self) -> None:

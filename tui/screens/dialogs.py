@@ -6,12 +6,15 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from rich.text import Text
-from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from backends.models import InstanceRef
+
+from ..format import external, external_text, gate
+from ..widgets.plain import Plain, PlainInput, PlainLabel
 
 
 def cancel_binding(tooltip: str) -> Binding:
@@ -23,7 +26,7 @@ def dialog_buttons(confirm: str | Text, *, variant: str = "primary",
                    disabled: bool = False) -> Horizontal:
     """The row under a dialog: *Cancel* (``#cancel``) and the confirming button
     (``#confirm``); a plain ``str`` label is not read as markup."""
-    label = Text(confirm) if isinstance(confirm, str) else confirm
+    label = gate(confirm)
     return Horizontal(Button("Cancel", id="cancel"),
                       Button(label, id="confirm", variant=variant, disabled=disabled),
                       id="dialog-buttons")
@@ -95,8 +98,8 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="" if self.destructive else "-safe"):
-            yield Label(self.title_text, id="dialog-title", markup=False)
-            yield Static(self.message, id="dialog-message", markup=False)
+            yield PlainLabel(self.title_text, id="dialog-title")
+            yield Plain(self.message, id="dialog-message")
             yield dialog_buttons(self.confirm_label,
                                  variant="error" if self.destructive else "primary")
 
@@ -141,8 +144,8 @@ class SpecialKeysMenu(ModalScreen[str | None]):
         from textual.widgets.option_list import Option
 
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Send a key to {self.title_text}", id="dialog-title", markup=False)
-            yield OptionList(*(Option(_label(n), id=n) for n in self.names),
+            yield PlainLabel(f"Send a key to {self.title_text}", id="dialog-title")
+            yield OptionList(*(Option(external(_label(n)), id=n) for n in self.names),
                              id="special-keys")
 
     def on_option_list_option_selected(self, event) -> None:
@@ -171,15 +174,15 @@ class InputDialog(FormDialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title", markup=False)
-            yield Static(self.label, markup=False)
+            yield PlainLabel(self.title_text, id="dialog-title")
+            yield Plain(self.label)
             if self.path:
                 from .paths import PathInput
 
                 yield PathInput(self.value, id="dialog-input")
             else:
-                yield Input(self.value, id="dialog-input")
-            yield Static("", id="dialog-problem", markup=False)
+                yield PlainInput(self.value, id="dialog-input")
+            yield Plain("", id="dialog-problem")
             yield dialog_buttons(self.confirm_label)
 
     def _value(self) -> str:
@@ -212,19 +215,19 @@ class SnapshotDialog(ModalScreen["dict | None"]):
         """Said once after the next change (why a default name was filled in)."""
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Checkbox, Input
+        from textual.widgets import Checkbox
 
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title", markup=False)
-            yield Static("Name", markup=False)
-            yield Input(self.default_name, id="snapshot-name")
+            yield PlainLabel(self.title_text, id="dialog-title")
+            yield Plain("Name")
+            yield PlainInput(self.default_name, id="snapshot-name")
             if self.stateful is not None:
                 yield Checkbox("Include the running memory (stateful)", self.stateful,
                                id="snapshot-stateful")
             if self.expiry:
-                yield Static("Expires after (e.g. 2d, 1w, 12H; empty: never)", markup=False)
-                yield Input("", id="snapshot-expiry", placeholder="never")
-            yield Static("", id="dialog-problem", markup=False)
+                yield Plain("Expires after (e.g. 2d, 1w, 12H; empty: never)")
+                yield PlainInput("", id="snapshot-expiry", placeholder="never")
+            yield Plain("", id="dialog-problem")
             yield dialog_buttons("Take snapshot")
 
     def _values(self) -> tuple[dict | None, str | None]:
@@ -300,8 +303,9 @@ class ActionsMenu(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Actions for {self.ref}", id="dialog-title", markup=False)
-            yield OptionList(*(Option(Text.assemble((label, "bold"), f"\n  {help_text}"),
+            yield PlainLabel(f"Actions for {self.ref}", id="dialog-title")
+            yield OptionList(*(Option(external_text(Text.assemble((label, "bold"),
+                                                                  f"\n  {help_text}")),
                                       id=key) for key, label, help_text in self.actions),
                              id="actions-list")
 
@@ -323,14 +327,14 @@ class PasswordDialog(FormDialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(f"Change a password in {self.ref}", id="dialog-title", markup=False)
-            yield Static("User", markup=False)
-            yield Input("root", id="pw-user")
-            yield Static("New password", markup=False)
-            yield Input(password=True, id="pw-1")
-            yield Static("Again", markup=False)
-            yield Input(password=True, id="pw-2")
-            yield Static("", id="dialog-problem", markup=False)
+            yield PlainLabel(f"Change a password in {self.ref}", id="dialog-title")
+            yield Plain("User")
+            yield PlainInput("root", id="pw-user")
+            yield Plain("New password")
+            yield PlainInput(password=True, id="pw-1")
+            yield Plain("Again")
+            yield PlainInput(password=True, id="pw-2")
+            yield Plain("", id="dialog-problem")
             yield dialog_buttons("Set password", disabled=True)
 
     def problem(self) -> str | None:
@@ -365,11 +369,10 @@ class ChoiceDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe"):
-            yield Label(self.title_text, id="dialog-title", markup=False)
+            yield PlainLabel(self.title_text, id="dialog-title")
             if self.note:
-                yield Static(self.note, markup=False)
-            yield OptionList(*(Option(Text(label) if isinstance(label, str) else label, id=key)
-                               for key, label in self.choices),
+                yield Plain(self.note)
+            yield OptionList(*(Option(gate(label), id=key) for key, label in self.choices),
                              id="choice-list")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

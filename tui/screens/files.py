@@ -13,12 +13,11 @@ import posixpath
 import shlex
 import tempfile
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label, Static
+from textual.widgets import DataTable
 from textual.worker import Worker
 
 from backends import files
@@ -26,7 +25,9 @@ from backends.base import Backend
 from backends.errors import BackendError
 from backends.models import FileEntry, InstanceRef
 
+from ..format import external
 from ..widgets.footer import FittingFooter
+from ..widgets.plain import Plain, PlainLabel
 from .dialogs import InputDialog
 
 EDIT_LIMIT = 1024 * 1024
@@ -79,9 +80,9 @@ class FilesScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="files-box"):
-            yield Label("", id="files-title", markup=False)
+            yield PlainLabel("", id="files-title")
             yield DataTable(id="files-table", cursor_type="row")
-            yield Static("", id="files-status", markup=False)
+            yield Plain("", id="files-status")
         yield FittingFooter()
 
     def on_mount(self) -> None:
@@ -97,9 +98,9 @@ class FilesScreen(ModalScreen[None]):
     # Listing ---------------------------------------------------------------------------
 
     def say(self, text: str, *, error: bool = False) -> None:
-        status = self.query_one("#files-status", Static)
+        status = self.query_one("#files-status", Plain)
         status.set_class(error, "-error")
-        status.update(Text(text))
+        status.update(text)
 
     def load(self, path: str, select: str = "", *, keep_status: bool = False) -> None:
         self.run_worker(self._load(path, select, keep_status), group="files-list",
@@ -115,16 +116,17 @@ class FilesScreen(ModalScreen[None]):
             select = self.selected.path  # a reload keeps the cursor where it was
         self.path = path
         self.entries = {e.path: e for e in entries}
-        self.query_one("#files-title", Label).update(f"{self.ref}: {path}")
+        self.query_one("#files-title", PlainLabel).update(f"{self.ref}: {path}")
         table = self.query_one(DataTable)
         table.clear()
         if path != "/":
-            table.add_row(Text("../"), "", "", "", "", key="..")
+            table.add_row(external("../"), "", "", "", "", key="..")
         for entry in sorted(entries, key=_sort_key):
             name = entry.name + ("/" if entry.kind == "directory" else "")
             size = files.human_size(entry.size) if entry.kind == "file" and entry.size else ""
-            table.add_row(Text(name), size, mode_text(entry), f"{entry.uid}:{entry.gid}",
-                          Text(entry.target), key=entry.path)
+            table.add_row(external(name), size, external(mode_text(entry)),
+                          external(f"{entry.uid}:{entry.gid}"), external(entry.target),
+                          key=entry.path)
         if select and select in self.entries:
             table.move_cursor(row=table.get_row_index(select))
         if not keep_status and (not self.transfer or not self.transfer.is_running):

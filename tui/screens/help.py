@@ -8,7 +8,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from ..format import external
+from ..widgets.plain import Plain
 
 
 def key_rows(screen) -> list[tuple[str, str, str]]:
@@ -45,10 +47,10 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("Action")
         table.add_column(Text("Binding id (for [keymap])"), style="dim")
         for keys, desc, bid in self.rows:
-            table.add_row(Text(keys), Text(desc), Text(bid))
+            table.add_row(external(keys), external(desc), external(bid))
         with VerticalScroll(id="help") as scroll:
             scroll.border_title = "corral keys — esc to close"
-            yield Static(table, markup=False)
+            yield Plain(table)
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

@@ -9,10 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Static
 
 from backends.errors import BackendError
 from backends.models import InstanceRef, LimitField
+
+from ..format import external
+from ..widgets.plain import Plain, PlainInput, PlainLabel
 
 APPLIES = {
     "live": ("live", "success"),
@@ -23,7 +26,7 @@ APPLIES = {
 
 def applies_text(field: LimitField) -> Text:
     label, _ = APPLIES.get(field.applies, (field.applies, "foreground"))
-    text = Text(label, style="bold")
+    text = external(label, "bold")
     if field.pending:
         text.append(f"\n{field.pending} pending (next start)", style="italic")
     return text
@@ -48,10 +51,10 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label(f"Resources of {self.ref}", id="dialog-title", markup=False)
-            yield Static("Reading the current limits…", id="limits-note", markup=False)
+            yield PlainLabel(f"Resources of {self.ref}", id="dialog-title")
+            yield Plain("Reading the current limits…", id="limits-note")
             yield VerticalScroll(Grid(id="limits-grid"), id="limits-scroll")
-            yield Static("", id="limits-error", markup=False)
+            yield Plain("", id="limits-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Close", id="cancel")
                 yield Button("Apply (ctrl+s)", id="confirm", variant="primary",
@@ -66,7 +69,7 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
             self.fields = await self.backend.get_limits(self.ref)
         except BackendError as e:
             self.query_one("#limits-note", Static).update(
-                Text(f"Cannot read the limits: {e.message}", style="bold"))
+                external(f"Cannot read the limits: {e.message}", "bold"))
             return
         await self.show_fields()
 
@@ -77,12 +80,12 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
         for f in self.fields:
             unsupported = f.applies == "unsupported"
             rows += [
-                Label(f.label, classes="limit-label", markup=False),
-                Input(value=f.value, placeholder="(none)" if not unsupported else "",
+                PlainLabel(f.label, classes="limit-label"),
+                PlainInput(value=f.value, placeholder="(none)" if not unsupported else "",
                       id=f"limit-{f.key}", disabled=unsupported,
                       tooltip=f.hint or None, classes="limit-input"),
-                Static(applies_text(f), classes=f"limit-applies -{f.applies}", markup=False),
-                Static(Text(f.hint, style="italic"), classes="limit-hint", markup=False),
+                Plain(applies_text(f), classes=f"limit-applies -{f.applies}"),
+                Plain(external(f.hint, "italic"), classes="limit-hint"),
             ]
         await grid.mount_all(rows)
         live = sum(f.applies == "live" for f in self.fields)
@@ -150,8 +153,7 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
         try:
             result = await self.backend.set_limits(self.ref, changes)
         except BackendError as e:
-            error.update(Text(f"{e.title}: {e.message} — nothing was changed.",
-                              style="bold"))
+            error.update(external(f"{e.title}: {e.message} — nothing was changed.", "bold"))
             self.query_one("#confirm", Button).disabled = False
             return
         self.dismiss(result)

@@ -8,7 +8,8 @@ import os
 
 from textual.binding import Binding
 from textual.suggester import Suggester
-from textual.widgets import Input
+
+from ..widgets.plain import PlainInput
 
 
 def matches(value: str) -> list[str]:
@@ -49,7 +50,7 @@ class PathSuggester(Suggester):
         return found[0] if found else None
 
 
-class PathInput(Input):
+class PathInput(PlainInput):
     """An input for a local path: ``Tab`` completes, the first match is suggested."""
 
     BINDINGS = [Binding("tab", "complete", "Complete", show=False)]

@@ -6,12 +6,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label, Static
+from textual.widgets import DataTable, Static
 
 from backends.base import Backend
 from backends.errors import BackendError
@@ -19,6 +18,7 @@ from backends.models import Capability, InstanceRef
 
 from .. import format as fmt
 from ..services.inventory import Inventory
+from ..widgets.plain import Plain, PlainLabel
 from .dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 
 
@@ -36,10 +36,10 @@ class TableScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label(self.title_text, id="dialog-title", markup=False)
-            yield Static(self.note, id="table-note", markup=False)
+            yield PlainLabel(self.title_text, id="dialog-title")
+            yield Plain(self.note, id="table-note")
             yield DataTable(id="table-rows", cursor_type="row")
-            yield Static("", id="dialog-problem", markup=False)
+            yield Plain("", id="dialog-problem")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*self.columns)
@@ -58,7 +58,7 @@ class TableScreen(ModalScreen[None]):
         keep = table.cursor_row
         table.clear()
         for key, cells in rows:
-            table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), key=key)
+            table.add_row(*(fmt.gate(c) for c in cells), key=key)
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1))
 
@@ -71,7 +71,7 @@ class TableScreen(ModalScreen[None]):
 
     def say(self, text: str) -> None:
         """Show a problem under the list (plain text: daemon errors are not markup)."""
-        self.query_one("#dialog-problem", Static).update(Text(text))
+        self.query_one("#dialog-problem", Static).update(text)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -116,7 +116,7 @@ class NicScreen(TableScreen):
         try:
             await work
         except BackendError as e:
-            self.say(Text(f"{e.title}: {e.message}", style="bold"))
+            self.say(fmt.external(f"{e.title}: {e.message}", "bold"))
             return False
         self.say(f"{what}: done.")
         self.reload()
@@ -248,7 +248,7 @@ class ImagesScreen(TableScreen):
             try:
                 await self.backend.delete_image(fp)
             except BackendError as e:
-                self.say(Text(f"{e.title}: {e.message}", style="bold"))
+                self.say(fmt.external(f"{e.title}: {e.message}", "bold"))
                 return
             self.say(f"Deleted image {aliases}.")
             self.reload()
@@ -317,7 +317,7 @@ class OperationsScreen(TableScreen):
             try:
                 await backend.cancel_operation(op.id)
             except BackendError as e:
-                self.say(Text(f"{e.title}: {e.message}", style="bold"))
+                self.say(fmt.external(f"{e.title}: {e.message}", "bold"))
                 return
             self.say("Cancelled.")
             self.reload()

@@ -25,11 +25,9 @@ from textual.widgets import (
     Checkbox,
     ContentSwitcher,
     Input,
-    Label,
     OptionList,
     Select,
     SelectionList,
-    Static,
     TextArea,
 )
 from textual.widgets.option_list import Option
@@ -39,6 +37,8 @@ from backends.errors import BackendError, NeedsConfirmation
 from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from backends.units import format_size, parse_size
 
+from ..format import external, external_text
+from ..widgets.plain import Plain, PlainInput, PlainLabel
 from .dialogs import ConfirmDialog
 from .paths import PathInput
 from .placement import AUTO, AUTO_LABEL, chosen_target, load_placements
@@ -85,55 +85,55 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
-            yield Label("", id="dialog-title", markup=False)
-            yield Static("", id="wizard-steps", markup=False)
+            yield PlainLabel("", id="dialog-title")
+            yield Plain("", id="wizard-steps")
             with ContentSwitcher(initial="where", id="wizard-body"):
                 with Vertical(id="where"):
-                    yield Static("Create the instance on:", markup=False)
-                    yield OptionList(*(Option(Text(f"{name}  ({b.remote.kind})"), id=name)
+                    yield Plain("Create the instance on:")
+                    yield OptionList(*(Option(external(f"{name}  ({b.remote.kind})"), id=name)
                                        for name, b in self.backends.items()),
                                      id="wizard-remote")
                 with Vertical(id="what"):
-                    yield Static("Create it from:", markup=False)
+                    yield Plain("Create it from:")
                     yield OptionList(id="wizard-source")
                     yield PathInput(placeholder="path (Tab completes)", id="wizard-path")
                     with Vertical(id="wizard-kernel"):
                         yield PathInput(placeholder="initrd path (optional)",
                                         id="wizard-initrd")
-                        yield Input(placeholder="kernel command line, e.g. console=ttyS0",
-                                    id="wizard-cmdline")
+                        yield PlainInput(placeholder="kernel command line, e.g. console=ttyS0",
+                                         id="wizard-cmdline")
                     yield Select([("BIOS (SeaBIOS)", "bios"), ("UEFI (OVMF)", "uefi")],
                                  value="bios", allow_blank=False, id="wizard-firmware")
                 with Vertical(id="name"):
-                    yield Static("Name of the new instance:", markup=False)
-                    yield Input(id="wizard-name")
+                    yield Plain("Name of the new instance:")
+                    yield PlainInput(id="wizard-name")
                 with Vertical(id="resources"):
-                    yield Static("CPUs", markup=False)
-                    yield Input(id="wizard-cpus", placeholder="e.g. 2 (empty: default)")
-                    yield Static("Memory", markup=False)
-                    yield Input(id="wizard-memory", placeholder="e.g. 512MiB, 2GiB")
-                    yield Static("Root disk size", id="wizard-disk-label", markup=False)
-                    yield Input(id="wizard-disk", placeholder="e.g. 10GiB (empty: default)")
+                    yield Plain("CPUs")
+                    yield PlainInput(id="wizard-cpus", placeholder="e.g. 2 (empty: default)")
+                    yield Plain("Memory")
+                    yield PlainInput(id="wizard-memory", placeholder="e.g. 512MiB, 2GiB")
+                    yield Plain("Root disk size", id="wizard-disk-label")
+                    yield PlainInput(id="wizard-disk", placeholder="e.g. 10GiB (empty: default)")
                 with VerticalScroll(id="network"):
-                    yield Static("Profiles", id="wizard-profiles-label", markup=False)
+                    yield Plain("Profiles", id="wizard-profiles-label")
                     yield SelectionList[str](id="wizard-profiles")
-                    yield Static("Storage pool", id="wizard-pool-label", markup=False)
+                    yield Plain("Storage pool", id="wizard-pool-label")
                     yield Select([], id="wizard-pool", prompt="(profile default)")
-                    yield Static("Network", markup=False)
+                    yield Plain("Network")
                     yield Select([], id="wizard-network", prompt="(default)")
-                    yield Static("Placement (cluster)", id="wizard-target-label", markup=False)
+                    yield Plain("Placement (cluster)", id="wizard-target-label")
                     yield Select([(AUTO_LABEL, AUTO)], value=AUTO, allow_blank=False, id="wizard-target")
                 with Vertical(id="cloud-init"):
-                    yield Static("cloud-init user-data (YAML starting with #cloud-config; "
-                                 "empty: none)", markup=False)
+                    yield Plain("cloud-init user-data (YAML starting with #cloud-config; "
+                                "empty: none)")
                     yield TextArea(USER_DATA_EXAMPLE, language="yaml", id="wizard-user-data")
                 with Vertical(id="summary"):
-                    yield Static("", id="wizard-summary", markup=False)
+                    yield Plain("", id="wizard-summary")
                     yield Checkbox("Start it", True, id="wizard-start")
                     yield Checkbox("Open its console", False, id="wizard-console")
                 with Vertical(id="progress"):
-                    yield Static("", id="wizard-progress", markup=False)
-            yield Static("", id="wizard-problem", markup=False)
+                    yield Plain("", id="wizard-progress")
+            yield Plain("", id="wizard-problem")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Back", id="back")
@@ -160,21 +160,21 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     def show(self, step: str) -> None:
         self.step = step
         self.query_one(ContentSwitcher).current = step
-        self.query_one("#dialog-title", Label).update(
+        self.query_one("#dialog-title", PlainLabel).update(
             f"New instance — {TITLES[step]}" + (f" on {self.remote}" if self.remote
                                                 and step != "where" else ""))
         steps = self.steps()
         marks = Text()
         for i, s in enumerate(steps):
             marks.append(f" {i + 1} {TITLES[s]} ", style="reverse bold" if s == step else "")
-        self.query_one("#wizard-steps", Static).update(marks)
+        self.query_one("#wizard-steps", Plain).update(marks)
         self.query_one("#back", Button).disabled = step in ("where", "progress")
         self.query_one("#next", Button).label = "Create" if step == "summary" else "Next"
         self.query_one("#next", Button).display = step != "progress"
         if step == "what":
             self._show_source_fields()
         elif step == "summary":
-            self.query_one("#wizard-summary", Static).update(self.summary())
+            self.query_one("#wizard-summary", Plain).update(self.summary())
             self.query_one("#wizard-console", Checkbox).display = \
                 Capability.CONSOLE in self.backend.capabilities
         self.validate()
@@ -209,7 +209,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         if self._loaded_for == remote:
             return True
         backend = self.backends[remote]
-        problem = self.query_one("#wizard-problem", Static)
+        problem = self.query_one("#wizard-problem", Plain)
         problem.update(f"Asking {remote} what it offers…")
         remotes = self.query_one("#wizard-remote", OptionList)
         remotes.disabled = True  # the answer must belong to the remote it was asked of
@@ -217,7 +217,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             sources, options = await asyncio.gather(backend.create_sources(),
                                                     backend.create_options())
         except BackendError as e:
-            problem.update(Text(f"{remote}: {e.message}", style="bold"))
+            problem.update(external(f"{remote}: {e.message}", "bold"))
             return False
         finally:
             remotes.disabled = False
@@ -229,8 +229,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         sources = self.query_one("#wizard-source", OptionList)
         sources.clear_options()
         sources.add_options([
-            Option(Text.assemble((s.label, "bold"), f"  {s.type.value}",
-                                 (f"  {s.detail}" if s.detail else "", "italic")), id=str(i))
+            Option(external_text(Text.assemble((s.label, "bold"), f"  {s.type.value}", (
+                f"  {s.detail}" if s.detail else "", "italic"))), id=str(i))
             for i, s in enumerate(self.sources)])
         if self.sources:
             sources.highlighted = 0
@@ -244,17 +244,17 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#wizard-disk-label").display = sized
         profiles = self.query_one("#wizard-profiles", SelectionList)
         profiles.clear_options()
-        profiles.add_options([(Text(p), p, p in self.options.default_profiles)
+        profiles.add_options([(external(p), p, p in self.options.default_profiles)
                               for p in self.options.profiles])
         has_profiles = bool(self.options.profiles)
         profiles.display = has_profiles
         self.query_one("#wizard-profiles-label").display = has_profiles
         pool = self.query_one("#wizard-pool", Select)
-        pool.set_options([(Text(p), p) for p in self.options.storage_pools])
+        pool.set_options([(external(p), p) for p in self.options.storage_pools])
         pool.display = bool(self.options.storage_pools)
         self.query_one("#wizard-pool-label").display = bool(self.options.storage_pools)
         network = self.query_one("#wizard-network", Select)
-        network.set_options([(Text(n), n) for n in self.options.networks])
+        network.set_options([(external(n), n) for n in self.options.networks])
         await load_placements(self, backend)
         problem.update("")
         return True
@@ -311,8 +311,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     def validate(self) -> bool:
         problem = self.problems()
-        self.query_one("#wizard-problem", Static).update(
-            Text(problem, style="bold") if problem else "")
+        self.query_one("#wizard-problem", Plain).update(
+            external(problem, "bold") if problem else "")
         self.query_one("#next", Button).disabled = problem is not None
         return problem is None
 
@@ -460,11 +460,11 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     def action_cancel(self) -> None:
         if self._create_task is not None and not self._create_task.done():
             if not self.options.can_cancel:
-                self.query_one("#wizard-problem", Static).update(Text(
+                self.query_one("#wizard-problem", Plain).update(external(
                     f"{self.remote} cannot stop a creation half way; wait for it to end.",
-                    style="bold"))
+                    "bold"))
                 return
-            self.query_one("#wizard-progress", Static).update("Cancelling…")
+            self.query_one("#wizard-progress", Plain).update("Cancelling…")
             self._create_task.cancel()
             return
         self.dismiss(None)
@@ -474,7 +474,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     def create(self) -> None:
         request = self.request()
         self.show("progress")
-        progress = self.query_one("#wizard-progress", Static)
+        progress = self.query_one("#wizard-progress", Plain)
         progress.update(f"Creating {request.name} on {self.remote}…")
         self.query_one("#cancel", Button).label = (
             "Cancel creation" if self.options.can_cancel else "Cancel")
@@ -496,12 +496,12 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     request = replace(request, options={**request.options, e.option: "yes"})
                     instance = await self.backend.create_instance(request, report)
             except asyncio.CancelledError:
-                progress.update(Text(f"Cancelled: {request.name} was not created.",
-                                     style="bold"))
+                progress.update(external(f"Cancelled: {request.name} was not created.",
+                                         "bold"))
                 self._back_to_summary()
                 return
             except BackendError as e:
-                progress.update(Text(f"{e.title}: {e.message}", style="bold"))
+                progress.update(external(f"{e.title}: {e.message}", "bold"))
                 self._back_to_summary()
                 return
             self.dismiss(WizardResult(

@@ -11,6 +11,8 @@ from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input
 
+from ..format import external
+from ..widgets.plain import PlainInput
 from .specs import ViewSpec, resolve
 
 
@@ -34,7 +36,7 @@ class ViewSuggester(Suggester):
         return None
 
 
-class CommandLine(Input):
+class CommandLine(PlainInput):
     """Hidden until ``:``; tells the screen which view was chosen."""
 
     SCOPED_CSS = False
@@ -83,7 +85,7 @@ class CommandLine(Input):
         if spec is None or spec.name not in offered:
             self.add_class("-invalid")
             names = ", ".join(sorted(offered))
-            self.border_title = f"No view '{event.value.strip()}' here; views: {names}"
+            self.border_title = external(f"No view '{event.value.strip()}' here; views: {names}")
             return
         self.remove_class("-invalid")
         self.remove_class("-visible")

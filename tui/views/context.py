@@ -11,6 +11,7 @@ from backends.base import Backend
 from backends.errors import BackendError
 from backends.models import Capability, ConnectionState
 
+from ..format import printable
 from ..services.inventory import Inventory
 from .rows import Row
 from .specs import ViewSpec
@@ -56,8 +57,9 @@ class ViewContext:
 
     def notify(self, message: str, *, title: str = "", severity: str = "information",
                timeout: float | None = None) -> None:
-        self.app.notify(message, title=title, severity=severity,  # type: ignore[arg-type]
-                        timeout=timeout, markup=False)
+        self.app.notify(printable(message, lines=True), title=printable(title),
+                        severity=severity, timeout=timeout,  # type: ignore[arg-type]
+                        markup=False)
 
     def fail(self, error: BackendError, what: str) -> None:
         self.notify(error.message, title=f"{what}: {error.title}", severity="error",

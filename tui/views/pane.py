@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,8 +17,10 @@ from textual.widgets import DataTable, Static
 
 from backends.models import BackendEvent, Resource
 
+from .. import format as fmt
 from ..services import projects
 from ..services.inventory import Inventory
+from ..widgets.plain import Plain
 from . import actions
 from .context import ViewContext
 from .rows import Row, from_status, parse_filter
@@ -74,7 +75,7 @@ class ResourcePane(Vertical):
         self._words: list = []
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="resource-details", markup=False)
+        yield Plain("", id="resource-details")
 
     def on_mount(self) -> None:
         self.inventory.on_resource = self._resource_event
@@ -235,10 +236,10 @@ class ResourcePane(Vertical):
         count = f"{shown}/{total}" if shown != total else f"{total}"
         where = f" of {self.parent_key}" if self.parent_key else ""
         marks = f" · {len(table.marked)} marked" if table.marked else ""
-        table.border_title = f"{spec.title}{where} ({count}){marks}"
+        table.border_title = fmt.external(f"{spec.title}{where} ({count}){marks}")
         problems = "; ".join(self.problems.values())
-        table.border_subtitle = problems[:150] if problems else \
-            f"sort: {table.sort_column} {'↑' if table.sort_reverse else '↓'}"
+        table.border_subtitle = fmt.external(problems[:150] if problems else (
+            f"sort: {table.sort_column} {'↑' if table.sort_reverse else '↓'}"))
         self._show_details()
         if self.on_title:
             self.on_title()
@@ -261,7 +262,7 @@ class ResourcePane(Vertical):
             for dev, conf in sorted((obj.extra.get("devices") or {}).items()):
                 lines.append(f"  device {dev}: " + ", ".join(f"{a}={b}" for a, b in
                                                                sorted(conf.items())))
-        box.update(Text("\n".join(lines)))
+        box.update(fmt.external("\n".join(lines), lines=True))
 
     @on(DataTable.RowHighlighted, ".resource-table")
     def _highlighted(self) -> None:
@@ -336,15 +337,14 @@ class ResourcePane(Vertical):
             if ctx.marked and entry.row and ctx.row is not None:
                 self.app.notify(f"{entry.label} acts on one row at a time: on "
                                 f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
-                                "marked are left as they are).", markup=False)
+                                "marked are left as they are).")
             ctx.marked = []
         self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
                         description=f"{spec.name} {verb}")
 
     def _switch_project(self, remote: str, project: str) -> None:
         projects.switch(self.inventory, remote, project)
-        self.app.notify(f"{remote} is shown in project {project} (remembered).",
-                        markup=False)
+        self.app.notify(f"{remote} is shown in project {project} (remembered).")
         self._cache.clear()
         self.reload(remote)
 

@@ -4,13 +4,12 @@ shares (delete of the marked rows, YAML edit). Each takes a
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from backends.errors import BackendError
 from backends.models import Capability, ResourceKind
 
 from ..flows import bulk
 from ..flows.yaml_edit import edit_object
+from ..format import external
 from ..screens.dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 from .context import ViewContext
 from .rows import Row
@@ -207,8 +206,8 @@ async def leases(ctx: ViewContext) -> None:
         return
     text = "\n".join(f"{x['hostname'] or '—':<24} {x['address']:<40} {x['hwaddr'] or '—':<18} "
                      f"{x['type']}" for x in found) or "No leases."
-    await ctx.ask(ConfirmDialog(f"DHCP leases of {row.remote}:{row.name}", Text(text),
-                                "Close", destructive=False))
+    await ctx.ask(ConfirmDialog(f"DHCP leases of {row.remote}:{row.name}",
+                                external(text, lines=True), "Close", destructive=False))
 
 
 # Projects --------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from .. import format as fmt
 from ..actions import Scope, bindings
 from ..flows.snapshots import read as read_snapshots
 from ..services.inventory import Inventory
+from .plain import Plain
 
 HISTORY = 60
 """Samples kept per instance (at the sampling interval: minutes of history)."""
@@ -77,13 +78,13 @@ class SnapshotTable(DataTable):
         self.clear()
         for s in sorted(snapshots, key=lambda s: (s.created_at is None, s.created_at)):
             self.add_row(
-                Text(s.name),
-                f"{s.created_at:%Y-%m-%d %H:%M} ({fmt.ago(s.created_at)})"
+                fmt.external(s.name),
+                fmt.external(f"{s.created_at:%Y-%m-%d %H:%M} ({fmt.ago(s.created_at)})")
                 if s.created_at else "—",
                 "with memory" if s.stateful else "disk only",
-                f"{s.expires_at:%Y-%m-%d %H:%M}" if s.expires_at else "never",
-                fmt.size(s.size) if s.size else "",
-                Text(s.comment),
+                fmt.external(f"{s.expires_at:%Y-%m-%d %H:%M}") if s.expires_at else "never",
+                fmt.external(fmt.size(s.size)) if s.size else "",
+                fmt.external(s.comment),
                 key=s.name,
             )
         if self.row_count:
@@ -186,23 +187,23 @@ class DetailsPane(Vertical):
     def _parts(self) -> ComposeResult:
         with TabbedContent(id="details-tabs"):
             with TabPane("Overview", id="tab-overview"), Horizontal():
-                yield Static("", id="details-overview", markup=False)
+                yield Plain("", id="details-overview")
                 with Vertical(id="sparklines"):
                     for key, label in (("cpu", "CPU %"), ("memory", "memory"),
                                        ("network", "network bytes/s")):
                         with Vertical(classes="spark-box"):
-                            yield Static(label, classes="spark-label",
-                                         id=f"spark-{key}-label", markup=False)
+                            yield Plain(label, classes="spark-label",
+                                        id=f"spark-{key}-label")
                             yield Sparkline([], id=f"spark-{key}")
             with TabPane("Snapshots", id="tab-snapshots"):
-                yield Static("", id="snapshot-note", markup=False)
+                yield Plain("", id="snapshot-note")
                 yield SnapshotTable(id="snapshots")
             with TabPane("Config", id="tab-config"):
                 with VerticalScroll():
-                    yield Static("", id="details-config", markup=False)
+                    yield Plain("", id="details-config")
             with TabPane("Events", id="tab-events"):
                 with VerticalScroll():
-                    yield Static("", id="details-events", markup=False)
+                    yield Plain("", id="details-events")
 
     def show_usage(self, history: UsageHistory | None) -> None:
         for key, label, formatter in (
@@ -216,7 +217,8 @@ class DetailsPane(Vertical):
                 spark.data = values
             now = formatter(values[-1]) if values else "—"
             peak = formatter(max(values)) if values else "—"
-            text = Text.assemble((f"{label} ", "bold"), f"now {now}  max {peak}")
+            text = fmt.external_text(Text.assemble((f"{label} ", "bold"),
+                                                   f"now {now}  max {peak}"))
             self.query_one(f"#spark-{key}-label", Static).update(text)
 
     def show_config(self, config: dict, devices: dict) -> Text:
@@ -238,7 +240,7 @@ class DetailsPane(Vertical):
                 text.append(f" = {first}\n")
         if not text:
             text.append("No configuration reported by this backend.")
-        return fmt.printable_text(text)
+        return fmt.external_text(text)
 
     @staticmethod
     def events_text(events) -> Text:
@@ -247,7 +249,7 @@ class DetailsPane(Vertical):
             stamp = when.astimezone().strftime("%H:%M:%S") if when else "—"
             text.append(f"{stamp}  ", style="bold")
             text.append(f"{what}\n")
-        return fmt.printable_text(text) if text else Text(
+        return fmt.external_text(text) if text else Text(
             "Nothing happened to it since corral started.")
 
     @property
@@ -290,7 +292,7 @@ class DetailsPane(Vertical):
         for label, value in rows:
             text.append(f"{label:>10}  ", style="bold")
             text.append(f"{value}\n")
-        return fmt.printable_text(text)
+        return fmt.external_text(text)
 
     @staticmethod
     def limits_line(inst: Instance, fields: list[LimitField] | None) -> str:
@@ -368,7 +370,7 @@ class DetailsPane(Vertical):
                              self.limits_line(inst, fields), self._stale(inst.ref.remote))
         if self._titled != inst.ref:
             self._titled = inst.ref
-            self.border_title = Text(f"Details: {inst.ref}")
+            self.border_title = fmt.external(f"Details: {inst.ref}")
         update_if_changed(details, text)
         self.show_usage(usage)
         update_if_changed(self.query_one("#details-config", Static),
@@ -427,4 +429,4 @@ def update_if_changed(widget: Static, content: str | Text) -> None:
     key = content.markup if isinstance(content, Text) else content
     if getattr(widget, "_corral_last", None) != key:
         widget._corral_last = key  # type: ignore[attr-defined]
-        widget.update(content)
+        widget.update(fmt.gate(content))  # the gate again: main.py's statics come here

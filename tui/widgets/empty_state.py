@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from rich.text import Text
 from textual.widget import Widget
-from textual.widgets import Static
 
 from backends.models import ConnectionState
 
+from ..format import external
 from ..services.inventory import Inventory
+from .plain import Plain
 
 
 def _home(path: str) -> str:
@@ -66,7 +66,7 @@ def empty_text(inventory: Inventory, filter_text: str, looked_in: Iterable[str] 
     return "\n".join(lines)
 
 
-class EmptyState(Static):
+class EmptyState(Plain):
     """Shown under the table's header while the table has no rows."""
 
     def __init__(self, *, looked_in: Iterable[str] = (), config_path: str = "",
@@ -85,4 +85,4 @@ class EmptyState(Static):
         table.set_class(bool(text), "-empty")
         if text != self._shown:
             self._shown = text
-            self.update(Text(text))
+            self.update(external(text, lines=True))

@@ -28,6 +28,7 @@ from textual.widget import Widget
 
 from backends.errors import BackendError
 from backends.screen import ScreenSession
+from tui.format import printable
 from tui.graphics import Fit, HalfBlocks, cell_pixels, key_events
 from tui.terminal.keys import key_label
 
@@ -253,7 +254,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         title = f"{self.title}   {key_label(self.detach_key)} detach"
         if self.is_closed:
             title = f"{self.title}   closed: {self.close_reason or ''} (r reconnects)"
-        self.border_title = Content(title)
+        self.border_title = Content(printable(title))
 
     # -- keyboard ----------------------------------------------------------------------
 

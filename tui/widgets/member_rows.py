@@ -8,6 +8,8 @@ from rich.text import Text
 
 from backends.members import ClusterMember, MemberStatus
 
+from ..format import external, external_text
+
 SEP = "\x1f"
 
 STATE_VAR = {
@@ -35,10 +37,10 @@ def member_cells(m: ClusterMember, colors: dict[str, str]) -> tuple[Text, ...]:
     color = colors.get(STATE_VAR[m.status]) or None
     role = ROLE_SHORT.get(m.role_text.split(",")[0], m.role_text[:5])
     return (
-        Text(f"  └ {m.name[:9]}" + ("…" if len(m.name) > 9 else ""), no_wrap=True),
-        Text(role, style="dim"),
-        Text(m.status.value, style=Style(color=color), no_wrap=True, overflow="ellipsis"),
-        Text(f"{m.instances} ", justify="right"),
+        external(f"  └ {m.name[:9]}" + ("…" if len(m.name) > 9 else ""), no_wrap=True),
+        external(role, "dim"),
+        external(m.status.value, Style(color=color), no_wrap=True, overflow="ellipsis"),
+        external(f"{m.instances} ", justify="right"),
     )
 
 
@@ -58,4 +60,4 @@ def describe_member(m: ClusterMember, error_style: str) -> Text:
     text.append(f"{m.status.value}: {m.message or '—'}", style=style)
     if m.description:
         text.append(f"\n{m.description}")
-    return text
+    return external_text(text)

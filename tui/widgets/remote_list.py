@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 from backends.models import ConnectionState, InstanceStatus
 from backends.remotes import remote_warnings
 
+from ..format import external, external_text
 from ..services.inventory import Inventory, RemoteStatus
 from .colors import theme_colors
 from .member_rows import STATE_VAR, describe_member, member_cells, member_key, split_key
@@ -70,7 +71,7 @@ class RemoteList(DataTable):
             text.append(f"⚠ {warning}\n", style=error_style)
         if st.message:
             text.append(st.message, style=error_style)
-        return text
+        return external_text(text)
 
     def on_mount(self) -> None:
         self.add_column(" Remote", key="name", width=13)
@@ -169,10 +170,10 @@ class RemoteList(DataTable):
             count = (f"{running.get(name, 0)}/{total.get(name, 0)}"
                      if st.listed or stale else "")
             cells = (
-                Text(f" {name[:11]}" + ("…" if len(name) > 11 else ""), no_wrap=True),
-                Text(kind),
-                Text(label, style=Style(color=color), no_wrap=True, overflow="ellipsis"),
-                Text(f"{count} ", justify="right", style="dim" if stale else ""),
+                external(f" {name[:11]}" + ("…" if len(name) > 11 else ""), no_wrap=True),
+                external(kind),
+                external(label, Style(color=color), no_wrap=True, overflow="ellipsis"),
+                external(f"{count} ", "dim" if stale else "", justify="right"),
             )
             plain = tuple(str(c) for c in cells) + (color,)
             self._put(name, cells, plain)

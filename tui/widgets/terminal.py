@@ -28,9 +28,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from backends.base import ConsoleSession
+from tui.format import printable
 from tui.terminal.keys import SPECIAL_KEYS, key_label, key_to_bytes
 from tui.terminal.record import AsciicastRecorder
-
 from . import view_messages
 from .terminal_io import InputWriter, OutputPump, close_in_background, highlight, row_strip
 
@@ -315,12 +315,12 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
         title = f"{self.title}   {key_label(self.detach_key)} detach"
         if self.is_closed:
             title = f"{self.title}   closed"
-        self.border_title = Content(title)
+        self.border_title = Content(printable(title))
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:
         n = self.scroll_offset_lines
-        self.border_subtitle = Content(f"scrolled {n} lines") if n else None
+        self.border_subtitle = Content(printable(f"scrolled {n} lines")) if n else None
 
     def on_focus(self) -> None:
         self._invalidate()
