@@ -132,20 +132,21 @@ def _refuse(path: str, why: str) -> InvalidInput:
 
 def _reference(path: str, of: str, kind: str, name: str) -> Reference:
     """Check a name an image holds (a protocol, a device, a missing file are refused)."""
+    who = "it" if of == path else f"its backing file {of}"
     if has_protocol(name):
-        raise _refuse(path, f"{of} names its {kind} as {name!r}, which QEMU would read as "
+        raise _refuse(path, f"{who} names its {kind} as {name!r}, which QEMU would read as "
                             f"a protocol or json: options (a network or device access), not "
                             f"a file")
     full = os.path.normpath(os.path.join(os.path.dirname(of), name))
     try:
         st = os.stat(full)
     except OSError as e:
-        raise _refuse(path, f"{of} names the {kind} {full}, which cannot be used "
+        raise _refuse(path, f"{who} names the {kind} {full}, which cannot be used "
                             f"({e.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         what = ("a device" if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode)
                 else "not a regular file")
-        raise _refuse(path, f"{of} names the {kind} {full}, which is {what}")
+        raise _refuse(path, f"{who} names the {kind} {full}, which is {what}")
     return Reference(kind, full, of)
 
 
@@ -304,7 +305,12 @@ async def settled(image: GatedImage, scratch: str) -> GatedImage:
         return image
     try:
         await asyncio.to_thread(_sparse_copy, image.fd, scratch)
-        return await inspect_image(scratch, fmt=image.format)
+        try:
+            return await inspect_image(scratch, fmt=image.format)
+        except InvalidInput as e:  # NeedsConfirmation too: what was agreed has changed
+            raise InvalidInput(f"The image {image.path} changed while corral read it (other "
+                               f"users may write it), and is refused: "
+                               f"{e.message.replace(scratch, 'its copy')}") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
