@@ -105,8 +105,11 @@ class Action:
         return self.method or self.name
 
     priority: bool = False
-    """Handled before the focused widget sees the key, so that keys typed right after it
-    reach what it opened (the ``:`` line), not the table."""
+    """Handled before the focused widget sees the key."""
+    background: bool = False
+    """The flow works in the background (a lifecycle verb): the keys typed after it are
+    not held for it. Every other flow opens something (a dialog, a wizard, a console),
+    and the keys typed after its key wait for it and go there (tui/keyboard.py)."""
 
     def binding(self, prefix: str = "") -> Binding:
         return Binding(self.key, prefix + self.action, self.label, show=self.show,
@@ -120,20 +123,22 @@ ACTIONS: tuple[Action, ...] = (
     # Lifecycle
     Action("start", "Start", "Start the selected instance", I, "S", "instance.start",
            "start_instance", (Cap.START,), lifecycle.start, palette="Start {ref}",
-           one_at_a_time="lifecycle"),
+           one_at_a_time="lifecycle", background=True),
     Action("stop", "Stop", "Stop the selected instance (force is offered if it hangs)", I, "s",
            "instance.stop", "stop_instance", (Cap.STOP,), lifecycle.stop,
-           palette="Stop {ref}", one_at_a_time="lifecycle"),
+           palette="Stop {ref}", one_at_a_time="lifecycle", background=True),
     Action("restart", "Restart", "Restart the selected instance", I, "r", "instance.restart",
            "restart_instance", (Cap.RESTART,), lifecycle.restart, palette="Restart {ref}",
-           one_at_a_time="lifecycle"),
+           one_at_a_time="lifecycle", background=True),
     Action("pause", "Pause/Resume", "Pause (freeze) or resume the selected instance", I, "p",
            "instance.pause", "pause_instance", (Cap.FREEZE, Cap.UNFREEZE), lifecycle.pause,
-           one_at_a_time="lifecycle"),
+           one_at_a_time="lifecycle", background=True),
     Action("freeze", "Pause", "Pause (freeze) the instance", I, needs=(Cap.FREEZE,),
-           flow=lifecycle.freeze, show=False, palette="Pause {ref}", one_at_a_time="lifecycle"),
+           flow=lifecycle.freeze, show=False, palette="Pause {ref}", one_at_a_time="lifecycle",
+           background=True),
     Action("unfreeze", "Resume", "Resume the paused instance", I, needs=(Cap.UNFREEZE,),
-           flow=lifecycle.unfreeze, show=False, palette="Resume {ref}", one_at_a_time="lifecycle"),
+           flow=lifecycle.unfreeze, show=False, palette="Resume {ref}", one_at_a_time="lifecycle",
+           background=True),
     Action("delete", "Delete", "Delete the selected instance (asks first)", I, "d",
            "instance.delete", "delete_instance", (Cap.DELETE,), lifecycle.delete,
            palette="Delete {ref}", one_at_a_time="lifecycle"),
@@ -146,7 +151,7 @@ ACTIONS: tuple[Action, ...] = (
            "view.clear", show=False),
     Action("command", "Views", "Switch the table: :profiles :networks :storage :projects "
            ":images :operations :remotes (:instances or esc back)", V, "colon",
-           "view.command", "command", priority=True),
+           "view.command", "command"),
     Action("retry", "Reconnect", "Reconnect the selected remote now", V, "R", "remote.retry",
            "retry_remote", show=False),
     Action("refresh", "Refresh", "List every connected remote again", V, "ctrl+r", "view.refresh",
@@ -215,10 +220,10 @@ ACTIONS: tuple[Action, ...] = (
            show=False, one_at_a_time="console-screen"),
     Action("screenshot", "Screenshot", "Save the graphical screen of the current console tab "
            "as PNG", C, "P", "console.screenshot", "screenshot", flow=consoles.screenshot,
-           show=False, palette="Screenshot of the current screen"),
+           show=False, palette="Screenshot of the current screen", background=True),
     Action("viewer", "Open the screen in a viewer…", "Show the VM's screen in an external "
            "VNC viewer on this desktop", I, needs=(Cap.DISPLAY,), flow=consoles.external_viewer,
-           menu=True, available=consoles.has_desktop),
+           menu=True, available=consoles.has_desktop, background=True),
     Action("console-focus", "To console", "Go back into the current console tab", C, "t",
            "console.focus", "focus_console", show=False),
     Action("console-zoom", "Zoom", "Consoles full screen, or beside the table again", C, "z",

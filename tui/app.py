@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
@@ -22,6 +23,7 @@ from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
 from .commands import InstanceCommands
 from .config import Config, load_config
+from .keyboard import KeyGate
 from .screens.main import MainScreen
 from .services.cache import InventoryCache, cache_path
 from .services.inventory import BackendFactory, Inventory
@@ -93,6 +95,8 @@ class CorralApp(App[None]):
         self._freeze_soon = False
         self._freeze_timer: Timer | None = None
         self._last_frame = last_frame
+        self.keys = KeyGate(self, notify=lambda text: self.notify(text, severity="warning"))
+        """Every key in order, each after the one before has settled (tui/keyboard.py)."""
         self.inventory.take_first_listings()  # those in already: rows of the first frame
         self.inventory.first_frame = asyncio.Event()  # set by MainScreen once painted
         if config.warm_start:
@@ -101,6 +105,14 @@ class CorralApp(App[None]):
             for name, cached in self._cache.load(remotes).items():
                 self.inventory.seed(name, cached.instances)
                 self.inventory.statuses[name].cached_at = cached.saved_at
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            if self.keys.admit(event) and self._screen_stack:  # (none: quitting)
+                await super().on_event(event)
+                self.keys.dispatched()
+            return
+        await super().on_event(event)
 
     def _inventory_changed(self, remote: str, refs) -> None:
         if self.main_screen is not None:

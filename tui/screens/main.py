@@ -138,6 +138,9 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         self._sample_soon()
         self.set_timer(self.metrics_interval, self._sample_tick)
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        keys = getattr(self.app, "keys", None)
+        if keys is not None:
+            keys.open()  # keys typed since the start go now, the table focused first
 
     def _theme_changed(self, _theme: object) -> None:
         """Status colours are theme variables: re-render every row in the new colours."""
@@ -390,8 +393,11 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         target = ctx.ref or ctx.remote
         exclusive = bool(action.one_at_a_time)
         group = f"{action.one_at_a_time or 'action'}:{target}"
-        self.run_worker(action.flow(ctx), group=group, exclusive=exclusive,
-                        exit_on_error=False, description=f"{action.name} {target}")
+        worker = self.run_worker(action.flow(ctx), group=group, exclusive=exclusive,
+                                 exit_on_error=False, description=f"{action.name} {target}")
+        keys = getattr(self.app, "keys", None)
+        if keys is not None and not action.background:
+            keys.hold(worker, f"{action.label} {target}")  # keys typed next belong there
 
     def action_instance_actions(self) -> None:
         ref = self._selected()

@@ -1,0 +1,228 @@
+"""Every key counts: keys typed in one burst (a fast typist, a paste, ``tmux send-keys``)
+land, in order, in what the key before them opened — never on the instance table.
+
+Keys are posted to the app the way the terminal driver posts one read's worth of input:
+all at once, with no pause in between (Pilot's ``press`` waits for the app between keys,
+which hides every one of these races).
+"""
+
+# ruff: noqa: F811 - pytest fixtures imported from test_fake_app are parameters here
+from __future__ import annotations
+
+import asyncio
+
+from textual import events
+from textual.widgets import Input
+
+from backends.base import ConsoleSession
+from backends.fake import FakeBackend
+from backends.models import Capability, InstanceStatus, InstanceType, Remote
+from tui.app import make_app
+from tui.screens.dialogs import ConfirmDialog
+from tui.screens.help import HelpScreen
+from tui.screens.main import MainScreen
+from tui.screens.tables import OperationsScreen
+from tui.screens.wizard import WizardScreen
+from tui.widgets.instance_table import InstanceTable
+from tui.widgets.terminal import TerminalView
+
+from .test_fake_app import fake_env, running, select, settle, table_rows  # noqa: F401
+
+NAMES = {"/": "slash", "\r": "enter", " ": "space", ":": "colon", "?": "question_mark",
+         "\t": "tab", "=": "equals_sign", "-": "minus", "+": "plus"}
+
+
+def burst(app, *keys: str) -> None:
+    """Post ``keys`` as one read of the terminal: single characters as typed, longer
+    names as keys (``ctrl+n``, ``escape``)."""
+    for key in keys:
+        if len(key) == 1:
+            app.post_message(events.Key(NAMES.get(key, key), key))
+        else:
+            app.post_message(events.Key(key, None))
+
+
+def typed(text: str) -> list[str]:
+    return list(text)
+
+
+def cursor(app) -> int:
+    return app.main_screen.query_one(InstanceTable).cursor_row
+
+
+async def test_filter_burst_lands_in_the_filter(fake_env):
+    async with running(fake_env) as (app, pilot):
+        burst(app, *typed("/web1\r"))
+        await settle(pilot, app)
+        assert app.main_screen.query_one("#filter", Input).value == "web1"
+        assert set(table_rows(app)) == {"alpha:web1"}
+        assert isinstance(app.focused, InstanceTable)  # enter went back to the table
+        assert isinstance(app.screen, MainScreen)  # no verb key opened anything
+        # a longer one with key=value, then a key that belongs to the table again
+        burst(app, *typed("/"), "ctrl+u", *typed("db remote=beta\r"), "j")
+        await settle(pilot, app)
+        assert app.main_screen.query_one("#filter", Input).value == "db remote=beta"
+        assert set(table_rows(app)) == {"beta:db1"}
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_command_line_burst_switches_the_view(fake_env):
+    async with running(fake_env) as (app, pilot):
+        burst(app, *typed(":re\r"))
+        await settle(pilot, app)
+        assert app.main_screen.view_name == "remotes"
+        burst(app, *typed(":op\r"))
+        await settle(pilot, app)
+        assert app.main_screen.view_name == "operations"
+        burst(app, *typed(":in\r"))
+        await settle(pilot, app)
+        assert app.main_screen.view_name == "instances"
+
+
+async def test_keys_after_a_dialog_key_go_to_the_dialog(fake_env):
+    """For each key that opens a dialog, the key after it (``j``: cursor down on the
+    table) must reach the dialog, not move the table; ``escape`` then closes it."""
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
+        for key, screen in (("d", ConfirmDialog), ("w", OperationsScreen),
+                            ("?", HelpScreen), ("N", WizardScreen)):
+            select(app, "alpha:web1")
+            await settle(pilot, app)
+            row = cursor(app)
+            burst(app, key, "j")
+            await settle(pilot, app)
+            assert isinstance(app.screen, screen), (key, app.screen)
+            assert cursor(app) == row, f"the j after {key} moved the table"
+            burst(app, "escape")
+            await settle(pilot, app)
+            assert isinstance(app.screen, MainScreen), key
+        # d then enter: the enter lands on the dialog's Cancel (its first focus)
+        select(app, "alpha:web1")
+        await settle(pilot, app)
+        burst(app, "d", "enter")
+        await settle(pilot, app)
+        assert isinstance(app.screen, MainScreen)
+        assert "alpha:web1" in table_rows(app)
+        assert not any(c[0] == "delete" for c in backends["alpha"].calls)
+
+
+async def test_wizard_opening_key_then_next_in_one_burst(fake_env):
+    async with running(fake_env) as (app, pilot):
+        burst(app, "N", "ctrl+n")
+        await settle(pilot, app)
+        assert isinstance(app.screen, WizardScreen)
+        assert app.screen.step != "where", "ctrl+n right after N was lost"
+
+
+async def test_focus_stays_in_the_filter_while_everything_changes(fake_env):
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
+        burst(app, *typed("/we"))
+        await settle(pilot, app)
+        box = app.main_screen.query_one("#filter", Input)
+        for status in (InstanceStatus.RUNNING, InstanceStatus.STOPPED,
+                       InstanceStatus.RUNNING):
+            backends["alpha"].set_status("web2", status)  # rows change underneath
+            burst(app, "b")
+            await asyncio.sleep(0.05)
+        app.main_screen.action_retry_remote()  # the remote's state changes
+        await asyncio.sleep(0.05)
+        burst(app, *typed("1"))
+        app.main_screen._sample(reschedule=False)  # metrics arrive
+        await settle(pilot, app)
+        assert box.value == "webbb1"
+        assert app.focused is box
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_keys_typed_before_the_ui_is_up_are_kept(fake_env, monkeypatch):
+    """A key typed while corral starts waits for the main screen, then goes where it
+    would have gone had the UI been there at once."""
+    cfg, env, factory, _ = fake_env
+    original = MainScreen.on_mount
+
+    def early_keys(self):
+        burst(self.app, *typed("/db\r"))  # before the screen has mounted its table
+        original(self)
+
+    monkeypatch.setattr(MainScreen, "on_mount", early_keys)
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        for _ in range(40):
+            if set(table_rows(app)) == {"beta:db1"}:
+                break
+            await pilot.pause(0.05)
+        assert app.main_screen.query_one("#filter", Input).value == "db"
+        assert set(table_rows(app)) == {"beta:db1"}
+
+
+class _Recorder:
+    """A console session that opens slowly (a remote far away) and records what it is
+    sent."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()
+
+    async def start(self, sink) -> None:
+        pass
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.sent += data
+
+    async def send_special(self, name: str) -> None:
+        pass
+
+    async def resize(self, width: int, height: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def history(self) -> bytes:
+        return b""
+
+
+class ConsoleFake(FakeBackend):
+    capabilities = FakeBackend.capabilities | {Capability.CONSOLE, Capability.EXEC}
+    opened: list[_Recorder] = []
+
+    async def open_console(self, ref, *, width=80, height=24, kind="console"):
+        await asyncio.sleep(0.3)  # the daemon takes its time: keys typed meanwhile wait
+        session = _Recorder()
+        ConsoleFake.opened.append(session)
+        return session
+
+    async def open_shell(self, ref, command=None, *, width=80, height=24):
+        return await self.open_console(ref, width=width, height=height)
+
+
+async def test_text_typed_after_c_or_e_reaches_the_instance(fake_env):
+    cfg, env, _, _ = fake_env
+
+    def factory(remote: Remote, timeout: float):
+        return ConsoleFake(remote, instances=[("web1", InstanceType.CONTAINER,
+                                                InstanceStatus.RUNNING)])
+
+    ConsoleFake.opened = []
+    assert isinstance(ConsoleFake.opened, list) and ConsoleSession  # the protocol it meets
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        for key in ("c", "e"):
+            select(app, "alpha:web1")
+            await settle(pilot, app)
+            before = len(ConsoleFake.opened)
+            burst(app, key, *typed("echo hi"), "enter")
+            for _ in range(60):
+                if len(ConsoleFake.opened) > before and \
+                        bytes(ConsoleFake.opened[-1].sent).endswith(b"\r"):
+                    break
+                await pilot.pause(0.05)
+            assert len(ConsoleFake.opened) == before + 1, f"{key} opened no console"
+            assert bytes(ConsoleFake.opened[-1].sent) == b"echo hi\r", key
+            assert isinstance(app.focused, TerminalView)
+            assert not app.main_screen.query_one(InstanceTable).marked  # the space…
+            burst(app, "ctrl+right_square_bracket")  # leave the console
+            await settle(pilot, app)
+        assert len(ConsoleFake.opened) == 2  # e and c of the text opened nothing more

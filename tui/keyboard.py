@@ -1,0 +1,258 @@
+"""Every key, in order, where it would have gone had the UI been instant.
+
+Textual hands a key to the widget focused *when the app takes the key from its queue*,
+and the consequences of the key before it arrive later: a binding runs only once the key
+has bubbled up to the app through each widget's own queue, ``focus()`` is itself a
+message, a pushed screen focuses its first widget on a later message, and a flow that
+opens a dialog or a console runs in a worker. So in a burst (a fast typist, a paste,
+``tmux send-keys '/web' Enter``) every key after ``/`` reached the instance table — and ran
+its verbs — before the filter box had the focus.
+
+:class:`KeyGate` closes the whole family: the app gives it every key first, and it hands
+Textual one key at a time. After each key it waits until the key's consequences have
+settled (every message queue of the app and its screen has run what was queued, the focus
+and the screen stack stopped changing), and while a flow the key started is opening what
+it opens (a dialog, a wizard, a console tab: a *hold*, :meth:`KeyGate.hold`). Only then
+does the next key go, to whatever now has the focus. Keys typed before the UI is ready
+(:meth:`KeyGate.open`) wait in the queue as well. A hold that ends with nothing opened
+(the flow failed, or said why not) does not pass its keys on to the table: they are
+dropped and the user is told how many, never turned into commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Callable
+
+from textual import events
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.worker import Worker
+
+log = logging.getLogger(__name__)
+
+SETTLE_ROUNDS = 12
+"""At most this many passes over the app's message queues after a key (each pass lets
+every queue run what was in it; the consequences of a key take two or three)."""
+BARRIER_TIMEOUT = 1.0
+"""A queue still busy after this long (a handler waiting on something slow) is not waited
+for any longer in that pass."""
+HOLD_LIMIT = 120.0
+"""The longest a flow may hold the keys typed after its key while it opens."""
+HOLD_POLL = 0.02
+"""How often a hold looks whether its flow opened something (only while one is held)."""
+
+_RELEASED = "_corral_released"
+
+
+class KeyGate:
+    """The app's keys, one at a time, each after the one before has settled.
+
+    The app calls :meth:`admit` for every key the terminal sends, handles it only when
+    told to, then calls :meth:`dispatched`. ``notify`` tells the user about dropped keys.
+    """
+
+    def __init__(self, app: "App", notify: Callable[[str], None] | None = None) -> None:
+        self._app = app
+        self._notify = notify
+        self._queue: deque[events.Key | events.Paste] = deque()
+        self._open = False
+        self._busy = False
+        self._holds: list[_Hold] = []
+        self._task: asyncio.Task[None] | None = None
+        self.dropped = 0
+        """Keys typed for something that did not open (told to the user)."""
+
+    # The app's side ---------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, settling or held: a key now is handled at once."""
+        return self._open and not self._busy and not self._queue and not self._holds
+
+    def admit(self, event: events.Key | events.Paste) -> bool:
+        """True: the app handles ``event`` now. False: it waits its turn (the gate posts
+        it to the app again when it is due)."""
+        if getattr(event, _RELEASED, False):
+            return True
+        if self.idle:
+            self._busy = True
+            return True
+        self._queue.append(event)
+        return False
+
+    def dispatched(self) -> None:
+        """The app has handled the key it was told to: settle, then the next one."""
+        self._busy = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    def open(self) -> None:
+        """The UI is ready for keys (the main screen is up): those typed so far go now."""
+        if self._open:
+            return
+        self._open = True
+        self._busy = True
+        self.dispatched()
+
+    def hold(self, worker: "Worker[object]", what: str) -> None:
+        """A flow started by the key being handled opens something the keys after it
+        belong to (``what``: "Delete c1", for the words if it opens nothing)."""
+        app = self._app
+        self._holds.append(_Hold(worker, what, app.screen, app.focused, len(app.screen_stack)))
+        self.dispatched()
+
+    # Settling ---------------------------------------------------------------------------
+
+    @property
+    def _closing(self) -> bool:
+        app = self._app
+        return app._exit or not app._screen_stack  # quitting: keys have nowhere to go
+
+    async def _pump(self) -> None:
+        try:
+            while not self._closing:
+                await self.settle()
+                if self._holds:
+                    await self._wait_holds()
+                    continue
+                if not self._queue:
+                    break
+                released = _again(self._queue.popleft(), self._app)
+                self._app.post_message(released)
+                # The app handles it and calls dispatched(); settle after it
+                await self._handled(released)
+        except Exception:  # noqa: BLE001 - never leave the keyboard shut
+            log.exception("key gate")
+            self._queue.clear()
+            self._holds.clear()
+        finally:
+            self._busy = False
+            if self._open and self._queue and not self._closing:  # one came as it ended
+                self._busy = True
+                self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _handled(self, key: events.Event) -> None:
+        """Wait until the app has taken ``key`` from its queue."""
+        done = asyncio.Event()
+        self._app.call_later(done.set)  # queued behind the key
+        try:
+            await asyncio.wait_for(done.wait(), BARRIER_TIMEOUT * 5)
+        except asyncio.TimeoutError:
+            pass
+
+    async def settle(self) -> None:
+        """Until every queue of the app and its screen has run what it held and neither
+        the focus nor the screen changed in the last pass."""
+        for _ in range(SETTLE_ROUNDS):
+            before = self._where()
+            await self._barrier()
+            if self._where() == before and not self._queued():
+                return
+
+    def _where(self) -> tuple[object, ...]:
+        """The screen on top, the focus and the stack's depth (None: no screen now)."""
+        app = self._app
+        try:
+            return app.screen, app.focused, len(app.screen_stack)
+        except Exception:  # noqa: BLE001 - no screen yet (start-up) or any more
+            return (None,)
+
+    def _nodes(self) -> list:
+        app = self._app
+        try:
+            screen = app.screen
+        except Exception:  # noqa: BLE001 - no screen yet (start-up) or any more
+            return [app]
+        return [app, *screen.walk_children(with_self=True)]
+
+    def _queued(self) -> bool:
+        return any(node._message_queue.qsize() for node in self._nodes())
+
+    async def _barrier(self) -> None:
+        """Every node has run the messages queued before this call (Textual's own Pilot
+        waits for a screen the same way)."""
+        count = 0
+        zero = asyncio.Event()
+
+        def one_done() -> None:
+            nonlocal count
+            count -= 1
+            if count == 0:
+                zero.set()
+
+        for node in self._nodes():
+            if node.call_later(one_done):
+                count += 1
+        if count:
+            try:
+                await asyncio.wait_for(zero.wait(), BARRIER_TIMEOUT)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _wait_holds(self) -> None:
+        """Until each hold's flow opened something (a screen, the focus elsewhere) or
+        ended; the keys queued behind a flow that opened nothing are dropped, in words."""
+        app = self._app
+        started = time.monotonic()
+        while self._holds:
+            hold = self._holds[0]
+            if hold.opened(app) or hold.finished:
+                self._holds.pop(0)
+                await self.settle()
+                if not hold.opened(app) and self._queue:
+                    self._drop(hold)
+                continue
+            if time.monotonic() - started > HOLD_LIMIT:
+                self._holds.pop(0)
+                continue
+            await asyncio.sleep(HOLD_POLL)
+
+    def _drop(self, hold: "_Hold") -> None:
+        count = len(self._queue)
+        self._queue.clear()
+        self.dropped += count
+        if self._notify is not None:
+            keys = "key" if count == 1 else "keys"
+            self._notify(f"{hold.what} opened nothing: the {count} {keys} typed after it "
+                         "were not used.")
+
+
+class _Hold:
+    """A flow opening something, and what the UI was when it started."""
+
+    def __init__(self, worker: "Worker[object]", what: str, screen, focused, depth: int
+                 ) -> None:
+        self.worker = worker
+        self.what = what
+        self.screen = screen
+        self.focused = focused
+        self.depth = depth
+
+    @property
+    def finished(self) -> bool:
+        return self.worker.is_finished
+
+    def opened(self, app: "App") -> bool:
+        """A screen came up, or the focus went somewhere new (a console tab)."""
+        try:
+            screen = app.screen
+        except Exception:  # noqa: BLE001
+            return False
+        return screen is not self.screen or len(app.screen_stack) != self.depth \
+            or app.focused is not self.focused
+
+
+def _again(event: events.Key | events.Paste, app: "App") -> events.Key | events.Paste:
+    """A fresh copy of a queued key (or paste), marked as released by the gate, sent by
+    the app as the driver's are (Textual stops a message bubbling at its sender: a key
+    "from" the screen never reached the app's bindings)."""
+    copy: events.Key | events.Paste = events.Paste(event.text) \
+        if isinstance(event, events.Paste) else events.Key(event.key, event.character)
+    copy.set_sender(app)
+    setattr(copy, _RELEASED, True)
+    return copy
