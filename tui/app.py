@@ -95,6 +95,7 @@ class CorralApp(App[None]):
         self._freeze_soon = False
         self._freeze_timer: Timer | None = None
         self._last_frame = last_frame
+        self._remote_changed: dict[str, asyncio.Event] = {}
         self.keys = KeyGate(self, notify=lambda text: self.notify(text, severity="warning"))
         """Every key in order, each after the one before has settled (tui/keyboard.py)."""
         self.inventory.take_first_listings()  # those in already: rows of the first frame
@@ -114,7 +115,16 @@ class CorralApp(App[None]):
             return
         await super().on_event(event)
 
+    async def remote_settled(self, name: str | None) -> None:
+        """Until remote ``name`` has stopped connecting (connected, failed or gone)."""
+        while (st := self.inventory.statuses.get(name or "")) is not None \
+                and st.state is ConnectionState.CONNECTING:
+            await self._remote_changed.setdefault(st.remote.name, asyncio.Event()).wait()
+
     def _inventory_changed(self, remote: str, refs) -> None:
+        changed = self._remote_changed.pop(remote, None)
+        if changed is not None:
+            changed.set()  # whoever waits for this remote looks again
         if self.main_screen is not None:
             self.main_screen.inventory_changed(remote, refs)
             if not self._frozen and not self._freeze_soon and self._startup_settled():

@@ -49,7 +49,7 @@ class QuietLinuxDriver(LinuxDriver):
         self._drain()
         super().start_application_mode()
         before = lastframe.ui_started()
-        if before is not None:  # the last frame turned echo off: not what to put back
+        if before is not None:  # the start's type-ahead modes: not what to put back
             self.attrs_before = before
 
     def _drain(self) -> None:

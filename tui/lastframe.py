@@ -124,9 +124,9 @@ def _write(text: str) -> None:
 
 
 class Painted:
-    """A frame on the screen before the UI: the terminal's echo is off until the UI takes
-    the terminal (what is typed meanwhile waits for it, unseen); :meth:`done` puts things
-    back."""
+    """The terminal while corral starts: in :func:`typeahead_modes` until the UI takes it
+    (what is typed meanwhile waits for it, unseen and unchanged), and maybe the last
+    frame on it; :meth:`done` puts things back."""
 
     def __init__(self, fd: int, attrs: list) -> None:
         self.fd = fd
@@ -134,6 +134,8 @@ class Painted:
         """The terminal's modes before corral."""
         self.ui_ran = False
         """The UI's driver took the terminal (and leaves the alternate screen itself)."""
+        self.entered = False
+        """A frame was written (on the alternate screen)."""
 
     def done(self) -> None:
         """The UI has ended, or never started: the screen (when the UI did not leave the
@@ -141,7 +143,7 @@ class Painted:
         global _painted
         _painted = None
         try:
-            if not self.ui_ran:
+            if self.entered and not self.ui_ran:
                 _write(LEAVE)
         except OSError:
             pass  # the terminal is gone
@@ -166,28 +168,41 @@ def ui_started() -> list | None:
     return painted.attrs
 
 
+def typeahead_modes(attrs: list) -> list:
+    """The terminal's modes while corral starts: what is typed is neither echoed nor
+    changed by the line discipline (no line editing, Enter stays a CR, no flow control),
+    so that it reaches the UI byte for byte once it reads (tui/keyboard.py replays it in
+    order). Ctrl+C still interrupts."""
+    quiet = list(attrs)
+    quiet[0] = attrs[0] & ~(termios.ICRNL | termios.INLCR | termios.IGNCR | termios.IXON)
+    quiet[3] = attrs[3] & ~(termios.ECHO | termios.ICANON | termios.IEXTEN)
+    cc = list(attrs[6])
+    cc[termios.VMIN], cc[termios.VTIME] = 1, 0
+    quiet[6] = cc
+    return quiet
+
+
 def paint(env: Mapping[str, str], config_path: Path, theme: str | None,
           remotes: Sequence[str] | None) -> Painted | None:
-    """Write the last frame to the terminal if there is one for this start."""
+    """Take the terminal for the start (:func:`typeahead_modes`) and write the last frame
+    if there is one for this start. None: no terminal, or another driver than corral's."""
     global _painted
     try:
         if env.get("TEXTUAL_DRIVER") or not (sys.stdin.isatty() and sys.stdout.isatty()):
             return None  # (another driver would not hand the terminal's modes back)
-        size = shutil.get_terminal_size()  # what Textual sizes its screen by (COLUMNS…)
-        frame = load(frame_path(env, config_path), key(env, config_path, size, theme,
-                                                         remotes))
-        if frame is None:
-            return None
         fd = sys.stdin.fileno()
         attrs = termios.tcgetattr(fd)
     except (OSError, termios.error):
         return None
-    quiet = list(attrs)
-    quiet[3] = attrs[3] & ~termios.ECHO  # lflag
     painted = _painted = Painted(fd, attrs)
     try:
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-        _write(ENTER + frame)
+        termios.tcsetattr(fd, termios.TCSANOW, typeahead_modes(attrs))
+        size = shutil.get_terminal_size()  # what Textual sizes its screen by (COLUMNS…)
+        frame = load(frame_path(env, config_path), key(env, config_path, size, theme,
+                                                         remotes))
+        if frame is not None:
+            painted.entered = True
+            _write(ENTER + frame)
     except (OSError, termios.error):
         painted.done()
         return None

@@ -226,3 +226,64 @@ async def test_text_typed_after_c_or_e_reaches_the_instance(fake_env):
             burst(app, "ctrl+right_square_bracket")  # leave the console
             await settle(pilot, app)
         assert len(ConsoleFake.opened) == 2  # e and c of the text opened nothing more
+
+
+class SlowConnect(FakeBackend):
+    """A remote whose daemon answers only when the test says (``gate``), or fails."""
+
+    gate: asyncio.Event
+    fail = False
+
+    async def connect(self):
+        await SlowConnect.gate.wait()
+        if SlowConnect.fail:
+            from backends.errors import Unreachable
+            raise Unreachable("connection refused")
+        return await super().connect()
+
+
+async def _verb_while_connecting(fake_env, *, fail: bool):
+    cfg, env, _, _ = fake_env
+    made = {}
+    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), fail
+
+    def factory(remote: Remote, timeout: float):
+        made[remote.name] = SlowConnect(remote, instances=[
+            ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)] if remote.name ==
+            "alpha" else [])
+        return made[remote.name]
+
+    app = make_app(cfg, env=env, factory=factory)
+    seen = []
+    original = app.notify
+    app.notify = lambda message, **kw: (seen.append(message), original(message, **kw))
+    # the rows of the last run, shown while the remote connects
+    from backends.models import Instance, InstanceRef
+    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
+                                          type=InstanceType.CONTAINER,
+                                          status=InstanceStatus.RUNNING, image="busybox")])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        await settle(pilot, app)
+        burst(app, "s", "j")  # stop, then a key for the table
+        await settle(pilot, app)
+        assert any("Stop alpha:web1: waiting for alpha" in m for m in seen), seen
+        assert not made["alpha"].calls
+        SlowConnect.gate.set()
+        for _ in range(60):
+            if made["alpha"].calls or any("was not done" in m for m in seen):
+                break
+            await pilot.pause(0.05)
+        return made["alpha"].calls, seen
+
+
+async def test_a_verb_on_a_connecting_remote_runs_once_it_connects(fake_env):
+    calls, _ = await _verb_while_connecting(fake_env, fail=False)
+    assert calls[0][:2] == ("stop", "web1")
+
+
+async def test_a_verb_on_a_remote_that_fails_is_refused_in_words(fake_env):
+    calls, seen = await _verb_while_connecting(fake_env, fail=True)
+    assert not calls
+    assert any("Stop alpha:web1 was not done: alpha is" in m for m in seen), seen

@@ -33,6 +33,7 @@ from ..actions import (
     why_not,
 )
 from ..filter import FilterError, Term, parse
+from ..flows import held
 from ..flows.context import Context, Settings
 from ..services.inventory import Inventory
 from ..widgets.colors import theme_colors
@@ -336,6 +337,9 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         except NoMatches:
             return None
         ref = snapshots_of or self.selected if entry.scope is Scope.SNAPSHOT else self.selected
+        if entry.scope is Scope.INSTANCE and ref is not None and entry.flow is not None \
+                and self.inventory.statuses[ref.remote].state is ConnectionState.CONNECTING:
+            return True  # held until the remote connects (tui/flows/held.py)
         return True if self.marks_allow(entry) else \
             availability(entry, self.inventory, ref, consoles_open=tabs)
 
@@ -393,7 +397,9 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         target = ctx.ref or ctx.remote
         exclusive = bool(action.one_at_a_time)
         group = f"{action.one_at_a_time or 'action'}:{target}"
-        worker = self.run_worker(action.flow(ctx), group=group, exclusive=exclusive,
+        flow = action.flow(ctx) if not held.connecting(ctx) else \
+            held.when_connected(ctx, action, action.flow)
+        worker = self.run_worker(flow, group=group, exclusive=exclusive,
                                  exit_on_error=False, description=f"{action.name} {target}")
         keys = getattr(self.app, "keys", None)
         if keys is not None and not action.background:
