@@ -4,16 +4,15 @@ cancelled."""
 
 from __future__ import annotations
 
-import gzip
 import io
-import lzma
 import os
 import tarfile
 import time
-import zlib
 from pathlib import Path
 from typing import Callable
 
+from ..archive import ArchiveRefused, Policy
+from ..archive import read_archive as shared_read
 from ..paths import private_file
 from ..work import Worker
 
@@ -81,57 +80,38 @@ def write_archive(worker: Worker, target: str, members: list[tuple[str, str | by
         os.fsync(raw.fileno())
 
 
-class DamagedArchive(Exception):
-    """The archive cannot be read as a tar (truncated, bad gzip, not a tar at all)."""
+DamagedArchive = ArchiveRefused
+"""The archive cannot be read as a tar, or a member is not allowed (message in words)."""
+
+
+class _VMArchive(Policy):
+    """A VM export: plain files at the top only; ``keep`` ones held in memory."""
+
+    where = "the VM's directory"
+
+    def __init__(self, allowed: Callable[[str], bool], keep: set[str]) -> None:
+        self.allowed, self.keep_names = allowed, keep
+
+    def check(self, name: str, member: tarfile.TarInfo) -> str | None:
+        if "/" in name or not self.allowed(name):
+            return f"it holds an unexpected member '{member.name}'"
+        if not member.isreg():
+            return f"its member '{member.name}' is not a plain file"
+        return None
+
+    def keep(self, name: str) -> bool:
+        return name in self.keep_names
 
 
 def read_archive(worker: Worker, path: str, into: Path, allowed: Callable[[str], bool],
                  keep_in_memory: set[str]) -> dict[str, bytes]:
-    """Extract the regular files of the tar ``path`` into ``into``, refusing any member
-    that ``allowed`` refuses, any link, device or directory, and duplicates. Members named
-    in ``keep_in_memory`` are returned instead of written.
+    """Extract the regular files of the tar ``path`` into ``into`` with the one archive
+    reader (:mod:`backends.archive`), refusing any member that ``allowed`` refuses, any
+    link, device or directory, and duplicates. Members named in ``keep_in_memory`` are
+    returned instead of written.
 
     Raises:
         DamagedArchive: unreadable, or a member not allowed (message in words).
     """
-    seen: set[str] = set()
-    kept: dict[str, bytes] = {}
-    try:
-        with tarfile.open(path, "r|*") as tar:
-            for member in tar:
-                worker.check()
-                name = member.name
-                while name.startswith("./"):
-                    name = name[2:]
-                if name in ("", "."):
-                    continue  # the archive's own top directory
-                if not allowed(name) or name in seen:
-                    raise DamagedArchive(f"it holds an unexpected member '{member.name}'")
-                if not member.isreg():
-                    raise DamagedArchive(f"its member '{member.name}' is not a plain file")
-                seen.add(name)
-                source = tar.extractfile(member)
-                assert source is not None
-                if name in keep_in_memory:
-                    if member.size > 1 << 20:
-                        raise DamagedArchive(f"its {name} is implausibly large")
-                    kept[name] = source.read()
-                    if len(kept[name]) != member.size:
-                        raise DamagedArchive(f"its {name} is truncated")
-                    continue
-                done = 0
-                with open(into / name, "xb") as out:
-                    while True:
-                        worker.check()
-                        chunk = source.read(CHUNK)
-                        if not chunk:
-                            break
-                        out.write(chunk)
-                        done += len(chunk)
-                        worker.percent(f"reading {name}", done, member.size)
-                if done != member.size:
-                    raise DamagedArchive(f"its {name} is truncated")
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as e:
-        raise DamagedArchive(f"it is damaged or not a tar archive ({e or type(e).__name__})") \
-            from e
-    return kept
+    return shared_read(worker, path, into, _VMArchive(allowed, keep_in_memory),
+                       label="reading the archive")
