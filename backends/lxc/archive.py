@@ -1,63 +1,34 @@
-"""What a container archive (written by ``export_instance``) may hold, checked before
-anything is unpacked: only ``config``, ``rootfs/`` and ``snaps/``; no absolute paths, no
-``..``, no members (or hard link targets) beyond a symbolic link of the archive, and
-symbolic links and device files only inside a root file system (``rootfs/``,
-``snaps/<x>/rootfs/``), never as one of the container's own files or directories.
+"""What a container archive (written by ``export_instance``) may hold, read by the one
+archive reader (:mod:`backends.archive`: canonical names, each member checked and then
+extracted from the same stream, links only strictly inside a root file system).
+
+Its members: ``config``, ``rootfs/`` and ``snaps/<x>/`` holding ``config``, ``rootfs/``,
+``ts`` and ``comment``. Inside a root file system (``rootfs/``, ``snaps/<x>/rootfs/``)
+everything is the container's own (owners, setuid bits, links pointing inside it, FIFOs,
+and the character devices LXC's common settings let a container use); nothing else may be
+a link or a device. The configs are kept in memory, never written by the reader: the
+import writes them itself, from the very bytes that were checked.
 
 Its configs may carry only the settings of :func:`config_problems`' allow-list: an
 archive is someone else's container, and settings such as hooks, includes, host mounts,
 capabilities, AppArmor/seccomp overrides, devices or autostart would run code on this host
-or expose it when the container starts."""
+or expose it when the container starts. A config without the distribution's common
+include gets corral's baseline (:func:`with_baseline`): LXC's common capability drops,
+device cgroup and seccomp policy."""
 
 from __future__ import annotations
 
-import gzip
-import lzma
 import re
 import tarfile
-import zlib
 
+from ..archive import ArchiveRefused, Policy, read_archive
 from ..work import Worker
+from . import parse
 from .limits import LIMITS
 
 
-def archive_problem(name: str, linkname: str | None, links: set[str]) -> str | None:
-    """Why a member of a container archive is refused (None: acceptable)."""
-    for path in (name,) + ((linkname,) if linkname is not None else ()):
-        parts = path.split("/")
-        if path.startswith("/") or ".." in parts:
-            return f"'{path}' leaves the container's directory"
-        if parts[0] not in ("config", "rootfs", "snaps"):
-            return f"'{path}' is not part of a container (config, rootfs/, snaps/)"
-    for path in (name,) + ((linkname,) if linkname is not None else ()):
-        parts = path.split("/")
-        for i in range(1, len(parts) + (path != name)):
-            if "/".join(parts[:i]) in links:
-                return f"'{path}' lies beyond a symbolic link of the archive"
-    return None
-
-
-def in_rootfs(name: str) -> bool:
-    """Whether ``name`` lies inside a root file system of the archive (``rootfs/…`` or
-    ``snaps/<x>/rootfs/…``), where links and devices are the container's own business."""
-    parts = name.split("/")
-    return (len(parts) > 1 and parts[0] == "rootfs") or \
-        (len(parts) > 3 and parts[0] == "snaps" and parts[2] == "rootfs")
-
-
-def member_problem(member: tarfile.TarInfo, name: str) -> str | None:
-    """Why a member's kind is refused where it lies (None: acceptable)."""
-    if in_rootfs(name):
-        return None
-    if member.issym() or member.islnk():
-        return f"'{name}' is a link, where the container's own files and directories lie"
-    if not (member.isdir() or member.isreg()):
-        return f"'{name}' is a device or special file outside a root file system"
-    parts = name.split("/")
-    if member.isreg() and (name in ("rootfs", "snaps") or len(parts) == 2
-                           or (len(parts) == 3 and parts[2] == "rootfs")):
-        return f"'{name}' is a file where a directory belongs"
-    return None
+class SettingsRefused(ArchiveRefused):
+    """A config of the archive has settings outside the allow-list (named in words)."""
 
 
 # The allow-list of an imported container's config (see config_problems). The values of
@@ -82,6 +53,25 @@ _MOUNT_AUTO = {"proc", "proc:mixed", "sys", "sys:ro", "sys:mixed", "cgroup", "cg
 _FS_MOUNTS = {"tmpfs", "mqueue", "devpts"}  # kernel file systems, no host data
 _RO_BINDS = {"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/sys/kernel/security"}
 _INCLUDE = re.compile(r"/usr/share/lxc/config/(\w+\.)?(common|userns)\.conf")
+_COMMON = re.compile(r"/usr/share/lxc/config/(\w+\.)?common\.conf")
+
+# corral's baseline for a config without the common include: what LXC's common.conf
+# restricts (capabilities, the device cgroup for cgroup v1 and v2, its seccomp policy).
+_ALLOWED_DEVICES = ["c *:* m", "b *:* m", "c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 5:0 rwm",
+                    "c 5:1 rwm", "c 5:2 rwm", "c 1:8 rwm", "c 1:9 rwm", "c 136:* rwm",
+                    "c 10:229 rwm"]
+BASELINE = [
+    "lxc.cap.drop = mac_admin mac_override sys_time sys_module sys_rawio",
+    *(line for v in ("cgroup", "cgroup2") for line in (
+        f"lxc.{v}.devices.deny = a",
+        *(f"lxc.{v}.devices.allow = {rule}" for rule in _ALLOWED_DEVICES))),
+    "lxc.seccomp.profile = /usr/share/lxc/config/common.seccomp",
+]
+_EXACT.update({  # the baseline's own values pass the allow-list
+    **{f"lxc.{v}.devices.deny": {"a"} for v in ("cgroup", "cgroup2")},
+    **{f"lxc.{v}.devices.allow": set(_ALLOWED_DEVICES) for v in ("cgroup", "cgroup2")},
+    "lxc.seccomp.profile": {"/usr/share/lxc/config/common.seccomp"},
+})
 
 
 def _mount_entry_ok(value: str) -> bool:
@@ -102,11 +92,12 @@ def config_problems(text: str) -> list[str]:
     ``key = value`` (empty: acceptable). Allowed: what a container needs to run and what
     corral itself writes (architecture, name, rootfs, signals, ttys, NICs of type empty or
     veth, corral's cgroup limits, dropped capabilities, the generated AppArmor profile, the
-    distribution's common/userns includes, mounts of tmpfs/mqueue/devpts and the busybox
-    template's read-only binds of system libraries). Everything else is refused: hooks and
-    net scripts, other includes, host mounts and fstabs, kept capabilities, AppArmor,
-    SELinux and seccomp overrides, devices, namespaces shared with the host, sysctls,
-    host log/console files and autostart."""
+    distribution's common/userns includes, mounts of tmpfs/mqueue/devpts, the busybox
+    template's read-only binds of system libraries, and the exact lines of corral's
+    :data:`BASELINE`). Everything else is refused: hooks and net scripts, other
+    includes, host mounts and fstabs, kept capabilities, AppArmor, SELinux and seccomp
+    overrides, devices, namespaces shared with the host, sysctls, host log/console files
+    and autostart."""
     problems = []
     for line in text.splitlines():
         key, eq, value = line.partition("=")
@@ -118,7 +109,7 @@ def config_problems(text: str) -> list[str]:
         net_type = re.fullmatch(r"lxc\.net\.\d+\.type", key)
         allowed = _EXACT.get("lxc.net.0.type" if net_type else key)
         if allowed is not None:
-            ok = value in allowed
+            ok = " ".join(value.split()) in allowed
         elif key == "lxc.mount.auto":
             ok = all(token in _MOUNT_AUTO for token in value.split())
         elif key == "lxc.mount.entry":
@@ -134,53 +125,142 @@ def config_problems(text: str) -> list[str]:
     return problems
 
 
-def check_container_archive(worker: Worker, path: str) -> dict[str, bytes]:
-    """Read a container archive once (in a thread: :func:`backends.work.in_thread`),
-    checking every member; returns the top-level ``config`` and the snapshots' configs
-    (``snaps/<x>/config``) by name.
+def _settings(text: str) -> list[tuple[str, str]]:
+    out = []
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and not key.strip().startswith("#"):
+            out.append((key.strip(), " ".join(value.split())))
+    return out
+
+
+def with_baseline(text: str) -> str:
+    """A config that includes the distribution's common settings
+    (``lxc.include = /usr/share/lxc/config/[<dist>.]common.conf``), or already holds
+    every line of corral's :data:`BASELINE`, as it is; any other one with the baseline
+    added at its end (an archive's config, e.g. of LXC's busybox template, that would
+    otherwise run with every capability, no device cgroup and no seccomp filter)."""
+    settings = _settings(text)
+    if any(key == "lxc.include" and _COMMON.fullmatch(value) for key, value in settings):
+        return text
+    if set(_settings("\n".join(BASELINE))) <= set(settings):
+        return text
+    return (text.rstrip("\n") + "\n# corral: LXC's common restrictions, added on import "
+            "(the archive's config did not include common.conf)\n"
+            + "\n".join(BASELINE) + "\n")
+
+
+def mapped_root_gid(text: str) -> int | None:
+    """The host group of the container's root group by the config's ``lxc.idmap``
+    (None: no group map, a privileged container)."""
+    for key, value in _settings(text):
+        fields = value.split()
+        if key == "lxc.idmap" and len(fields) == 4 and fields[0] == "g" and \
+                all(f.isdigit() for f in fields[1:]):
+            inside, host, count = (int(f) for f in fields[1:])
+            if inside <= 0 < inside + count:
+                return host - inside
+    return None
+
+
+# The character devices LXC's common.conf lets a container read and write.
+_DEVICES = {(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 229)}
+_PTS = 136
+
+
+class ContainerArchive(Policy):
+    """The :class:`~backends.archive.Policy` of an exported LXC container."""
+
+    where = "the container's directory"
+
+    def root_of(self, name: str) -> str | None:
+        parts = name.split("/")
+        if parts[0] == "rootfs" and len(parts) > 1:
+            return "rootfs"
+        if parts[0] == "snaps" and len(parts) > 3 and parts[2] == "rootfs":
+            return "/".join(parts[:3])
+        return None
+
+    def is_root(self, name: str) -> bool:
+        parts = name.split("/")
+        return name == "rootfs" or (len(parts) == 3 and parts[0] == "snaps"
+                                    and parts[2] == "rootfs")
+
+    def check(self, name: str, member: tarfile.TarInfo) -> str | None:
+        parts = name.split("/")
+        if parts[0] not in ("config", "rootfs", "snaps"):
+            return f"'{name}' is not part of a container (config, rootfs/, snaps/)"
+        if self.root_of(name):
+            return _device_problem(name, member) if member.isdev() else None
+        if member.issym() or member.islnk():
+            return f"'{name}' is a link, where the container's own files and directories lie"
+        if not (member.isdir() or member.isreg()):
+            return f"'{name}' is a device or special file outside a root file system"
+        directory = self.is_root(name) or name == "snaps" or \
+            (len(parts) == 2 and parts[0] == "snaps")
+        file = name == "config" or (len(parts) == 3 and parts[0] == "snaps"
+                                    and parts[2] in ("config", "ts", "comment"))
+        if directory and not member.isdir():
+            return f"'{name}' is a file where a directory belongs"
+        if file and not member.isreg():
+            return f"'{name}' is a directory where a file belongs"
+        if not (directory or file):
+            return f"'{name}' is not part of a container (config, rootfs/, snaps/)"
+        return None
+
+    def keep(self, name: str) -> bool:
+        parts = name.split("/")
+        return name == "config" or (len(parts) == 3 and parts[0] == "snaps"
+                                    and parts[2] == "config")
+
+    def kept(self, name: str, data: bytes) -> None:
+        text = data.decode(errors="replace")
+        refused = config_problems(text)
+        if refused:
+            raise SettingsRefused(
+                f"its {name} has settings corral does not accept from an archive, because "
+                f"they would run commands on this host or expose it when the container "
+                f"starts: {'; '.join(refused[:5])}"
+                + (f" (and {len(refused) - 5} more)" if len(refused) > 5 else "")
+                + ". Remove them from the archive's config to import it")
+        kind, rootfs = parse.rootfs(text)
+        if name == "config" and (kind != "dir" or not rootfs.endswith("/rootfs")):
+            raise ArchiveRefused(f"its config has no directory rootfs (lxc.rootfs.path = "
+                                 f"{rootfs or 'none'})")
+
+    def finish(self, seen: dict[str, tarfile.TarInfo]) -> None:
+        if "config" not in seen or "rootfs" not in seen:
+            raise ArchiveRefused("it has no config and rootfs/ at its top")
+        snaps = {name.split("/")[1] for name in seen if name.startswith("snaps/")}
+        for snap in sorted(snaps):
+            if f"snaps/{snap}/config" not in seen or f"snaps/{snap}/rootfs" not in seen:
+                raise ArchiveRefused(f"its snapshot '{snap}' has no config or no rootfs/")
+
+
+def _device_problem(name: str, member: tarfile.TarInfo) -> str | None:
+    """Why a device node inside a root file system is refused (None: a FIFO, or a
+    character device the container may use under LXC's common device cgroup)."""
+    if member.isfifo():
+        return None
+    device = (member.devmajor, member.devminor)
+    if member.ischr() and (device in _DEVICES or member.devmajor == _PTS):
+        return None
+    kind = "block" if member.isblk() else "character"
+    return (f"'{name}' is a {kind} device node ({device[0]}:{device[1]}) that a container "
+            f"may not use: only FIFOs and the character devices of LXC's common settings "
+            f"(null, zero, full, random, urandom, tty, console, ptmx, ptys, fuse) are "
+            f"accepted")
+
+
+def read_container_archive(worker: Worker, path: str, into) -> dict[str, bytes]:
+    """Check and unpack a container archive into the private directory ``into`` (in a
+    thread: :func:`backends.work.in_thread`); returns the configs (``config``,
+    ``snaps/<x>/config``) by name, never written.
 
     Raises:
-        ValueError: in words, why the archive is refused.
+        SettingsRefused: a config has settings outside the allow-list (in words).
+        ArchiveRefused: otherwise refused (in words).
+        OSError: writing failed.
     """
-    configs: dict[str, bytes] = {}
-    links: set[str] = set()
-    has_rootfs = False
-    seen = 0
-    try:
-        with tarfile.open(path, "r|*") as tar:
-            for member in tar:
-                worker.check()
-                seen += member.size
-                worker.report(f"checking the archive… {seen >> 20} MiB")
-                name = member.name
-                while name.startswith("./"):
-                    name = name[2:]
-                name = name.rstrip("/")
-                if name in ("", "."):
-                    continue
-                linkname = member.linkname if member.islnk() else None
-                if linkname is not None:
-                    while linkname.startswith("./"):
-                        linkname = linkname[2:]
-                problem = archive_problem(name, linkname, links) or \
-                    member_problem(member, name)
-                if problem:
-                    raise ValueError(problem)
-                if member.issym():
-                    links.add(name)
-                if name == "rootfs" and member.isdir():
-                    has_rootfs = True
-                parts = name.split("/")
-                if name == "config" or (len(parts) == 3 and parts[0] == "snaps"
-                                        and parts[2] == "config"):
-                    if not member.isreg() or member.size > 1 << 20:
-                        raise ValueError(f"its {name} is not a plain config file")
-                    f = tar.extractfile(member)
-                    assert f is not None
-                    configs[name] = f.read()
-    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile) as e:
-        raise ValueError(f"it is damaged or not a tar archive ({e or type(e).__name__})") \
-            from e
-    if "config" not in configs or not has_rootfs:
-        raise ValueError("it has no config and rootfs/ at its top")
-    return configs
+    worker.report("checking the archive…", force=True)
+    return read_archive(worker, path, into, ContainerArchive())

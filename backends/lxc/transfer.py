@@ -10,18 +10,19 @@ import json
 import os
 import re
 import shutil
-import stat
 from pathlib import Path
 from typing import Callable
 
+from ..archive import ArchiveRefused
 from ..base import Backend
-from ..errors import BackendError, Conflict, InvalidInput, Unsupported
+from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
 from ..paths import export_target, private_file
 from ..work import in_thread
 from . import parse
-from .archive import check_container_archive, config_problems
-from .tools import LXCTools, is_real, read_file, replace_file
+from .archive import (SettingsRefused, mapped_root_gid, read_container_archive,
+                      with_baseline)
+from .tools import LXCTools, read_file, replace_file
 
 
 class Transfer(Backend):
@@ -241,21 +242,26 @@ class Transfer(Backend):
                               progress: Callable[[str], None] | None = None) -> Instance:
         """Create the container ``name`` from an archive written by :meth:`export_instance`.
 
-        The archive is read once to check it (only ``config``, ``rootfs/``, ``snaps/``; no
-        absolute paths, ``..``, members or hard link targets beyond a symbolic link, links
-        or devices outside a root file system; configs holding only the settings of
-        :func:`~backends.lxc.archive.config_problems`' allow-list, else refused naming
-        them), then unpacked with
-        ``tar --numeric-owner --xattrs`` into the lxcpath; the config is written last with
-        its paths rewritten (``lxc.rootfs.path``, ``lxc.uts.name``, other values naming the
-        old directory), as are the snapshots' configs. NIC MAC addresses are kept. Nothing
-        is left on failure or cancellation.
+        The archive is read once, by the one archive reader (:mod:`backends.archive`, the
+        rules of :class:`~backends.lxc.archive.ContainerArchive`): each member is checked,
+        then extracted from the same stream into the container's new directory, private
+        (0700) until the import is complete, then 0770 and owned by corral's user like
+        the ones lxc-create makes (the archive's own top directory is never applied).
+        Only ``config``, ``rootfs/`` and ``snaps/``; canonical names, no duplicates; links
+        and devices only strictly inside a root file system; configs holding only the
+        settings of :func:`~backends.lxc.archive.config_problems`' allow-list, else
+        refused naming them. The configs are not unpacked: corral writes them from the
+        checked bytes, last, with corral's baseline added where the distribution's common
+        include is missing (:func:`~backends.lxc.archive.with_baseline`) and their paths
+        rewritten (``lxc.rootfs.path``, ``lxc.uts.name``, other values naming the old
+        directory). NIC MAC addresses are kept. Nothing is left on failure or
+        cancellation.
 
         Raises:
-            InvalidInput: bad name, ``storage_pool`` given, missing file, damaged or foreign
-                archive.
+            InvalidInput: bad name, ``storage_pool`` given, missing file, damaged, foreign
+                or refused archive.
             Conflict: the name is taken.
-            OperationFailed: tar failed.
+            OperationFailed: writing the files failed.
         """
         say = progress or (lambda _text: None)
         if storage_pool:
@@ -264,48 +270,54 @@ class Transfer(Backend):
         path = os.path.abspath(os.path.expanduser(path))
         if not os.path.isfile(path):
             raise InvalidInput(f"{path} does not exist or is not a file.")
-        try:
-            configs = await in_thread(check_container_archive, path, progress=say)
-        except ValueError as e:
-            raise InvalidInput(f"{path} is not an exported LXC container: {e}.") from None
-        config = configs["config"].decode(errors="replace")
-        for member, text in configs.items():
-            refused = config_problems(text.decode(errors="replace"))
-            if refused:
-                raise InvalidInput(
-                    f"{path} was not imported: its {member} has settings corral does not "
-                    f"accept from an archive, because they would run commands on this host "
-                    f"or expose it when the container starts: {'; '.join(refused[:5])}"
-                    + (f" (and {len(refused) - 5} more)" if len(refused) > 5 else "")
-                    + ". Remove them from the archive's config to import it.")
-        kind, old_rootfs = parse.rootfs(config)
-        if kind != "dir" or not old_rootfs.endswith("/rootfs"):
-            raise InvalidInput(f"{path} is not an exported LXC container: its config has no "
-                               f"directory rootfs (lxc.rootfs.path = {old_rootfs or 'none'}).")
-        old_dir = old_rootfs[: -len("/rootfs")]
         directory = self.lxc.dir(name)
         os.makedirs(self.lxc.path, exist_ok=True)
         try:
-            directory.mkdir(mode=0o770)  # claims the name; listed once config is written
+            directory.mkdir(mode=0o700)  # claims the name; listed once config is written
         except FileExistsError:
             raise Conflict(f"A container named '{name}' already exists in "
                            f"{self.lxc.path}.") from None
         try:
-            say("unpacking…")
-            await self.lxc.run_long(
-                "tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--anchored",
-                "--exclude=./config", "--exclude=config", "-C", str(directory), "-xpf", path,
-                what=f"unpacking {path}")
-            if not is_real(directory / "rootfs", stat.S_ISDIR):
-                raise InvalidInput(f"{path} is not an exported LXC container: no rootfs/.")
-            self._move_snapshot_configs(name, old_dir)
+            try:
+                configs = await in_thread(read_container_archive, path, directory,
+                                          progress=say)
+            except SettingsRefused as e:
+                raise InvalidInput(f"{path} was not imported: {e}.") from None
+            except ArchiveRefused as e:
+                raise InvalidInput(f"{path} is not an exported LXC container: {e}.") \
+                    from None
+            except OSError as e:
+                raise OperationFailed(f"Importing {path} failed: "
+                                      f"{e.strerror or e} ({e.filename or path}).") from e
+            config = configs.pop("config").decode(errors="replace")
+            old_dir = parse.rootfs(config)[1][: -len("/rootfs")]
+            for member, data in sorted(configs.items()):
+                snap = directory / os.path.dirname(member)
+                replace_file(snap / "config", _rewrite_config(
+                    with_baseline(data.decode(errors="replace")), old_dir, str(directory),
+                    name, str(snap / "rootfs")))
             replace_file(directory / "config", _rewrite_config(
-                config, old_dir, str(directory), name, str(directory / "rootfs")))
+                with_baseline(config), old_dir, str(directory), name,
+                str(directory / "rootfs")))
+            _seal(directory, mapped_root_gid(config))
         except BaseException:
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
             raise
         say("imported")
         return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+
+def _seal(directory: Path, root_gid: int | None) -> None:
+    """An imported container's directory, whatever the archive said: corral's user and
+    0770 like lxc-create's; for a container with an id map, the group of its root,
+    0750, so that root can reach its rootfs but not change the directory (through a
+    descriptor: never a link's target)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchown(fd, os.geteuid(), os.getegid() if root_gid is None else root_gid)
+        os.fchmod(fd, 0o770 if root_gid is None else 0o750)
+    finally:
+        os.close(fd)
 
 
 def _rewrite_config(text: str, old_dir: str, new_dir: str, new_name: str,
