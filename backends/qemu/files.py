@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import OperationFailed
+from ..paths import UntrustedFile, read_owned
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ def sweep(root: Path) -> list[str]:
                 removed += _sweep_export(entry)
             elif entry.is_dir() and not entry.is_symlink():
                 removed += _sweep_vm_dir(entry)
-        except OSError as e:
+        except (OSError, UntrustedFile) as e:  # a planted marker or journal: left alone
             log.warning("sweeping %s: %s", entry, e)
     for what in removed:
         log.warning("removed a leftover of an interrupted corral: %s", what)
@@ -186,7 +187,7 @@ def drop_rename_journal(directory: Path) -> None:
 def _finish_rename(directory: Path) -> list[str]:
     """Complete or undo the rename a dead corral left half-done in ``directory``."""
     journal = directory / RENAMING
-    data = json.loads(journal.read_text())
+    data = json.loads(read_owned(journal))
     if owner_alive(str(data.get("owner", ""))):
         return []
     moved = directory.name == data["to"]
@@ -198,8 +199,8 @@ def _finish_rename(directory: Path) -> list[str]:
     for vm in {str(Path(disk).parent) for disk, _, _ in data["disks"]}:
         path = Path(vm) / "vm.json"
         try:
-            d = json.loads(path.read_text())
-        except (OSError, ValueError):
+            d = json.loads(read_owned(path))
+        except (OSError, ValueError, UntrustedFile):
             continue
         if isinstance(d, dict) and d.get("linked_to") == other:
             d["linked_to"] = want
@@ -213,7 +214,7 @@ def _sweep_vm_dir(directory: Path) -> list[str]:
     if (directory / RENAMING).is_file():
         removed += _finish_rename(directory)
     marker = directory / PARTIAL
-    if marker.is_file() and not owner_alive(marker.read_text()):
+    if marker.is_file() and not owner_alive(read_owned(marker).decode()):
         if (directory / "vm.json").is_file():
             marker.unlink()  # the definition was written: only the marker was left
         else:
@@ -229,12 +230,12 @@ def _sweep_vm_dir(directory: Path) -> list[str]:
 
 def _sweep_export(scratch: Path) -> list[str]:
     owner = scratch / "owner"
-    if owner.is_file() and owner_alive(owner.read_text()):
+    if owner.is_file() and owner_alive(read_owned(owner).decode()):
         return []
     removed = []
     target = scratch / "target"
     if target.is_file():
-        part = target.read_text()
+        part = read_owned(target).decode()
         if part.endswith(".part") and os.path.lexists(part):
             os.unlink(part)
             removed.append(part)

@@ -18,6 +18,8 @@ import os
 import re
 from pathlib import Path
 
+from ..paths import UntrustedFile, read_owned
+
 log = logging.getLogger(__name__)
 
 FALLBACK = ".corral-kvm-fallback"
@@ -48,8 +50,8 @@ class HostFallback:
     def reason(self) -> str:
         """Why KVM is not used here ("" when it may be)."""
         try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+            data = json.loads(read_owned(self.path))
+        except (OSError, ValueError, UntrustedFile):  # (a planted file: as if none)
             return ""
         if not isinstance(data, dict) or data.get("kernel") != _host()["kernel"]:
             return ""

@@ -364,3 +364,43 @@ async def test_the_refusals_are_shown_on_the_start_screen(tmp_path, monkeypatch)
     assert victim.read_text() == "keep"
     # the FIFO was never opened; the rows saved at quit replaced it (renamed over it)
     assert not stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@root_only
+def test_planted_state_and_qemu_bookkeeping_files_are_not_acted_on(tmp_path):
+    """The remembered projects, the KVM fallback note and the markers a sweep of the QEMU
+    directory acts on (an export's ``target`` names a file it deletes)."""
+    from backends.qemu.files import EXPORT_PREFIX, sweep
+    from backends.qemu.kvm import HostFallback
+    from tui.services.projects import remember, remembered
+
+    state = tmp_path / "state" / "projects.json"
+    state.parent.mkdir()
+    state.write_text('{"prod": "planted"}')
+    os.chown(state, NOBODY, NOBODY)
+    assert remembered(state) == {}
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("keep")
+    state.unlink()
+    (state.parent / "projects.tmp").symlink_to(elsewhere)  # the old fixed temporary name
+    remember("prod", "web", state)
+    assert remembered(state) == {"prod": "web"} and elsewhere.read_text() == "keep"
+
+    vms = tmp_path / "qemu"
+    vms.mkdir()
+    note = HostFallback(vms)
+    note.remember("KVM hung")
+    assert note.reason() == "KVM hung"
+    os.chown(note.path, NOBODY, NOBODY)
+    assert note.reason() == ""
+
+    victim = tmp_path / "victim.part"
+    victim.write_text("someone's file")
+    scratch = vms / f"{EXPORT_PREFIX}planted"
+    scratch.mkdir()
+    (scratch / "target").write_text(str(victim))
+    os.chown(scratch / "target", NOBODY, NOBODY)
+    assert sweep(vms) == []
+    assert victim.read_text() == "someone's file" and scratch.is_dir()
+    os.chown(scratch / "target", 0, 0)  # corral's own leftover: swept
+    assert sweep(vms) == [str(victim), str(scratch)]

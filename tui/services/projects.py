@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from backends.models import Remote
+from backends.paths import UntrustedFile, read_owned
 
 from .inventory import Inventory
 
@@ -26,8 +27,8 @@ def state_file(env: Mapping[str, str] | None = None) -> Path:
 def remembered(path: Path | None = None) -> dict[str, str]:
     path = path or state_file()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_owned(path))
+    except (OSError, ValueError, UntrustedFile):  # (a planted file: as if none)
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
@@ -39,10 +40,9 @@ def remember(remote: str, project: str, path: Path | None = None) -> None:
         data.pop(remote, None)
     else:
         data[remote] = project
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    from backends.trust import write_private
+
+    write_private(path, json.dumps(data, indent=1, sort_keys=True).encode(), mode=0o600)
 
 
 def apply_remembered(remotes: list[Remote], path: Path | None = None) -> list[Remote]:
