@@ -198,6 +198,8 @@ def _check_chain(fd: int, shown: str, target: str | None = None) -> None:
             cur = up
             if os.path.samestat(os.fstat(cur), st):
                 return  # the root
+        raise UntrustedFile(f"{shown} is nested too deep to be checked: corral does not "
+                            f"use {target or 'what it holds'}.")
     finally:
         os.close(cur)
 
