@@ -84,6 +84,14 @@ class Policy:
         """Check the whole archive once read (``seen``: canonical name → member)."""
 
 
+def shown(text: str) -> str:
+    """``text`` (names and values from an archive) with control and undecodable
+    characters as visible escapes: a refusal quoting them cannot drive a terminal."""
+    return "".join(c if c.isprintable() else
+                   f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
 def canonical(name: str, where: str) -> str:
     """The canonical form of a member name ('' for the archive's top directory).
 
@@ -312,6 +320,14 @@ def read_archive(worker: Worker, path: str, into: Path, policy: Policy, *,
     if not hasattr(tarfile, "tar_filter"):  # Python < 3.11.4
         raise ArchiveRefused("this Python has no tarfile extraction filters "
                              "(3.11.4 or newer is needed to unpack archives safely)")
+    try:
+        return _read(worker, path, into, policy, label)
+    except ArchiveRefused as e:
+        raise type(e)(shown(str(e))) from e.__cause__
+
+
+def _read(worker: Worker, path: str, into: Path, policy: Policy,
+          label: str) -> dict[str, bytes]:
     reader = _Reader(worker, into, policy)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb") as f:

@@ -233,3 +233,11 @@ async def test_vm_archives_use_the_same_reader(tmp_path):
                                              ("disk0.qcow2", REG, "disk")])
     kept = await in_thread(read_vm_archive, str(archive), into, allowed, {"vm.json"})
     assert kept == {"vm.json": b"{}"} and (into / "disk0.qcow2").read_text() == "disk"
+
+
+async def test_refusals_show_control_characters_as_escapes(tmp_path):
+    osc52 = "root/\x1b]52;c;cHduZWQ=\x07"
+    with pytest.raises(ArchiveRefused) as refused:
+        await unpack(tmp_path, [(osc52, SYM, "../../x")])
+    assert "\x1b" not in str(refused.value) and "\x07" not in str(refused.value)
+    assert "\\x1b]52;c;cHduZWQ=\\x07" in str(refused.value)
