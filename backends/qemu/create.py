@@ -4,6 +4,7 @@ kernel boot); the launch wizard's verbs wrap it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from dataclasses import replace
@@ -23,7 +24,7 @@ from ..models import (
 )
 from .definition import VMDefinition, check_name
 from .files import building
-from .host_paths import who_can_change, writable_by_others
+from .host_paths import open_boot_files, who_can_change, writable_by_others
 from .image_gate import GatedImage, copy_to_qcow2, inspect_image, settled
 from .images import qemu_img
 from .machines import Machines
@@ -91,6 +92,12 @@ class Create(Backend):
         if disk_gib < 0:
             raise InvalidInput("The disk size cannot be negative.")
         disk_bytes = int(round(disk_gib * 1024**3))
+        # the same check every start makes (:mod:`.host_paths`), so a VM is not defined
+        # that could never start
+        named = {k: os.path.abspath(v) if v else ""
+                 for k, v in (("iso", iso), ("kernel", kernel), ("initrd", initrd))}
+        await asyncio.to_thread(lambda: open_boot_files(
+            VMDefinition(name=name, **named), f"The VM {name} was not created").close())
         gated: GatedImage | None = None
         if image:
             say("reading image…")

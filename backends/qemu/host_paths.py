@@ -135,7 +135,8 @@ def writable_by_others(st: os.stat_result) -> bool:
 
 def open_host_file(path: str, label: str, whose: str) -> int:
     """Open ``path`` (a file QEMU is to read) and return the descriptor, when the file is
-    public or nobody but root and us can change where ``path`` leads.
+    public or nobody but root and us can change where ``path`` leads. ``whose``: how a
+    refusal starts ("qemu:vm1 was not started").
 
     Raises:
         InvalidInput: in words, naming the file and who could redirect it.
@@ -143,10 +144,10 @@ def open_host_file(path: str, label: str, whose: str) -> int:
     try:
         fd = open_regular(path)
     except NotRegular:
-        raise InvalidInput(f"{whose} was not started: its {label} {path} is not a "
+        raise InvalidInput(f"{whose}: its {label} {path} is not a "
                            f"regular file (it is now a device, pipe or directory).") from None
     except OSError as e:
-        raise InvalidInput(f"{whose} was not started: its {label} {path} cannot be opened "
+        raise InvalidInput(f"{whose}: its {label} {path} cannot be opened "
                            f"({e.strerror}).") from None
     try:
         st = os.fstat(fd)
@@ -159,7 +160,7 @@ def open_host_file(path: str, label: str, whose: str) -> int:
                 return fd
             who = f"{path} changed while it was being checked"
         raise InvalidInput(
-            f"{whose} was not started: its {label} {path} leads to a file not every user "
+            f"{whose}: its {label} {path} leads to a file not every user "
             f"may read, and {who}, so someone else could point it at any file, such as "
             f"/etc/shadow, which QEMU would read with this user's rights and show to the "
             f"guest. Move the file to a directory only you can change, or make it "
@@ -191,7 +192,8 @@ class BootFiles:
 
 
 def open_boot_files(d: VMDefinition, whose: str) -> BootFiles:
-    """Open and check (:func:`open_host_file`) the files ``d`` names for QEMU to read.
+    """Open and check (:func:`open_host_file`) the files ``d`` names for QEMU to read;
+    ``whose`` starts a refusal.
 
     Raises:
         InvalidInput: one of them may not be read (nothing stays open).

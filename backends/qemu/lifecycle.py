@@ -153,7 +153,7 @@ class Lifecycle(Backend):
             raise Conflict(f"{ref} is already running.")
         vms.refuse_if_busy(ref)
         vms.refuse_if_base(ref, "started")
-        with await asyncio.to_thread(open_boot_files, d, str(ref)) as boot:
+        with await asyncio.to_thread(open_boot_files, d, f"{ref} was not started") as boot:
             await vms.launch(ref, boot.definition, boot.fds)
         if ref.name in vms.kvm.started and expects_serial_output(d.kernel, d.cmdline):
             task = asyncio.ensure_future(self._watch_kvm_boot(ref, vms.pid(ref.name)))

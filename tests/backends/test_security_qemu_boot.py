@@ -130,6 +130,11 @@ async def test_an_iso_swapped_after_creation_is_refused_at_start(qemu, guest, tm
     iso.unlink()
     iso.symlink_to(secret)
     os.lchown(iso, NOBODY, NOBODY)
+    with pytest.raises(InvalidInput, match=f"The VM cd2 was not created: its ISO {iso} "
+                                           f"leads to a file not every user may read"):
+        await qemu.create("cd2", kernel=str(kernel), initrd=str(initrd), iso=str(iso),
+                          memory_mib=256, accel="tcg")
+    assert not qemu.vms.dir("cd2").exists()
     await refused_at_start(qemu, "cd", f"its ISO {iso} leads to a file not every user may "
                                        f"read, and the directory {public_dir} may be written "
                                        f"by other users")
