@@ -80,8 +80,8 @@ class Policy:
     def kept(self, name: str, data: bytes) -> None:
         """Check a member kept in memory as soon as it is read (raise ArchiveRefused)."""
 
-    def finish(self, seen: dict[str, tarfile.TarInfo]) -> None:
-        """Check the whole archive once read (``seen``: canonical name → member)."""
+    def finish(self, seen: dict[str, bytes]) -> None:
+        """Check the whole archive once read (``seen``: canonical name → tar type)."""
 
 
 def shown(text: str) -> str:
@@ -162,20 +162,21 @@ class _Reader:
 
     def __init__(self, worker: Worker, into: Path, policy: Policy) -> None:
         self.worker, self.into, self.policy = worker, into, policy
-        self.seen: dict[str, tarfile.TarInfo] = {}
+        self.seen: dict[str, bytes] = {}  # name -> tar type (a rootfs has many names)
         self.parents: set[str] = set()  # every directory above a member
         self.files: set[str] = set()  # regular files written (hard link targets)
         self.kept: dict[str, bytes] = {}
         self.dirs: list[tarfile.TarInfo] = []
         self.euid, self.egid = os.geteuid(), os.getegid()
 
-    def above(self, name: str) -> tarfile.TarInfo | None:
-        """An earlier member that is not a directory, on the way to ``name``."""
+    def above(self, name: str) -> bytes | None:
+        """The type of an earlier member that is not a directory, on the way to
+        ``name``."""
         parts = name.split("/")
         for i in range(1, len(parts)):
-            member = self.seen.get("/".join(parts[:i]))
-            if member is not None and not member.isdir():
-                return member
+            kind = self.seen.get("/".join(parts[:i]))
+            if kind is not None and kind != tarfile.DIRTYPE:
+                return kind
         return None
 
     def refuse_placement(self, name: str, member: tarfile.TarInfo) -> None:
@@ -183,7 +184,7 @@ class _Reader:
             raise ArchiveRefused(f"its member '{name}' appears twice (under this name or "
                                  f"another way of writing it)")
         above = self.above(name)
-        if above is not None and above.issym():
+        if above == tarfile.SYMTYPE:
             raise ArchiveRefused(f"'{name}' lies beyond a symbolic link of the archive")
         if above is not None:
             raise ArchiveRefused(f"'{name}' lies below a member that is not a directory")
@@ -205,8 +206,7 @@ class _Reader:
                                      f"which leaves its root file system {root}/")
         elif member.islnk():
             target = canonical(member.linkname, policy.where)
-            above = self.above(target)
-            if above is not None and above.issym():
+            if self.above(target) == tarfile.SYMTYPE:
                 raise ArchiveRefused(f"'{member.linkname}' lies beyond a symbolic link of "
                                      f"the archive")
             if target not in self.files or policy.root_of(target) != root:
@@ -254,7 +254,7 @@ class _Reader:
             return  # the archive's own top directory: its mode and owner are not used
         self.refuse_placement(name, member)
         self.refuse_kind(name, member)
-        self.seen[name] = member
+        self.seen[name] = tarfile.DIRTYPE if member.isdir() else member.type
         parts = name.split("/")
         self.parents.update("/".join(parts[:i]) for i in range(1, len(parts)))
         if policy.keep(name):

@@ -228,7 +228,7 @@ class ContainerArchive(Policy):
             raise ArchiveRefused(f"its config has no directory rootfs (lxc.rootfs.path = "
                                  f"{rootfs or 'none'})")
 
-    def finish(self, seen: dict[str, tarfile.TarInfo]) -> None:
+    def finish(self, seen: dict[str, bytes]) -> None:
         if "config" not in seen or "rootfs" not in seen:
             raise ArchiveRefused("it has no config and rootfs/ at its top")
         snaps = {name.split("/")[1] for name in seen if name.startswith("snaps/")}
