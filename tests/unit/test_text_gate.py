@@ -252,3 +252,28 @@ def compose(self, entry, e, cells):
     text = fmt.external_text(Text.assemble((entry.name, "bold"), "x"))
 '''
     assert problems_in(good, "y.py") == []
+
+
+def test_emulator_cells_hold_no_controls():
+    """The console's own path: a guest's escapes act inside the emulator, and what it
+    draws (cells, through ``render_view_line``, the pane's strips) never holds a control
+    character, an 8-bit control or a bidi override, whether it came through the parser or
+    the flood fast path. OSC 52 from a guest is consumed, never passed to the host
+    (corral's copy writes the admin's own selection: ``TerminalView`` copy)."""
+    from tui.terminal.emulator import TerminalEmulator
+
+    payload = "".join(HOSTILE[:7]) + "\x1bP+q\x1b\\ \x1b_apc\x1b\\ \u0085nel \u2067iso\u2069"
+    emulator = TerminalEmulator(40, 10)
+    emulator.feed(payload.encode())
+    emulator.feed(b"\xc2\x9b31m raw C1 \xc2\x9d0;x\x07 \xff\xfe not UTF-8\r\n")
+    emulator.feed("".join(f"line {i} \x1b[31mred\x1b[0m {payload}\r\n"
+                          for i in range(200)).encode())  # the fast path's floods
+    assert emulator.history_size > 100
+    seen = ""
+    for offset in range(0, emulator.history_size + 1, 7):
+        for y in range(emulator.lines):
+            for segment in emulator.render_view_line(y, offset):
+                if not segment.control:
+                    assert clean(segment.text), repr(segment.text)
+                    seen += segment.text
+    assert "evil" in seen and "red" in seen  # the text itself is drawn

@@ -9,7 +9,8 @@ a plain line feed. Rules followed (xterm's, which tmux shares unless said otherw
 
 - C0 controls are executed wherever they arrive, also in the middle of an escape or CSI
   sequence (vttest checks this); CAN and SUB cancel a sequence; DEL and C1 code points are
-  ignored (a UTF-8 terminal takes 8-bit controls only as bytes).
+  ignored (a UTF-8 terminal takes 8-bit controls only as bytes), and so are bidi overrides:
+  no cell holds a character that would act on the host terminal.
 - ESC inside any sequence abandons it and starts a new one; inside a string it ends the string
   (``ESC \\`` is ST).
 - OSC ends with BEL or ST; DCS, SOS, PM and APC end with ST only and are consumed whole.
@@ -27,7 +28,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .screen import Screen
 
-_TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f]+")
+_TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")
+"""What is drawn. Bidi embeddings, overrides and isolates are not (they have no width, and
+in a cell they would reorder the host terminal's line, corral's own text on it too)."""
 _CSI = re.compile(r"\x1b\[([0-?]*)([ -/]*)([@-~])")
 _ESC = re.compile(r"\x1b([ -/]*)([0-Z\\-~])")  # "[" excluded; "]PX^_" are taken first
 _OSC_END = re.compile(r"[\x07\x18\x1a\x1b\x9c]")
