@@ -163,12 +163,15 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.sent = bytearray()
+        self.started = False
+        self.too_early = bytearray()
 
     async def start(self, sink) -> None:
-        pass
+        await asyncio.sleep(0.2)  # the websocket handshake: keys typed meanwhile wait
+        self.started = True
 
     async def send_bytes(self, data: bytes) -> None:
-        self.sent += data
+        (self.sent if self.started else self.too_early).extend(data)
 
     async def send_special(self, name: str) -> None:
         pass
@@ -221,6 +224,7 @@ async def test_text_typed_after_c_or_e_reaches_the_instance(fake_env):
                 await pilot.pause(0.05)
             assert len(ConsoleFake.opened) == before + 1, f"{key} opened no console"
             assert bytes(ConsoleFake.opened[-1].sent) == b"echo hi\r", key
+            assert not ConsoleFake.opened[-1].too_early  # (a real session drops those)
             assert isinstance(app.focused, TerminalView)
             assert not app.main_screen.query_one(InstanceTable).marked  # the space…
             burst(app, "ctrl+right_square_bracket")  # leave the console

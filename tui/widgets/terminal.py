@@ -168,6 +168,8 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
 
     def _start_session(self) -> None:
         self._started = True
+        if self._input is not None:
+            self._input.ready.clear()  # keys typed until it has started wait for it
         self.run_worker(self._run_start(self.session), name="console-start",
                         group="terminal", exit_on_error=False)
 
@@ -178,6 +180,9 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
             log.warning("console start failed: %s", e)
             self.closed(f"cannot open the console: {e}")
             return
+        finally:
+            if self._input is not None and session is self.session:
+                self._input.ready.set()
         if session is self.session and not self.is_closed and self.size.area:
             self._send_size(force=True)
 

@@ -147,6 +147,9 @@ class InputWriter:
         self._send = send
         self._is_closed = is_closed
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.ready = asyncio.Event()
+        """The session has started: bytes typed before wait for it, in order (a console
+        takes the keys from the moment its tab is focused, not from when it connected)."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def put(self, data: bytes) -> None:
@@ -159,6 +162,7 @@ class InputWriter:
         queue = self._queue
         while True:
             data = await queue.get()
+            await self.ready.wait()
             while not queue.empty():
                 data += queue.get_nowait()
             if self._is_closed():
