@@ -9,6 +9,8 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.fuzzy import Matcher
 
+from .format import printable
+
 
 class PaletteSource(Protocol):
     """The screen that knows the palette's entries (the main screen)."""
@@ -29,18 +31,19 @@ class InstanceCommands(Provider):
             score = matcher.match(text)
             if score > 0:
                 yield Hit(score, _highlight(matcher, text), callback, text=text,
-                          help=Content(help_text))  # type: ignore[arg-type]
+                          help=Content(printable(help_text)))  # type: ignore[arg-type]
 
     async def discover(self) -> Hits:
         for text, help_text, callback in self._commands()[:40]:
-            yield DiscoveryHit(Content(text), callback, text=text,
-                               help=Content(help_text))  # type: ignore[arg-type]
+            yield DiscoveryHit(Content(printable(text)), callback, text=text,
+                               help=Content(printable(help_text)))  # type: ignore[arg-type]
 
 
 def _highlight(matcher: Matcher, text: str) -> Content:
     """``matcher.highlight`` on plain text (Textual's reads the entry as markup, and an
-    entry names instances and remotes)."""
-    content = Content(text)
+    entry names instances and remotes), through the gate (one character for one: the
+    offsets stay)."""
+    content = Content(printable(text))
     _score, offsets = matcher.fuzzy_search.match(matcher.query, text)
     for offset in offsets:
         if not text[offset].isspace():

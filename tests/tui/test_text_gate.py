@@ -7,8 +7,8 @@ every refusal — carries an OSC 52 clipboard write, a screen clear, BEL, 8-bit 
 bidi override; a second remote refuses to connect in the same words; a local file in the
 push dialog's folder has one in its name. The test walks the table, the details pane and
 its tabs, the remotes pane, a refusal, the files panel with its dialogs and path
-completion, the views and their details, the resource editor, the launch wizard and a
-confirmation, and looks at every update Textual would write to the terminal: no segment
+completion, the resource editor, the launch wizard, a confirmation, the command palette,
+the views and their details, and looks at every update Textual would write to the terminal: no segment
 of text holds a control character, and the bytes hold no OSC, BEL or C1.
 """
 
@@ -318,6 +318,17 @@ async def test_no_escape_from_outside_reaches_the_terminal(tmp_path):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="confirm")
         await settle(pilot)
         terminal.check("the delete confirmation", "web␛")
+        await pilot.press("escape")
+        await settle(pilot)
+
+        # the command palette, browsed and searched
+        table.focus()
+        await pilot.press("ctrl+p")
+        await settle(pilot, 10)
+        terminal.check("the palette", "web␛")
+        await pilot.press(*"stop")
+        await settle(pilot, 10)
+        terminal.check("a palette search", "web␛")
         await pilot.press("escape")
         await settle(pilot)
 

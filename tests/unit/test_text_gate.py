@@ -77,6 +77,9 @@ EXEMPT = {"tui/format.py", "tui/widgets/plain.py"}
 its parser never draws a control character (``test_emulator_cells_hold_no_controls``)."""
 
 SINKS = {"Content", "Option", "Button", "TabPane", "Checkbox"}
+STRICT = {"Content"}
+"""Of those, the ones whose argument must be a literal or the gate's result (a ``Content``
+is made where its text is: no variable of unknown origin)."""
 """Constructors whose first argument is shown."""
 
 TITLES = {"border_title", "border_subtitle", "sub_title"}
@@ -163,7 +166,8 @@ def problems_in(source: str, path: str) -> list[str]:
                 value = node.args[0] if node.args else next(
                     (k.value for k in node.keywords if k.arg in ("value", "label", "prompt",
                                                                  "title")), None)
-                if value is not None and not _gated(value):
+                if value is not None and not _gated(value) or name in STRICT and \
+                        node.args and isinstance(node.args[0], ast.Name):
                     flag(node, f"{name}(<outside text>): through format.external / "
                                f"printable first")
             elif name in ("add_row", "update_cell") and isinstance(node.func, ast.Attribute):
@@ -234,10 +238,11 @@ def compose(self, entry, e):
     text = Text.assemble((entry.name, "bold"), "x")
 class Note(Static):
     pass
+title = Content(title)
 '''
     found = problems_in(bad, "x.py")
     lines = sorted({int(p.split(":")[1]) for p in found})
-    assert lines == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13], found
+    assert lines == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15], found
     good = '''
 def compose(self, entry, e, cells):
     yield Plain(entry.name)

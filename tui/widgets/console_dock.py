@@ -27,7 +27,7 @@ from backends.base import ConsoleSession
 from backends.errors import BackendError
 from backends.models import InstanceRef
 
-from ..format import external_content
+from ..format import printable
 from . import view_messages
 
 if TYPE_CHECKING:  # the views are imported with the first console, not at start-up
@@ -139,7 +139,7 @@ class ConsoleDock(Vertical):
         tab = ConsoleTab(ref, kind, opener, pane_id, view)
         self.tabs[pane_id] = tab
         self._opened(True)
-        await self.tabbed.add_pane(TabPane(external_content(Content(title)), view, id=pane_id))
+        await self.tabbed.add_pane(TabPane(Content(printable(title)), view, id=pane_id))
         self.tabbed.active = pane_id
         view.focus()
         return tab
