@@ -301,10 +301,35 @@ class CorralApp(App[None]):
             if not self.config.warm_start or self.screen is not self.main_screen:
                 spec.forget()
                 return
-            frame = self.screen._compositor.render_full_update().render_segments(self.console)
+            frame = self._honest_frame().render_segments(self.console)
             spec.save(self.size.width, self.size.height, frame)
         except Exception as e:  # noqa: BLE001 - private compositor parts: quit anyway
             log.warning("could not keep the last frame: %s", e)
+
+    def _honest_frame(self):
+        """The main screen's full render with nothing in it that reads as live: every
+        remote's state says ``last run`` and the footer offers no key (keys come with
+        the live screen, which takes what is typed meanwhile)."""
+        from rich.segment import Segment
+        from textual.strip import Strip
+
+        from .widgets.footer import FittingFooter
+        from .widgets.remote_list import RemoteList
+
+        screen = self.screen
+        remotes = screen.query_one(RemoteList)
+        remotes.last_run = True
+        remotes.sync(self.inventory)
+        update = screen._compositor.render_full_update()
+        footer = screen.query_one(FittingFooter).region
+        note = " last run · keys work as soon as corral is up "
+        for y in range(footer.y, footer.bottom):
+            row = y - update.region.y
+            if 0 <= row < len(update.strips):
+                text = note if y == footer.y else ""
+                update.strips[row] = [Strip([Segment(text.ljust(footer.width)[:footer.width],
+                                                     self.console.get_style("dim"))])]
+        return update
 
     def action_help(self) -> None:
         screen = self.screen

@@ -82,6 +82,9 @@ def test_the_last_screen_comes_first_marked_then_the_live_one(run):
         # the mark comes right after the top line: no rows are ever shown without it
         first = pane.until(lambda s: "Instances" in s, "nothing on the screen", step=0.005)
         assert "last run · refreshing…" in first
+        # nothing in it reads as live: no key hints (the footer says why), no state
+        assert "keys work as soon as corral is up" in first
+        assert "Quit" not in first and "connected" not in first
         pane.until(lambda s: "Instances" in s and "last run" not in s,
                    "Textual did not paint over the last frame")
         quit_corral(pane, stty)
@@ -108,3 +111,30 @@ def test_no_frame_is_kept_with_warm_start_off(run):
     finally:
         pane.close()
     assert not list(cache.glob("frame-*.ansi"))
+
+
+def test_keys_typed_on_the_last_frame_reach_the_live_screen(run):
+    """A burst typed while the last frame is on the screen (as an admin types the moment
+    something appears) is replayed, in order, into the live UI."""
+    script, _, cache, stty = run
+    pane = Pane(script)
+    try:
+        quit_corral(pane, stty)
+    finally:
+        pane.close()
+    stty.unlink()
+    pane = Pane(script)
+    try:
+        first = pane.until(lambda s: "Instances" in s, "nothing on the screen", step=0.005)
+        assert "last run" in first
+        pane.keys("/zq9", "Enter")  # one write; the q must not quit, it is filter text
+        live = pane.until(lambda s: "zq9" in s and "last run" not in s,
+                          "the keys typed on the last frame did not reach the filter")
+        assert "Instances (0/0)" in live or "zq9" in live
+        time.sleep(0.5)
+        assert not stty.exists(), "a key typed into the filter quit corral"
+        pane.keys("Escape")
+        time.sleep(0.3)  # a lone Esc followed at once by q would be alt+q
+        quit_corral(pane, stty)
+    finally:
+        pane.close()

@@ -136,6 +136,10 @@ class RemoteList(DataTable):
             self.move_cursor(row=layout.index(selected), animate=False)
         return True
 
+    last_run = False
+    """Every state reads ``last run``: the screen is being kept as the next start's first
+    frame, where no state is live (tui/lastframe.py)."""
+
     def sync(self, inv: Inventory, remote: str | None = None) -> None:
         if self._relayout(inv):
             return
@@ -167,6 +171,8 @@ class RemoteList(DataTable):
             if stale and st.state in (ConnectionState.CONNECTING, ConnectionState.CONNECTED):
                 label = "refreshing"
             color = self._colors.get(_STATE_VAR[st.state]) or None
+            if self.last_run:  # the frame kept for the next start: not a live state
+                label, color = "last run", None
             count = (f"{running.get(name, 0)}/{total.get(name, 0)}"
                      if st.listed or stale else "")
             cells = (
