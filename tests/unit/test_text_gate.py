@@ -175,6 +175,18 @@ def problems_in(source: str, path: str) -> list[str]:
                 for cell in cells:
                     if not _row_cell_gated(cell):
                         flag(cell, f"{name}: a cell of outside text: format.external(...)")
+            if name in ("set_options", "add_options") and node.args:
+                listed = node.args[0]
+                if isinstance(listed, ast.BoolOp):
+                    listed = listed.values[0]
+                elt = getattr(listed, "elt", None)
+                if isinstance(elt, ast.Tuple) and elt.elts and not _gated(elt.elts[0]):
+                    flag(node, f"{name}: an option's prompt of outside text: "
+                               f"format.external(...)")
+            for keyword in node.keywords:  # a field's own help (an attribute) is ours
+                if keyword.arg == "tooltip" and not (_gated(keyword.value) or isinstance(
+                        keyword.value, ast.Attribute)):
+                    flag(node, "tooltip=<outside text>: format.external(...)")
         elif isinstance(node, ast.ClassDef):
             for base in node.bases:
                 if _name(base) in RAW:
@@ -239,10 +251,12 @@ def compose(self, entry, e):
 class Note(Static):
     pass
 title = Content(title)
+box = PlainInput(tooltip=entry.hint or None)
+select.set_options([(f"{p.label}", p.value) for p in places] or [])
 '''
     found = problems_in(bad, "x.py")
     lines = sorted({int(p.split(":")[1]) for p in found})
-    assert lines == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15], found
+    assert lines == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17], found
     good = '''
 def compose(self, entry, e, cells):
     yield Plain(entry.name)
@@ -253,6 +267,7 @@ def compose(self, entry, e, cells):
     self.border_subtitle = None
     note = Text("a literal") if e else Text()
     opt = Option(gate(entry.name))
+    pool.set_options([(external(p), p) for p in pools])
     box = PlainInput(entry.path)
     text = fmt.external_text(Text.assemble((entry.name, "bold"), "x"))
 '''

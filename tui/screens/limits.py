@@ -83,7 +83,7 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
                 PlainLabel(f.label, classes="limit-label"),
                 PlainInput(value=f.value, placeholder="(none)" if not unsupported else "",
                       id=f"limit-{f.key}", disabled=unsupported,
-                      tooltip=f.hint or None, classes="limit-input"),
+                      tooltip=external(f.hint) if f.hint else None, classes="limit-input"),
                 Plain(applies_text(f), classes=f"limit-applies -{f.applies}"),
                 Plain(external(f.hint, "italic"), classes="limit-hint"),
             ]

@@ -11,6 +11,8 @@ from backends.errors import BackendError
 from backends.members import AUTO_PLACEMENT
 from backends.models import Capability
 
+from ..format import external
+
 AUTO = "\x00cluster"
 """The Select value of "let the cluster place it" (Select needs a non-empty value)."""
 AUTO_LABEL = AUTO_PLACEMENT.label
@@ -26,8 +28,9 @@ async def load_placements(screen: Screen, backend: Backend) -> None:
         except BackendError:
             places = []
     target = screen.query_one("#wizard-target", Select)
-    target.set_options([(f"{p.label} ({p.detail})" if p.detail and p.value else p.label,
-                         p.value or AUTO) for p in places] or [(AUTO_LABEL, AUTO)])
+    target.set_options([(external(f"{p.label} ({p.detail})" if p.detail and p.value
+                                  else p.label), p.value or AUTO) for p in places]
+                       or [(AUTO_LABEL, AUTO)])
     target.value = AUTO
     target.display = bool(places)
     screen.query_one("#wizard-target-label").display = bool(places)
