@@ -163,25 +163,32 @@ async def test_screen_pixels_keys_pointer_screenshot(qemu, display_guest, tmp_pa
         await qemu.open_display(ref)
 
 
-async def test_still_screen_costs_no_cpu(qemu, display_guest):
-    """A screen that does not change costs the console server (almost) no CPU."""
+async def test_a_still_screen_sends_the_viewer_nothing(qemu, display_guest):
+    """A screen that does not change costs the console server no work: once the guest's
+    boot output has settled, not one update reaches the viewer. (What a still screen costs
+    in CPU is a speed target, measured by tests/bench/bench_screen.py, "Idle CPU": a
+    wall-clock share of a core flakes on a busy machine.)"""
     ref = await start_display_vm(qemu, "gfx2", display_guest)
     session = await qemu.open_display(ref, fps=10)
     sink = Sink(session)
     await session.start(sink)
     await sink.until(lambda: session.image is not None, "the first frame")
-    await asyncio.sleep(3)  # let boot output settle
-    pid = server_pid(str(qemu.vms.run_dir("gfx2") / "display.ws"))
-    assert pid
+    assert server_pid(str(qemu.vms.run_dir("gfx2") / "display.ws"))
+    # settled: a whole second (10 frame periods) without an update; the deadline only
+    # stops a guest that never settles
+    seen, since = len(sink.frames), time.monotonic()
 
-    def cpu() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def settled() -> bool:
+        nonlocal seen, since
+        if len(sink.frames) != seen:
+            seen, since = len(sink.frames), time.monotonic()
+        return time.monotonic() - since >= 1.0
 
-    before, t0 = cpu(), time.monotonic()
-    await asyncio.sleep(5)
-    used = (cpu() - before) / (time.monotonic() - t0)
-    assert used < 0.01, f"the console server used {used:.1%} of a core on a still screen"
+    await sink.until(settled, "the boot output to settle", timeout=60)
+    # a busy machine can only delay updates, never make them: nothing may arrive
+    await asyncio.sleep(3)
+    assert sink.frames[seen:] == [], "a still screen sent updates"
+    assert sink.reason is None
     await session.close()
     os.kill(qemu.vms.pid("gfx2"), signal.SIGKILL)
 

@@ -9,6 +9,7 @@ to look at when the pin moves.
 
 from __future__ import annotations
 
+import time
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -94,12 +95,31 @@ async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(setup):
     Compositor.render_update = render_update
     try:
         async with app.run_test(size=(120, 30)) as pilot:
-            await pilot.pause(0.1)
-            assert renders and not in_batch
             screen = app.main_screen
+            # wait for the first frame of the laid-out main screen, however busy the host
+            # (a fixed 0.1 s failed on a loaded one); the deadline only stops a hang
+            deadline = time.monotonic() + 60
+            while not (renders and screen._laid_out_at == app.size):
+                assert time.monotonic() < deadline, (len(renders), screen._laid_out_at)
+                await pilot.pause(0.01)
+            assert renders and not in_batch
             assert screen._laid_out_at == app.size
             layouts = []
-            screen._refresh_layout = lambda *a, **k: layouts.append(a)
+            relayout = screen._refresh_layout
+
+            def counted(*a, **k):
+                layouts.append(a)
+                return relayout(*a, **k)
+
+            screen._refresh_layout = counted
+            # until start-up has settled: a whole pause without any layout (the rows and
+            # the start-up screen's end lay it out again, later on a busy host)
+            while True:
+                layouts.clear()
+                await pilot.pause()
+                if not layouts:
+                    break
+                assert time.monotonic() < deadline, "the main screen never stopped laying out"
             screen.post_message(events.Resize(app.size, app.size))
             await pilot.pause()
             assert layouts == []  # the same size again: no new layout

@@ -1,8 +1,8 @@
 """Settings and typed values that are not what they look like: TOML's nan and inf, numbers
 far out of range, Unicode digits, wrong types. Each is reported with the file, table and
-key, and the default is used; nothing hangs or crashes."""
-
-import time
+key, and the default is used; nothing hangs or crashes. (How fast the hostile values are
+refused is a speed target, measured by tests/bench/bench_parse.py, not asserted here: a
+wall-clock bound flakes on a busy machine.)"""
 
 import pytest
 
@@ -41,13 +41,16 @@ def test_flags_and_text_of_the_wrong_type_use_the_default(tmp_path):
         assert any(key in p and str(path) in p for p in cfg.problems), key
 
 
-@pytest.mark.parametrize("text", ["١٠MiB", "²GiB", "10\u0660", "9" * 5000, "1" * 21,
-                                  "1e400", "nan", "inf", "16EiB", "9999999PiB"])
+HOSTILE_SIZES = ["١٠MiB", "²GiB", "10\u0660", "9" * 5000, "1" * 21, "1e400", "nan", "inf",
+                 "16EiB", "9999999PiB"]
+HOSTILE_LIMITS = [("cpus", "٢"), ("cpus", "0-99999999999999999"), ("processes", "١٠٠"),
+                  ("memory", "٥٠%"), ("disk_priority", "٣")]
+
+
+@pytest.mark.parametrize("text", HOSTILE_SIZES)
 def test_sizes_are_ascii_and_finite(text):
-    started = time.monotonic()
     with pytest.raises(ValueError):
         parse_size(text)
-    assert time.monotonic() - started < 0.1
 
 
 def test_whole_numbers_are_ascii_and_short():
@@ -57,17 +60,13 @@ def test_whole_numbers_are_ascii_and_short():
         parse_duration("٣d")
 
 
-@pytest.mark.parametrize("key,text", [("cpus", "٢"), ("cpus", "0-99999999999999999"),
-                                      ("processes", "١٠٠"), ("memory", "٥٠%"),
-                                      ("disk_priority", "٣")])
+@pytest.mark.parametrize("key,text", HOSTILE_LIMITS)
 def test_lxd_limits_refuse_unicode_digits_and_huge_sets(key, text):
     from backends.errors import InvalidInput
 
     spec = next(s for s in SPECS if s.key == key)
-    started = time.monotonic()
     with pytest.raises(InvalidInput):
         normalise(spec, text)
-    assert time.monotonic() - started < 0.1
 
 
 @pytest.mark.parametrize("key,text", [("cpu_weight", "١٠٠"), ("pids", "٣"),
