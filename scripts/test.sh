@@ -4,8 +4,23 @@
 # runs `ruff check` and every test against real daemons, which the suite starts and stops
 # itself.
 # Extra arguments go to pytest (e.g. -k stop, -m "not lab").
+#
+# Run it as it is, as root or not: the lab needs root (private LXD/Incus daemons, LXC, Debian
+# packages), so a user who is not root re-runs it through sudo when sudo is there. Without
+# sudo (a root-only machine has none; root needs none) it says what to do instead.
+# CORRAL_TESTS_AS_USER=1 runs it unprivileged, e.g. for the no-daemon tier (-m "not lab").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ "$(id -u)" != 0 ] && [ "${CORRAL_TESTS_AS_USER:-}" != 1 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    echo "test.sh: not root; running it again with sudo (CORRAL_TESTS_AS_USER=1 runs it as you)" >&2
+    exec sudo -- "$here/test.sh" "$@"
+  fi
+  echo "test.sh: the lab tests need root and there is no sudo here: run it as root," >&2
+  echo "  or CORRAL_TESTS_AS_USER=1 $0 -m \"not lab\" for the tests without daemons." >&2
+  exit 1
+fi
+cd "$here/.."
 
 bash scripts/setup-lab.sh
 
