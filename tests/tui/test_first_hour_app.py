@@ -1,0 +1,35 @@
+"""Issue 32, the first hour tried again: each thing a newcomer hit, on the in-memory fake
+remotes (alpha: web1 running, web2 stopped, vm1 running; beta: db1, hang running)."""
+
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from tui.widgets.instance_table import InstanceTable
+
+from .test_fake_app import fake_env, press, running, select, settle, table_rows  # noqa: F401
+
+
+def box(app) -> Input:
+    return app.screen.query_one("#filter", Input)
+
+
+async def test_filter_one_rule_for_every_key_and_near_misses_named(fake_env):
+    async with running(fake_env) as (app, pilot):
+        assert "contained" in box(app).placeholder
+        await press(pilot, app, "slash", *"status=stop")
+        assert set(table_rows(app)) == {"alpha:web2"}
+        await press(pilot, app, *["backspace"] * len("status=stop"), *"remote=alp")
+        assert set(table_rows(app)) == {"alpha:web1", "alpha:web2", "alpha:vm1"}
+        await press(pilot, app, *["backspace"] * len("remote=alp"), *"status=runing")
+        assert "did you mean status=running" in str(box(app).border_title)
+        assert box(app).has_class("-invalid")
+        await press(pilot, app, *["backspace"] * len("status=runing"), *"status:running")
+        assert "write status=running" in str(box(app).border_title)
+        await press(pilot, app, *["backspace"] * len("status:running"), *"!a")
+        # every instance has an 'a' somewhere (alpha, beta): the box says where
+        assert table_rows(app) == {}
+        title = str(box(app).border_title)
+        assert "'!a' hides every instance" in title and "remote" in title
+        await press(pilot, app, "escape")
+        assert len(table_rows(app)) == 5 and box(app).border_title is None
