@@ -13,7 +13,6 @@ from typing import Iterable
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.content import Content
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import DataTable, Header, Input, Static
@@ -32,7 +31,8 @@ from ..actions import (
     palette_entries,
     why_not,
 )
-from ..filter import FilterError, Term, parse
+from ..format import external
+from ..filter import PLACEHOLDER, FilterError, Term, parse, why_empty
 from ..flows import held
 from ..flows.context import Context, Settings
 from ..services.inventory import Inventory
@@ -42,6 +42,7 @@ from ..widgets.empty_state import EmptyState
 from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
+from ..widgets.plain import PlainInput
 from ..widgets.remote_list import RemoteList
 from ..widgets.view_messages import ConsoleView
 from ..views.command import CommandLine
@@ -112,8 +113,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
                 yield RemoteList(id="remote-list")
                 yield Static("", id="remote-info", markup=False)
             with Vertical(id="main-column"):
-                yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",
-                            id="filter")
+                yield PlainInput(placeholder=PLACEHOLDER, id="filter")
                 yield InstanceTable(id="instances")
                 yield ResourcePane(self.inventory, id="resources")
                 yield self.empty
@@ -303,18 +303,28 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        self.apply_filter()
+
+    def apply_filter(self) -> None:
+        """Apply what the box says (now, not what a queued change said) to the view shown;
+        the box's title names what cannot be understood or hides every instance."""
         box = self.query_one("#filter", Input)
+        text = box.value
+        if self.view_filter(text):
+            box.remove_class("-invalid")
+            box.border_title = None
+            return
         try:
-            self.terms = parse(event.value)
+            self.terms = parse(text)
         except FilterError as e:
             box.add_class("-invalid")
-            box.border_title = Content(str(e))
+            box.border_title = external(str(e))
             return
         box.remove_class("-invalid")
-        box.border_title = None
-        if self.view_filter(event.value):
-            return
         self.query_one(InstanceTable).sync(self.inventory, self.terms, None)
+        note = why_empty(self.terms, self.inventory.instances.values(), self.inventory.states) \
+            if self.terms and not self.query_one(InstanceTable).row_count else None
+        box.border_title = external(note) if note else None
         self._update_titles()
 
     @on(Input.Submitted, "#filter")
