@@ -33,3 +33,17 @@ async def test_filter_one_rule_for_every_key_and_near_misses_named(fake_env):
         assert "'!a' hides every instance" in title and "remote" in title
         await press(pilot, app, "escape")
         assert len(table_rows(app)) == 5 and box(app).border_title is None
+
+
+async def test_home_and_end_jump_to_the_first_and_last_row(fake_env):
+    async with running(fake_env, size=(60, 24)) as (app, pilot):
+        table = app.screen.query_one(InstanceTable)
+        table.move_cursor(row=2)
+        await settle(pilot, app)
+        await press(pilot, app, "end")
+        assert table.cursor_row == table.row_count - 1
+        await press(pilot, app, "home")
+        assert table.cursor_row == 0
+        first = table.selected_ref
+        await press(pilot, app, "space")  # marks the row the cursor is on, the first
+        assert table.marked == {first}

@@ -92,6 +92,9 @@ class InstanceTable(FastTable):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "scroll_top", "Top", show=False),
         Binding("G", "scroll_bottom", "Bottom", show=False),
+        # rows, as g/G: DataTable's own home/end scroll sideways to the first/last column
+        Binding("home", "scroll_top", "Top", show=False),
+        Binding("end", "scroll_bottom", "Bottom", show=False),
         Binding("o", "cycle_sort", "Sort", id="table.sort",
                 tooltip="Sort by the next column"),
         Binding("O", "reverse_sort", "Reverse", show=False, id="table.reverse",
