@@ -47,3 +47,28 @@ async def test_home_and_end_jump_to_the_first_and_last_row(fake_env):
         first = table.selected_ref
         await press(pilot, app, "space")  # marks the row the cursor is on, the first
         assert table.marked == {first}
+
+
+async def test_password_dialog_starts_in_the_password_field_and_never_shows_it():
+    from textual.app import App
+
+    from backends.models import InstanceRef
+    from tui.screens.dialogs import PasswordDialog
+
+    answers = []
+
+    class One(App):
+        def on_mount(self) -> None:
+            self.push_screen(PasswordDialog(InstanceRef("lab", "c1")), answers.append)
+
+    app = One()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press(*"uxpass123")  # typed at once, as a newcomer does
+        await pilot.pause()
+        assert app.screen.query_one("#pw-user", Input).value == "root"
+        assert app.screen.query_one("#pw-1", Input).value == "uxpass123"
+        assert "uxpass123" not in app.export_screenshot()
+        await pilot.press("tab", *"uxpass123", "enter")
+        await pilot.pause()
+    assert answers == [("root", "uxpass123")]

@@ -337,6 +337,10 @@ class PasswordDialog(FormDialog):
             yield Plain("", id="dialog-problem")
             yield dialog_buttons("Set password", disabled=True)
 
+    def on_mount(self) -> None:
+        # the password first: typed into the user field it would replace "root" in clear
+        self.query_one("#pw-1", Input).focus()
+
     def problem(self) -> str | None:
         user = self.query_one("#pw-user", Input).value
         one = self.query_one("#pw-1", Input).value
