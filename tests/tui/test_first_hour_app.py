@@ -10,6 +10,17 @@ from tui.widgets.instance_table import InstanceTable
 from .test_fake_app import fake_env, press, running, select, settle, table_rows  # noqa: F401
 
 
+def screen_lines(app) -> list[str]:
+    """What the screen shows, one string per row."""
+    return ["".join(seg.text for seg in strip) for strip in
+            app.screen._compositor.render_strips()]
+
+
+def shown(app) -> str:
+    """The screen's rows joined with spaces (a sentence wrapped over rows reads whole)."""
+    return " ".join(" ".join(line.replace("│", " ").split()) for line in screen_lines(app))
+
+
 def box(app) -> Input:
     return app.screen.query_one("#filter", Input)
 
@@ -68,7 +79,48 @@ async def test_password_dialog_starts_in_the_password_field_and_never_shows_it()
         await pilot.pause()
         assert app.screen.query_one("#pw-user", Input).value == "root"
         assert app.screen.query_one("#pw-1", Input).value == "uxpass123"
-        assert "uxpass123" not in app.export_screenshot()
+        assert "uxpass123" not in shown(app)
         await pilot.press("tab", *"uxpass123", "enter")
         await pilot.pause()
     assert answers == [("root", "uxpass123")]
+
+
+async def test_bulk_delete_says_first_that_running_ones_are_stopped_by_force(fake_env):
+    from tui.screens.dialogs import ConfirmDialog
+
+    backends = fake_env[3]
+    async with running(fake_env, size=(80, 24)) as (app, pilot):
+        for ref in ("alpha:web1", "alpha:web2", "alpha:vm1", "beta:db1", "beta:hang"):
+            select(app, ref)
+            await press(pilot, app, "space")
+        await press(pilot, app, "d")
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmDialog)
+        # said above the list, where 80x24 shows it, and on the button
+        assert "4 of them are running" in str(dialog.message).split("•")[0]
+        assert "stopped by force first" in shown(app)
+        await look(app, pilot, "bulk-delete")
+        assert "alpha:web1 (running)" in str(dialog.message)
+        assert "alpha:web2 (running)" not in str(dialog.message)
+        assert dialog.confirm_label == "Stop and delete all"
+        await press(pilot, app, "escape")
+        assert not any(c[0] == "delete" for b in backends.values() for c in b.calls)
+
+
+async def look(app, pilot, name: str) -> None:
+    """With CORRAL_LOOK=dir: the screen as SVG in both themes, to be looked at."""
+    import os
+
+    where = os.environ.get("CORRAL_LOOK")
+    if not where:
+        return
+    before, size = app.theme, app.size
+    for w, h in ((80, 24), (200, 50)):
+        await pilot.resize_terminal(w, h)
+        for theme in ("corral-dark", "corral-light"):
+            app.theme = theme
+            await pilot.pause(0.2)
+            app.save_screenshot(f"{name}-{w}x{h}-{theme}.svg", path=where)
+    app.theme = before
+    await pilot.resize_terminal(*size)
+    await pilot.pause(0.2)

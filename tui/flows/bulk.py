@@ -39,16 +39,23 @@ def listing(names: list[str], limit: int = 12) -> str:
 
 
 async def confirm(app: App, verb: str, names: list[str], note: str = "", *,
-                  destructive: bool = True) -> bool:
-    """One question for all of them (names from daemons: plain text, never markup)."""
+                  destructive: bool = True, first: str = "", button: str = "") -> bool:
+    """One question for all of them (names from daemons: plain text, never markup).
+    ``first`` is said before the list, where a small terminal still shows it (what is done
+    besides ``verb``: "stopped by force first"); ``button`` names the confirm button."""
     one = len(names) == 1
     text = (f"{verb.capitalize()} {names[0]}?" if one else
-            f"{verb.capitalize()} these {len(names)}?\n\n{listing(names)}")
+            f"{verb.capitalize()} these {len(names)}?")
+    if first:
+        text += f"\n{first}"
+    if not one:
+        text += f"\n\n{listing(names)}"
     if note:
         text += f"\n\n{note}"
     return bool(await app.push_screen_wait(ConfirmDialog(
         f"{verb.capitalize()} {names[0]}" if one else f"{verb.capitalize()} {len(names)} marked",
-        external(text, lines=True), verb.capitalize() if one else f"{verb.capitalize()} all",
+        external(text, lines=True),
+        button or (verb.capitalize() if one else f"{verb.capitalize()} all"),
         destructive=destructive)))
 
 

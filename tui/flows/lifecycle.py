@@ -86,9 +86,15 @@ async def run_marked(ctx: Context, verb: str) -> None:
                 f"{', '.join(str(r) for r in cannot[:6])}.")
     running = [r for r in refs if (i := inv.instances.get(r)) is not None
                and i.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)]
-    if verb == "delete" and running:
-        note += f"\n{len(running)} running: stopped by force first. This cannot be undone."
-    if not await bulk.confirm(ctx.app, verb, [str(r) for r in refs], note.strip(),
+    first = button = ""
+    if verb == "delete":
+        note += "\nThis cannot be undone."
+        if running:
+            them = "It is" if len(running) == 1 else f"{len(running)} of them are"
+            first = f"{them} running: stopped by force first."
+            button = "Stop and delete" if len(refs) == 1 else "Stop and delete all"
+    names = [f"{r} (running)" if r in running and verb == "delete" else str(r) for r in refs]
+    if not await bulk.confirm(ctx.app, verb, names, note.strip(), first=first, button=button,
                               destructive=verb in ("delete", "stop", "restart")):
         return
 
