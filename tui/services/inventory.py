@@ -94,7 +94,7 @@ class Inventory(Sampling, Listings):
         self._wakeups: dict[str, asyncio.Event] = {}
         self._preloads: dict[str, asyncio.Future[None]] = {}
         self.on_resource: Callable[[str, BackendEvent], None] | None = None
-        """Told of lifecycle events about anything but instances (profiles, networks…)."""
+        """Told of every lifecycle and operation event (the resource views follow them)."""
         self.members = ClusterMembers(self)  # of cluster remotes, from their events
         self._init_listings(first_listings)
 
@@ -302,6 +302,9 @@ class Inventory(Sampling, Listings):
             self._set_state(name, ConnectionState.NOT_RESPONDING if event.action ==
                             "not-responding" else ConnectionState.DISCONNECTED, event.message)
             return
+        if self.on_resource is not None and event.kind in (EventKind.LIFECYCLE,
+                                                           EventKind.OPERATION):
+            self.on_resource(name, event)  # the views follow them (tui/views/pane.py)
         if event.kind is EventKind.OPERATION and event.operation is not None:
             ops = self.statuses[name].operations
             op = event.operation
@@ -325,8 +328,6 @@ class Inventory(Sampling, Listings):
             return
         ref = event.ref
         if ref is None:
-            if self.on_resource is not None and event.kind is EventKind.LIFECYCLE:
-                self.on_resource(name, event)
             return
         if ref.project != self.remotes[name].project:
             return

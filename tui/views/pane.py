@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from backends.models import BackendEvent, Resource
+from backends.models import BackendEvent, EventKind, Resource
 
 from .. import format as fmt
 from ..services import projects
@@ -24,7 +24,7 @@ from ..widgets.plain import Plain
 from . import actions
 from .context import ViewContext
 from .rows import Row, from_status, parse_filter
-from .specs import BY_NAME, ViewSpec, load_rows, remotes_for, remotes_views
+from .specs import BY_NAME, OPERATIONS, ViewSpec, load_rows, remotes_for, remotes_views
 from .table import ResourceTable
 
 
@@ -68,6 +68,10 @@ class ResourcePane(Vertical):
         self.on_title: Callable[[], None] | None = None
         self._cache: dict[tuple[str, str], dict[str, Row]] = {}
         self._pending: set[str | None] = set()
+        self._reads = 0
+        """Reads of a view's rows started so far (each one's number orders them)."""
+        self._shown_read: dict[tuple[str, str, str], int] = {}
+        """(view, parent, remote) -> the number of the read whose rows are shown."""
         self._tables: dict[str, ResourceTable] = {}
         """One table per view, kept while hidden: switching back repaints from its
         cached rendering instead of building every cell again."""
@@ -126,9 +130,9 @@ class ResourcePane(Vertical):
                       if r.remote == only and r.parent == pool}
         return list(cached.values()) if cached else []
 
-    def prefetch(self, remote: str) -> None:
-        """Read every view ``remote`` can fill into the cache (in the background), so that
-        the first switch to a view paints at once."""
+    def prefetch(self, remote: str, only: set[str] | None = None) -> None:
+        """Read every view ``remote`` can fill (``only``: those named) into the cache (in
+        the background), so that the first switch to a view paints at once."""
         async def one(spec: ViewSpec) -> None:
             rows, problem = await load_rows(self.inventory, spec, remote)
             if problem:
@@ -141,10 +145,11 @@ class ResourcePane(Vertical):
         async def run() -> None:
             # all at once, each cached as it comes: the first switch to one of them does
             # not wait for the others to be read
-            await asyncio.gather(*(one(spec) for spec in remotes_views(self.inventory,
-                                                                        remote)))
+            await asyncio.gather(*(one(spec) for spec in remotes_views(self.inventory, remote)
+                                   if only is None or spec.name in only))
 
-        self.run_worker(run(), group=f"view-prefetch-{remote}", exclusive=True,
+        group = f"view-prefetch-{remote}" + ("-" + ",".join(sorted(only)) if only else "")
+        self.run_worker(run(), group=group, exclusive=True,
                         exit_on_error=False, description=f"Read the views of {remote}")
 
     def reload(self, remote: str | None) -> None:
@@ -171,20 +176,30 @@ class ResourcePane(Vertical):
         if parent:
             only, _, pool = parent.partition("/")
             names = [n for n in names if n == only]
-        results = await asyncio.gather(*(load_rows(self.inventory, spec, n, pool)
-                                         for n in names))
+        if remote is None:  # rows of remotes that went away
+            for name in {r.remote for r in self.table.items.values()} - set(names):
+                self.table.set_rows(name, [])
+        # Each remote's rows are shown as they come (a slow remote holds back only its
+        # own), and only when no read of that remote started later has been shown: a
+        # read that began before a change and ends after the read the change's event
+        # asked for must not bring back what the change removed (nor hide what it made).
+        await asyncio.gather(*(self._load_one(spec, parent, name, pool) for name in names))
+
+    async def _load_one(self, spec: ViewSpec, parent: str, name: str, pool: str) -> None:
+        self._reads += 1
+        started = self._reads
+        rows, problem = await load_rows(self.inventory, spec, name, pool)
         if self.spec is not spec or self.parent_key != parent:
             return  # the user switched meanwhile
-        for name, (rows, problem) in zip(names, results):
-            if problem:
-                self.problems[name] = problem
-            else:
-                self.problems.pop(name, None)
-            self.table.set_rows(name, rows)
-        if remote is None:  # rows of remotes that went away
-            gone = {r.remote for r in self.table.items.values()} - set(names)
-            for name in gone:
-                self.table.set_rows(name, [])
+        key = (spec.name, parent, name)
+        if self._shown_read.get(key, 0) > started:
+            return  # a read that started later is shown already
+        self._shown_read[key] = started
+        if problem:
+            self.problems[name] = problem
+        else:
+            self.problems.pop(name, None)
+        self.table.set_rows(name, rows)
         self._cache[(spec.name, parent)] = dict(self.table.items)
         self._changed()
 
@@ -192,15 +207,13 @@ class ResourcePane(Vertical):
 
     def _resource_event(self, remote: str, event: BackendEvent) -> None:
         spec = self.spec
-        stale = {name for name, _ in self._cache
-                 if any(event.action.startswith(p) for p in BY_NAME[name].events)
+        stale = {name for name, _ in self._cache if _affects(BY_NAME[name], event)
                  and (spec is None or name != spec.name or not self.is_shown)}
         for key in [k for k in self._cache if k[0] in stale]:
             del self._cache[key]
         if stale:
-            self.prefetch(remote)  # read afresh in the background
-        if spec is not None and self.is_shown and any(
-                event.action.startswith(p) for p in spec.events):
+            self.prefetch(remote, stale)  # read afresh in the background
+        if spec is not None and self.is_shown and _affects(spec, event):
             self.reload(remote)
 
     def inventory_changed(self, remotes: set[str], connection: bool) -> None:
@@ -347,6 +360,14 @@ class ResourcePane(Vertical):
         self.app.notify(f"{remote} is shown in project {project} (remembered).")
         self._cache.clear()
         self.reload(remote)
+
+
+def _affects(spec: ViewSpec, event: BackendEvent) -> bool:
+    """Whether ``event`` changes what ``spec`` shows."""
+    if event.kind is EventKind.OPERATION:
+        return OPERATIONS in spec.events
+    return event.kind is EventKind.LIFECYCLE and any(
+        event.action.startswith(p) for p in spec.events if p != OPERATIONS)
 
 
 def _verb_method(verb: str):

@@ -31,7 +31,8 @@ class ViewSpec:
     load: Loader | None = None
     """The rows of one remote (``parent``: the pool of the volumes view)."""
     events: tuple[str, ...] = ()
-    """Lifecycle action prefixes that change this view (``profile-``)."""
+    """Lifecycle action prefixes that change this view (``profile-``); :data:`OPERATIONS`:
+    every operation event."""
     hidden: bool = False
     """Reached from another view (volumes: enter on a pool), not offered by ``:``."""
 
@@ -76,29 +77,43 @@ async def _operations(b: Backend, parent: str) -> list[Row]:
     return [r.from_operation(b.remote.name, op) for op in await b.list_operations()]
 
 
+# What a view shows that changes with no lifecycle event of its own kind (the daemons send
+# none for it: LXD 5.0 and Incus 6.0 name only the object changed): the instances a
+# profile, network or volume is used by, the volumes and space of a pool, what a project
+# holds. The events of the change that causes it read the view again.
+_USED_BY_INSTANCES = ("instance-created", "instance-deleted", "instance-renamed",
+                      "instance-updated")
+_VOLUMES_OF = ("instance-created", "instance-deleted", "instance-renamed", "image-created",
+               "image-deleted")
+_IN_PROJECTS = ("instance-created", "instance-deleted", "profile-created", "profile-deleted",
+                "network-created", "network-deleted", "image-created", "image-deleted",
+                "storage-volume-created", "storage-volume-deleted")
+OPERATIONS = "operation"
+"""What ``events`` holds for a view that follows the operation events."""
+
 VIEWS: tuple[ViewSpec, ...] = (
     ViewSpec("instances", "Instances", ("in", "ins", "inst", "i", "ct", "vm"), ()),
     ViewSpec("profiles", "Profiles", ("pr", "prof", "profile"),
              (("used_by", "Used by"), ("devices", "Devices"), ("config", "Keys"),
               ("description", "Description")),
-             Capability.PROFILES, _profiles, ("profile-",)),
+             Capability.PROFILES, _profiles, ("profile-", *_USED_BY_INSTANCES)),
     ViewSpec("networks", "Networks", ("net", "network", "nw"),
              (("type", "Type"), ("managed", "Managed"), ("ipv4", "IPv4"), ("ipv6", "IPv6"),
               ("nat", "NAT"), ("used_by", "Used by"), ("status", "Status"),
               ("description", "Description")),
-             Capability.NETWORKS, _networks, ("network-",)),
+             Capability.NETWORKS, _networks, ("network-", "profile-updated", *_USED_BY_INSTANCES)),
     ViewSpec("storage", "Storage pools", ("st", "sto", "pools", "pool"),
              (("driver", "Driver"), ("status", "Status"), ("used", "Used"),
               ("total", "Total"), ("used_by", "Used by"), ("description", "Description")),
-             Capability.STORAGE, _pools, ("storage-pool-", "storage-volume-")),
+             Capability.STORAGE, _pools, ("storage-pool-", "storage-volume-", *_VOLUMES_OF)),
     ViewSpec("volumes", "Volumes", ("vol", "volume"),
              (("pool", "Pool"), ("content", "Content"), ("size", "Size"),
               ("used_by", "Used by"), ("description", "Description")),
-             Capability.STORAGE, _volumes, ("storage-volume-",)),
+             Capability.STORAGE, _volumes, ("storage-volume-", *_VOLUMES_OF)),
     ViewSpec("projects", "Projects", ("proj", "project", "pj"),
              (("shown", "Shown"), ("features", "Features"), ("used_by", "Used by"),
               ("description", "Description")),
-             Capability.PROJECTS, _projects, ("project-",)),
+             Capability.PROJECTS, _projects, ("project-", *_IN_PROJECTS)),
     ViewSpec("images", "Images", ("im", "img", "image"),
              (("aliases", "Aliases"), ("fingerprint", "Fingerprint"), ("type", "Type"),
               ("size", "Size"), ("public", "Public"), ("cached", "Cached"),
@@ -106,7 +121,7 @@ VIEWS: tuple[ViewSpec, ...] = (
              Capability.IMAGES, _images, ("image-",)),
     ViewSpec("operations", "Operations", ("op", "ops", "operation"),
              (("status", "Status"), ("instances", "Instances"), ("progress", "Progress"),
-              ("cancel", "Cancel"), ("error", "Error"))),
+              ("cancel", "Cancel"), ("error", "Error")), events=(OPERATIONS,)),
     ViewSpec("remotes", "Remotes", ("re", "rem", "remote"),
              (("kind", "Kind"), ("state", "State"), ("project", "Project"),
               ("address", "Address"), ("server", "Server"), ("message", "Message"))),
