@@ -7,7 +7,7 @@ from textual.widgets import Input
 
 from tui.widgets.instance_table import InstanceTable
 
-from .test_fake_app import fake_env, press, running, select, settle, table_rows  # noqa: F401
+from .test_fake_app import fake_env, press, running, select, settle, table_rows  # noqa: F401,F811
 
 
 def screen_lines(app) -> list[str]:
@@ -25,7 +25,7 @@ def box(app) -> Input:
     return app.screen.query_one("#filter", Input)
 
 
-async def test_filter_one_rule_for_every_key_and_near_misses_named(fake_env):
+async def test_filter_one_rule_for_every_key_and_near_misses_named(fake_env):  # noqa: F811
     async with running(fake_env) as (app, pilot):
         assert "contained" in box(app).placeholder
         await press(pilot, app, "slash", *"status=stop")
@@ -46,7 +46,7 @@ async def test_filter_one_rule_for_every_key_and_near_misses_named(fake_env):
         assert len(table_rows(app)) == 5 and box(app).border_title is None
 
 
-async def test_home_and_end_jump_to_the_first_and_last_row(fake_env):
+async def test_home_and_end_jump_to_the_first_and_last_row(fake_env):  # noqa: F811
     async with running(fake_env, size=(60, 24)) as (app, pilot):
         table = app.screen.query_one(InstanceTable)
         table.move_cursor(row=2)
@@ -85,7 +85,7 @@ async def test_password_dialog_starts_in_the_password_field_and_never_shows_it()
     assert answers == [("root", "uxpass123")]
 
 
-async def test_bulk_delete_says_first_that_running_ones_are_stopped_by_force(fake_env):
+async def test_bulk_delete_says_first_that_running_ones_are_stopped_by_force(fake_env):  # noqa: F811
     from tui.screens.dialogs import ConfirmDialog
 
     backends = fake_env[3]
