@@ -348,16 +348,16 @@ class ResourcePane(Vertical):
         ctx = self.context()
         if not entry.bulk:
             if ctx.marked and entry.row and ctx.row is not None:
-                self.app.notify(f"{entry.label} acts on one row at a time: on "
-                                f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
-                                "marked are left as they are).")
+                ctx.notify(f"{entry.label} acts on one row at a time: on "
+                           f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
+                           "marked are left as they are).")
             ctx.marked = []
         self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
                         description=f"{spec.name} {verb}")
 
     def _switch_project(self, remote: str, project: str) -> None:
         projects.switch(self.inventory, remote, project)
-        self.app.notify(f"{remote} is shown in project {project} (remembered).")
+        self.app.notify(fmt.printable(f"{remote} is shown in project {project} (remembered)."))
         self._cache.clear()
         self.reload(remote)
 

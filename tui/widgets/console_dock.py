@@ -157,7 +157,7 @@ class ConsoleDock(Vertical):
             try:
                 session = await tab.opener(width, height)
             except BackendError as e:
-                self.app.notify(f"Cannot reconnect {tab.ref}: {e}", severity="error")
+                self.app.notify(printable(f"Cannot reconnect {tab.ref}: {e}"), severity="error")
                 return
             if not tab.view.is_closed or tab.pane_id not in self.tabs:
                 await session.close()  # reconnected meanwhile, or the tab went away
@@ -217,5 +217,5 @@ class ConsoleDock(Vertical):
         event.stop()
         tab = next((t for t in self.tabs.values() if t.view is event.view), None)
         if tab is not None and event.reason not in ("detached",):
-            self.app.notify(f"{tab.ref} {KIND_LABEL.get(tab.kind, tab.kind)}: {event.reason}",
-                            severity="information", timeout=4)
+            self.app.notify(printable(f"{tab.ref} {KIND_LABEL.get(tab.kind, tab.kind)}: "
+                                      f"{event.reason}"), severity="information", timeout=4)
