@@ -237,7 +237,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("special-keys", "Special keys", "Send Ctrl+Alt+Del, Ctrl+Alt+Fn, SysRq, Esc, ... to the console", C,
            "K", "console.keys", "special_keys", flow=consoles.special_keys, show=False),
     # The actions menu (a)
-    Action("export", "Export a backup…", "Write the instance (with its snapshots) to a file",
+    Action("export", "Export a backup…", "Write the instance to a backup file",
            I, needs=(Cap.EXPORT,), flow=transfer.export, menu=True),
     Action("import", "Import a backup…", "Create an instance on this remote from a backup "
            "file", R, needs=(Cap.IMPORT,), flow=transfer.import_backup, menu=True,

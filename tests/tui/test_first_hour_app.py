@@ -124,3 +124,123 @@ async def look(app, pilot, name: str) -> None:
     app.theme = before
     await pilot.resize_terminal(*size)
     await pilot.pause(0.2)
+
+
+def renaming_env(base):
+    """The fake remotes with rename and clone, each refused on a running instance (as
+    every real backend does) and names checked against the instances there."""
+    import dataclasses
+
+    from backends.errors import Conflict
+    from backends.fake import FakeBackend
+    from backends.models import Capability, InstanceStatus
+
+    class Renaming(FakeBackend):
+        capabilities = FakeBackend.capabilities | {Capability.RENAME, Capability.CLONE}
+
+        def check_name(self, name):
+            return f"'{name}' is already taken on '{self.remote.name}'." \
+                if name in self.data else None
+
+        async def rename_instance(self, ref, new_name):
+            self.calls.append(("rename", ref.name, {"to": new_name}))
+            inst = self.data[ref.name]
+            if inst.status is not InstanceStatus.STOPPED:
+                raise Conflict(f"{ref} is running: stop it first to rename it.")
+            return inst
+
+    cfg, env, factory, backends = base
+
+    def make(remote, timeout):
+        plain = factory(remote, timeout)
+        backends[remote.name] = b = Renaming(remote)
+        b.data = plain.data
+        if remote.name == "alpha":  # a copy of web2 exists already
+            web2 = plain.data["web2"]
+            b.data["web2-copy"] = dataclasses.replace(
+                web2, ref=dataclasses.replace(web2.ref, name="web2-copy"))
+        return b
+
+    return cfg, env, make, backends
+
+
+async def menu(pilot, app, ref: str, key: str) -> None:
+    from textual.widgets import OptionList
+
+    select(app, ref)
+    await press(pilot, app, "a")
+    options = app.screen.query_one(OptionList)
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    assert key in ids, ids
+    options.highlighted = ids.index(key)
+    await press(pilot, app, "enter")
+
+
+async def test_rename_asks_to_stop_first_and_clone_prefills_a_free_name(fake_env):  # noqa: F811
+    from tui.screens.dialogs import ConfirmDialog, InputDialog
+
+    env = renaming_env(fake_env)
+    backends = env[3]
+    async with running(env, size=(80, 24)) as (app, pilot):
+        await menu(pilot, app, "alpha:web1", "rename")  # running
+        assert isinstance(app.screen, ConfirmDialog), "asked before the name is typed"
+        assert "must be stopped to be renamed" in str(app.screen.message)
+        await look(app, pilot, "rename-stop-first")
+        await pilot.click("#confirm")
+        await settle(pilot, app)
+        assert isinstance(app.screen, InputDialog)
+        problem = shown(app)
+        assert "already taken" not in problem and "It is called web1 now" in problem
+        await look(app, pilot, "rename-name")
+        await press(pilot, app, "escape")
+        assert ("stop", "web1", {"force": False}) in backends["alpha"].calls
+        assert not any(c[0] == "rename" for c in backends["alpha"].calls)
+
+        await menu(pilot, app, "alpha:web2", "clone")
+        assert isinstance(app.screen, InputDialog)
+        assert app.screen.query_one("#dialog-input", Input).value == "web2-copy-2"
+        assert "already taken" not in shown(app)
+        await press(pilot, app, "escape")
+
+
+async def test_export_and_clone_ask_about_snapshots_only_when_there_are_some(fake_env):  # noqa: F811
+    import dataclasses
+
+    from backends.models import Capability
+    from tui.screens.dialogs import ChoiceDialog, InputDialog
+
+    cfg, env, make, backends = renaming_env(fake_env)
+
+    def factory(remote, timeout):
+        b = make(remote, timeout)
+        b.capabilities = b.capabilities | {Capability.EXPORT}
+        for name, count in (("web1", 0), ("web2", 2)):
+            if name in b.data:
+                b.data[name] = dataclasses.replace(b.data[name], snapshot_count=count)
+
+        async def export_instance(ref, path, *, with_snapshots=True, progress=None):
+            b.calls.append(("export", ref.name, {"with_snapshots": with_snapshots}))
+            return 10
+        b.export_instance = export_instance
+        return b
+
+    async with running((cfg, env, factory, backends), size=(80, 24)) as (app, pilot):
+        await menu(pilot, app, "alpha:web1", "export")  # no snapshot
+        assert isinstance(app.screen, InputDialog)
+        assert "snapshot" not in shown(app).lower()
+        await press(pilot, app, "enter")
+        assert not isinstance(app.screen, ChoiceDialog)
+        assert ("export", "web1", {"with_snapshots": False}) in backends["alpha"].calls
+
+        await menu(pilot, app, "alpha:web1", "clone")
+        await press(pilot, app, "enter")  # the free name offered: no choice to make
+        assert not isinstance(app.screen, ChoiceDialog)
+
+        await menu(pilot, app, "alpha:web2", "export")  # two snapshots: asked
+        await press(pilot, app, "enter")
+        assert isinstance(app.screen, ChoiceDialog)
+        assert "With its snapshots (2)" in shown(app)
+        dialog = app.screen.query_one("#dialog").region  # centred, not in the top left
+        assert dialog.x > 0 and dialog.y > 0
+        await look(app, pilot, "export-choice")
+        await press(pilot, app, "escape")

@@ -110,15 +110,16 @@ async def run_marked(ctx: Context, verb: str) -> None:
         bulk.Target(r.remote, r.name, lambda r=r: work(r), instance=True) for r in refs])
 
 
-async def stop_first(ctx: Context, why: str) -> bool:
-    """A running instance must be stopped for ``why`` (e.g. "copy it"): ask, stop it;
-    True when it is stopped (or was not running)."""
+async def stop_first(ctx: Context, why: str, because: str = "it is copied stopped (cold)"
+                     ) -> bool:
+    """A running instance must be stopped for ``why`` (e.g. "copy it"; ``because`` says
+    why it must): ask, stop it; True when it is stopped (or was not running)."""
     ref, inst = ctx.ref, ctx.instance
     if inst is None or inst.status not in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
         return True
     if not await ctx.ask(ConfirmDialog(
-            f"Stop {ref} first?", f"{ref} is {inst.status.value}; it is copied stopped "
-            f"(cold). Stop it now and {why}?", f"Stop and {why.split()[0]}")):
+            f"Stop {ref} first?", f"{ref} is {inst.status.value}; {because}. "
+            f"Stop it now and {why}?", f"Stop and {why.split()[0]}")):
         return False
     try:
         await ctx.inventory.act(ref, "stop", PENDING["stop"], timeout=ctx.settings.stop_timeout)

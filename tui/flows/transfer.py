@@ -31,6 +31,26 @@ def name_check(backend: Backend):
     return check
 
 
+def free_name(backend: Backend, base: str) -> str:
+    """``base``, or the first of ``base-2``, ``base-3``… that is free on ``backend``: a
+    prefilled name the dialog does not refuse as it opens (``base`` when none is)."""
+    for candidate in [base, *(f"{base}-{n}" for n in range(2, 21))]:
+        if backend.check_name(candidate) is None:
+            return candidate
+    return base
+
+
+def snapshots_known(ctx: Context) -> int | None:
+    """How many snapshots the instance has (None: not known)."""
+    return ctx.instance.snapshot_count if ctx.instance is not None else None
+
+
+def snapshots_label(ctx: Context, label: str) -> str:
+    """``label`` with the number of snapshots when it is known."""
+    count = snapshots_known(ctx)
+    return f"{label} ({count})" if count else label
+
+
 def copy_targets(ctx: Context) -> dict[str, Backend]:
     """Other connected, writable remotes an instance can be copied or moved to."""
     inv = ctx.inventory
@@ -42,17 +62,19 @@ def copy_targets(ctx: Context) -> dict[str, Backend]:
 async def export(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
     path = await ctx.ask(InputDialog(
-        f"Export {ref}", "Backup file to write (with the instance's snapshots)",
+        f"Export {ref}", "Backup file to write",
         default_backup_path(ref, backend.backup_extension), confirm="Export",
         check=lambda v: "That file exists." if os.path.exists(os.path.expanduser(
             v.strip())) else (None if v.strip() else "A path is needed."), path=True))
     if not path:
         return
-    which = await ctx.ask(ChoiceDialog(
-        f"Export {ref}", [("with", "With its snapshots"),
-                          ("without", "The instance only (no snapshots)")]))
-    if not which:
-        return
+    which = "without"
+    if snapshots_known(ctx) != 0:  # asked only when there are snapshots to take along
+        which = await ctx.ask(ChoiceDialog(
+            f"Export {ref}", [("with", snapshots_label(ctx, "With its snapshots")),
+                              ("without", "The instance only (no snapshots)")]))
+        if not which:
+            return
     path = os.path.expanduser(path)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     size = await ctx.on_row("exporting…", lambda p: backend.export_instance(
@@ -72,7 +94,7 @@ async def import_backup(ctx: Context) -> None:
     recorded = await original_name(os.path.expanduser(path))
     name = await ctx.ask(InputDialog(
         f"Import onto {remote}", "Name of the new instance",
-        recorded or Path(path).name.split(".")[0], confirm="Import",
+        free_name(backend, recorded or Path(path).name.split(".")[0]), confirm="Import",
         check=name_check(backend)))
     if not name:
         return
@@ -85,16 +107,20 @@ async def import_backup(ctx: Context) -> None:
 
 async def clone(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
-    name = await ctx.ask(InputDialog(f"Clone {ref}", "Name of the copy", f"{ref.name}-copy",
+    name = await ctx.ask(InputDialog(f"Clone {ref}", "Name of the copy",
+                                     free_name(backend, f"{ref.name}-copy"),
                                      confirm="Clone", check=name_check(backend)))
     if not name:
         return
-    choices = [("full", "Full copy with its snapshots"),
+    choices = [("full", snapshots_label(ctx, "Full copy with its snapshots")),
                ("bare", "Full copy without snapshots")]
+    if snapshots_known(ctx) == 0:  # nothing to choose about snapshots
+        choices = [("full", "Full copy")]
     if ctx.can(Capability.LINKED_CLONE):
         choices.append(("linked", "Linked clone (shares the source's disk; fast, small — "
                                   "the source can then not be changed or deleted)"))
-    how = await ctx.ask(ChoiceDialog(f"Clone {ref} as {name}", choices))
+    how = choices[0][0] if len(choices) == 1 else \
+        await ctx.ask(ChoiceDialog(f"Clone {ref} as {name}", choices))
     if not how:
         return
     made = await ctx.on_row("cloning…", lambda p: backend.clone_instance(
@@ -158,8 +184,18 @@ def has_copy_target(ctx: Context) -> bool:
 
 async def rename(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
+    # every backend renames a stopped instance only: asked before the name is typed
+    if not await stop_first(ctx, "rename it", "it must be stopped to be renamed"):
+        return
+    taken = name_check(backend)
+
+    def check(value: str) -> str | None:
+        if value.strip() == ref.name:  # the prefilled name is not "taken": it is its own
+            return f"It is called {ref.name} now: type the new name."
+        return taken(value)
+
     name = await ctx.ask(InputDialog(f"Rename {ref}", "New name", ref.name, confirm="Rename",
-                                     check=name_check(backend)))
+                                     check=check))
     if not name or name == ref.name:
         return
     made = await ctx.on_row("renaming…", lambda p: backend.rename_instance(ref, name))
