@@ -2,7 +2,9 @@
 
 In CI a missing daemon is a failure, never a skip: if the lab cannot start, every test that
 needs it errors with the reason. Developers without the lab deselect explicitly:
-``pytest -m "not lab"``.
+``pytest -m "not lab"`` (tests are marked by what their fixtures start: tests/tiers.py).
+Every test runs in a hermetic environment under a socket guard (tests/hermetic.py).
+docs/testing.md describes the tiers and both guards.
 """
 
 from __future__ import annotations
@@ -20,12 +22,39 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import hermetic  # noqa: E402
 import lab as labmod  # noqa: E402
+import tiers  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab: starts a real daemon or guest (tests/tiers.py)")
+    for kind, words in tiers.KINDS.items():
+        config.addinivalue_line("markers", f"{kind}: {words} (implies lab; tests/tiers.py)")
 
 
 def pytest_collection_modifyitems(items):
-    for item in items:
-        if {"lab", "lxd_cluster", "incus_cluster"} & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.lab)
+    """Mark each test by what its fixtures start (tests/tiers.py): ``-m "not lab"`` is the
+    tier without root or daemons, ``-m qemu`` the QEMU tests, and so on."""
+    tiers.mark(items, pytest)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spawn_watch():
+    watch = tiers.SpawnWatch()
+    watch.install()
+    yield watch
+    watch.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _tier_guard(request, _spawn_watch):
+    """Fails a test outside the ``lab`` tier that starts a daemon or a guest."""
+    _spawn_watch.take()
+    _spawn_watch.lab = request.node.get_closest_marker("lab") is not None
+    yield
+    _spawn_watch.lab = True
+    started = _spawn_watch.take()
+    if started:
+        pytest.fail(_spawn_watch.message(request.node.nodeid, started), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Input, OptionList
 
 from tui.app import make_app
@@ -247,6 +248,8 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
         lab.lxd1.cli("network", "delete", bridge, check=False)
 
 
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
+@pytest.mark.lxc  # starts it itself (tests/tiers.py)
 async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
     """Export/import, clone and rename from the actions menu on a local QEMU VM and an
     LXC container, checked with qemu-img and the lxc-* tools."""

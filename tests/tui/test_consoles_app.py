@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tui.app import make_app
 from tui.widgets.console_dock import ConsoleDock
 from tui.widgets.instance_table import InstanceTable
@@ -128,6 +129,8 @@ async def test_lxd_and_incus_shell_and_console_in_tabs(lab, lab_env, unique, tmp
         lab.incus1.cli("delete", "--force", b)
 
 
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
+@pytest.mark.lxc  # starts it itself (tests/tiers.py)
 async def test_qemu_serial_and_vga_and_lxc_consoles(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import qemu_guest

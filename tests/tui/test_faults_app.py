@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from backends.models import ConnectionState
 from tui.app import make_app
 from tui.widgets.remote_list import RemoteList
@@ -191,6 +192,7 @@ async def test_console_flood_for_30_s_keeps_memory_bounded_and_the_ui_responsive
         lab.lxd1.cli("delete", "--force", name, check=False)
 
 
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
 async def test_qemu_killed_under_an_open_console_pane(tmp_path, monkeypatch):
     """kill -9 of a VM's QEMU while its serial console is open in a pane: the pane says
     the console closed, the row turns stopped with the reason, corral goes on."""

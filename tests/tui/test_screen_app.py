@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from tui.app import make_app
@@ -58,6 +59,7 @@ def expected_colours(dump: Image.Image, view: GraphicView, y: int) -> list[tuple
     return out + [None] * (fit.columns - ox - w)
 
 
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
 async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
     import qemu_guest
     from qemu_guest import wait_serial
@@ -195,6 +197,7 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
         await vms.close()
 
 
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
 async def test_vga_text_tab_switches_to_the_screen_when_the_guest_leaves_text_mode(
         tmp_path, monkeypatch):
     """A BIOS VM's VGA text tab (v): when the BIOS data area says a graphics mode (the

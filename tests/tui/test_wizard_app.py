@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tui.app import make_app
 from tui.widgets.details import SnapshotTable
 
@@ -95,6 +96,8 @@ async def restore_then_delete(pilot, app, restored: str, deleted) -> None:
     await wait_for(pilot, deleted, timeout=60, what="the snapshot deleted")
 
 
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
+@pytest.mark.lxc  # starts it itself (tests/tiers.py)
 async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import qemu_guest

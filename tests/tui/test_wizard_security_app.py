@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tui.app import make_app
 from tui.screens.dialogs import ConfirmDialog
 
@@ -24,6 +26,7 @@ def backed_by(secret: Path, path: Path) -> Path:
     return path
 
 
+@pytest.mark.lxc  # its app runs lxc-ls and lxc-monitor on a private lxcpath
 async def test_an_image_with_a_backing_file_is_used_only_after_asking(tmp_path, monkeypatch):
     run = f"/tmp/cq-wizsec-{os.getpid()}"
     monkeypatch.setenv("XDG_RUNTIME_DIR", run)
