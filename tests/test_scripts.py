@@ -64,3 +64,14 @@ def test_a_user_without_sudo_is_told_what_to_do(tmp_path):
 def test_a_user_may_run_it_unprivileged_on_purpose(tmp_path):
     proc, log = _run(tmp_path, 1000, True, "-m", "not lab", CORRAL_TESTS_AS_USER="1")
     assert proc.returncode == 3 and log == ["bash scripts/setup-lab.sh"], proc.stderr
+
+
+def test_the_readme_documents_the_command_these_tests_run():
+    """The README's test command is the script as it is (no `sudo` in front: a root-only
+    machine has none), the one the tests above run, and .ci/run runs the same."""
+    readme = (SCRIPT.parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Run the tests"):]
+    section = section[:section.index("\n## ", 1)]
+    assert "```sh\n./scripts/test.sh\n```" in section
+    assert "sudo ./scripts/test.sh" not in readme
+    assert "exec ./scripts/test.sh" in (SCRIPT.parents[1] / ".ci" / "run").read_text()
