@@ -20,6 +20,7 @@ REGISTRY: dict[str, str] = {
     "incus": "backends.lxd.backend:IncusBackend",
     "lxc": "backends.lxc.backend:LXCBackend",
     "qemu": "backends.qemu.backend:QEMUBackend",
+    "libvirt": "backends.libvirt.backend:LibvirtBackend",
 }
 
 
@@ -33,6 +34,12 @@ def backend_class(kind: str) -> type[Backend]:
         module_name, _, cls_name = REGISTRY[kind].partition(":")
     except KeyError:
         raise BackendError(f"No backend for remotes of kind '{kind}'.") from None
+    if kind == "libvirt":
+        from .libvirt import unavailable_reason
+
+        reason = unavailable_reason()
+        if reason:
+            raise BackendError(f"libvirt remotes cannot be used here: {reason}.")
     return getattr(importlib.import_module(module_name), cls_name)
 
 

@@ -1,0 +1,39 @@
+"""libvirt domains (``qemu:///system``, ``qemu+ssh://server/system``, …) as a corral remote.
+
+:class:`LibvirtBackend` only composes; the concerns reach the daemon through ``self.lv``
+(:class:`~backends.libvirt.connection.Connection`: the connection, its thread pool, the
+event loop thread, errors in words):
+
+- ``lifecycle.py``: connect, list, usage, start/shut down/force off/reboot/pause/delete
+- ``events.py``: ``watch`` (domain lifecycle callbacks, the connection closing)
+- ``consoles.py``: the serial console on a libvirt stream
+
+``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
+libvirt's numbers into corral's models.
+"""
+
+from __future__ import annotations
+
+from ..base import Backend
+from ..models import Capability, Remote
+from .connection import Connection
+from .consoles import Consoles
+from .events import Events
+from .lifecycle import Lifecycle
+
+
+class LibvirtBackend(Lifecycle, Events, Consoles, Backend):
+    """The domains of one libvirt connection URI."""
+
+    kind = "libvirt"
+    capabilities = frozenset({
+        Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
+        Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
+        Capability.METRICS, Capability.CONSOLE,
+    })
+    console_kinds = frozenset({"console"})
+
+    def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
+        super().__init__(remote, timeout=timeout)
+        self.lv = Connection(remote, timeout)
+        self._cpu: dict[str, tuple[int, float]] = {}

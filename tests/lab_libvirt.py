@@ -1,0 +1,313 @@
+"""A private libvirt for the tests: a ``libvirtd`` the suite starts, never the host's, and an
+sshd on loopback in front of it, so that one daemon is reached both over its unix socket and
+over ``qemu+ssh://`` like a server.
+
+The daemon runs as root in a mount namespace of its own (``unshare --mount``) where a tmpfs
+covers ``/run`` and ``/etc/libvirt``, ``/var/lib/libvirt``, ``/run/libvirt``,
+``/var/cache/libvirt`` and ``/var/log/libvirt`` are bind mounts of directories in the lab's
+temp dir: it is a real ``qemu:///system`` (privileged, with the system paths it always uses)
+whose every file is the lab's. Its socket is ``<root>/run/libvirt-sock`` seen from outside.
+The sshd runs in the same namespace (``nsenter``), so a client's ``virt-ssh-helper`` on the
+far side finds that daemon at the usual ``/run/libvirt/libvirt-sock``: the SSH URI names no
+socket, as for a real server. sshd has its own host key and ``authorized_keys``; clients
+pin the host key with ``known_hosts=`` (a file of the lab's) and log in with ``keyfile=``.
+
+QEMU under this libvirt runs TCG (``<domain type='qemu'>``), as root, without cgroups,
+namespaces or a security driver (``qemu.conf``). Every process the lab leaves is found by its
+mount namespace and killed at the end.
+
+``python tests/lab_libvirt.py`` starts one by hand and prints its URIs (Ctrl+C stops it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import lab as labmod
+
+ROOT_PREFIX = "corral-lab-libvirt-"
+TOOLS = ("libvirtd", "sshd", "ssh", "ssh-keygen", "unshare", "nsenter", "qemu-system-x86_64")
+BINDS = {"etc": "/etc/libvirt", "lib": "/var/lib/libvirt", "run": "/run/libvirt",
+         "cache": "/var/cache/libvirt", "log": "/var/log/libvirt"}
+
+LIBVIRTD_CONF = """\
+unix_sock_group = "root"
+unix_sock_ro_perms = "0770"
+unix_sock_rw_perms = "0770"
+auth_unix_ro = "none"
+auth_unix_rw = "none"
+listen_tls = 0
+listen_tcp = 0
+log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
+"""
+
+QEMU_CONF = """\
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+stdio_handler = "file"
+"""
+
+SSHD_CONFIG = """\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {ssh}/host_ed25519
+AuthorizedKeysFile {ssh}/authorized_keys
+PidFile {ssh}/sshd.pid
+PermitRootLogin yes
+PubkeyAuthentication yes
+# offered, so that a client without an accepted key is asked for one (and must refuse)
+PasswordAuthentication yes
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PrintMotd no
+Subsystem sftp internal-sftp
+"""
+
+GUEST_XML = """\
+<domain type='qemu'>
+  <name>{name}</name>
+  <memory unit='MiB'>{memory}</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>{kernel}</kernel>
+    <initrd>{initrd}</initrd>
+    <cmdline>console=ttyS0</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>restart</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>{emulator}</emulator>
+    <serial type='pty'><target port='0'/></serial>
+    <console type='pty'><target type='serial' port='0'/></console>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""
+"""The lab's test guest (``tests/qemu_guest.py``'s kernel and busybox initramfs) on a
+serial console. busybox init ignores the ACPI power button: a graceful shutdown of it
+never ends (the stubborn guest), ``poweroff -f`` typed on its console does."""
+
+
+def unavailable_reason() -> str | None:
+    """Why the private libvirt cannot run here (None: it can)."""
+    if os.geteuid() != 0:
+        return "the private libvirt needs root (a privileged daemon in its own namespace)"
+    missing = [t for t in TOOLS if shutil.which(t) is None
+               and not os.path.exists(f"/usr/sbin/{t}")]
+    if missing:
+        return f"missing {', '.join(missing)} (run scripts/setup-lab.sh)"
+    try:
+        import libvirt  # noqa: F401
+    except ImportError as e:
+        return f"the libvirt Python binding does not import ({e}); install corral's test group"
+    return None
+
+
+def guest_xml(name: str, kernel: Path, initrd: Path, memory_mib: int = 128) -> str:
+    emulator = shutil.which("qemu-system-x86_64") or "/usr/bin/qemu-system-x86_64"
+    return GUEST_XML.format(name=name, kernel=kernel, initrd=initrd, memory=memory_mib,
+                            emulator=emulator)
+
+
+def _which(tool: str) -> str:
+    return shutil.which(tool) or f"/usr/sbin/{tool}"
+
+
+def _keygen(path: Path) -> str:
+    subprocess.run([_which("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C", "corral-lab",
+                    "-f", str(path)], check=True, capture_output=True)
+    return (path.with_suffix(".pub") if path.suffix else Path(f"{path}.pub")).read_text().strip()
+
+
+class LibvirtLab:
+    """One private libvirtd and its sshd (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir="/tmp"))
+        os.chmod(self.root, 0o755)
+        self.ssh = self.root / "ssh"
+        self.port = labmod._free_port()
+        self.daemon: subprocess.Popen | None = None
+        self.sshd: subprocess.Popen | None = None
+        self.namespace = ""
+        """``mnt:[inode]`` of the lab's mount namespace (found in /proc)."""
+
+    # -- what clients use
+    @property
+    def socket(self) -> Path:
+        return self.root / "run" / "libvirt-sock"
+
+    @property
+    def unix_uri(self) -> str:
+        return f"qemu+unix:///system?socket={self.socket}"
+
+    def ssh_uri(self, *, keyfile: Path | None = None, known_hosts: Path | None = None) -> str:
+        keyfile = keyfile or self.ssh / "id_ed25519"
+        known_hosts = known_hosts or self.ssh / "known_hosts"
+        return (f"qemu+ssh://root@127.0.0.1:{self.port}/system"
+                f"?keyfile={keyfile}&known_hosts={known_hosts}&no_verify=0")
+
+    # -- starting and stopping
+    def start(self) -> None:
+        for sub in BINDS:
+            (self.root / sub).mkdir(mode=0o755)
+        (self.root / "etc" / "libvirtd.conf").write_text(LIBVIRTD_CONF)
+        (self.root / "etc" / "qemu.conf").write_text(QEMU_CONF)
+        self._ssh_files()
+        self.start_daemon()
+        self._start_sshd()
+
+    def _ssh_files(self) -> None:
+        self.ssh.mkdir(mode=0o700)
+        host = _keygen(self.ssh / "host_ed25519")
+        _keygen(self.ssh / "other_host_ed25519")
+        client = _keygen(self.ssh / "id_ed25519")
+        _keygen(self.ssh / "stranger_ed25519")  # a key sshd does not accept
+        (self.ssh / "authorized_keys").write_text(client + "\n")
+        (self.ssh / "sshd_config").write_text(SSHD_CONFIG.format(port=self.port, ssh=self.ssh))
+        # known_hosts as `ssh` writes it for a non-default port
+        key = " ".join(host.split()[:2])
+        (self.ssh / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {key}\n")
+        other = " ".join((self.ssh / "other_host_ed25519.pub").read_text().split()[:2])
+        (self.ssh / "known_hosts_changed").write_text(f"[127.0.0.1]:{self.port} {other}\n")
+        (self.ssh / "known_hosts_empty").write_text("")
+
+    def _mounts(self) -> str:
+        lines = ["set -e", "mount -t tmpfs -o mode=0755 corral-lab-run /run",
+                 "mkdir -p /run/libvirt /run/sshd /run/lock"]
+        lines += [f"mount --bind '{self.root / sub}' '{target}'" for sub, target in BINDS.items()]
+        return "\n".join(lines)
+
+    def start_daemon(self) -> None:
+        """Start libvirtd: in a new namespace the first time, in the lab's (through its sshd)
+        after :meth:`kill_daemon`."""
+        argv = [_which("libvirtd"), "--config", "/etc/libvirt/libvirtd.conf",
+                "--pid-file", str(self.root / "libvirtd.pid")]
+        log = open(self.root / "libvirtd.out", "ab")  # noqa: SIM115 - the child keeps it
+        env = labmod._clean_env()
+        if self.sshd is not None and labmod._pid_alive(self.sshd.pid):
+            cmd = [_which("nsenter"), f"--target={self.sshd.pid}", "--mount", "--", *argv]
+        else:
+            script = self._mounts() + "\nexec " + " ".join(f"'{a}'" for a in argv)
+            cmd = [_which("unshare"), "--mount", "--propagation", "private", "--",
+                   "/bin/sh", "-c", script]
+        self.daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                       env=env, start_new_session=True)
+        log.close()
+        self._wait_socket()
+        self.namespace = os.readlink(f"/proc/{self.daemon.pid}/ns/mnt")
+
+    def _wait_socket(self, timeout: float = 30) -> None:
+        import libvirt
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.daemon is not None and self.daemon.poll() is not None:
+                raise labmod.LabError(f"libvirtd exited ({self.daemon.returncode}): "
+                                      f"{labmod._tail(self.root / 'libvirtd.out')}\n"
+                                      f"{labmod._tail(self.root / 'log' / 'libvirtd.log')}")
+            if self.socket.exists():
+                try:
+                    libvirt.open(self.unix_uri).close()
+                    return
+                except libvirt.libvirtError:
+                    pass
+            if time.monotonic() > deadline:
+                raise labmod.LabError(f"libvirtd did not answer on {self.socket} within "
+                                      f"{timeout} s: {labmod._tail(self.root / 'libvirtd.out')}")
+            time.sleep(0.1)
+
+    def _start_sshd(self) -> None:
+        assert self.daemon is not None
+        log = open(self.ssh / "sshd.log", "ab")  # noqa: SIM115
+        self.sshd = subprocess.Popen(
+            [_which("nsenter"), f"--target={self.daemon.pid}", "--mount", "--",
+             _which("sshd"), "-D", "-e", "-f", str(self.ssh / "sshd_config")],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=labmod._clean_env(),
+            start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 15
+        import socket
+
+        while True:
+            if self.sshd.poll() is not None:
+                raise labmod.LabError(f"sshd exited: {labmod._tail(self.ssh / 'sshd.log')}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if time.monotonic() > deadline:
+                raise labmod.LabError(f"sshd did not listen: {labmod._tail(self.ssh / 'sshd.log')}")
+            time.sleep(0.05)
+
+    def kill_daemon(self, sig: int = signal.SIGKILL) -> None:
+        """Kill libvirtd (its domains keep running, as when a real daemon dies)."""
+        if self.daemon is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.daemon.pid, sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                self.daemon.wait(10)
+                with contextlib.suppress(FileNotFoundError):
+                    self.socket.unlink()
+
+    def pids(self) -> list[int]:
+        """Every process in the lab's mount namespace (libvirtd, sshd, QEMU, ssh sessions)."""
+        found = []
+        for pid in labmod._all_pids():
+            with contextlib.suppress(OSError):
+                if self.namespace and os.readlink(f"/proc/{pid}/ns/mnt") == self.namespace:
+                    found.append(pid)
+        return found
+
+    def stop(self) -> None:
+        for proc in (self.sshd, self.daemon):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
+        left = self.pids()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        labmod._wait_dead(left, 10)
+        for proc in (self.sshd, self.daemon):
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main() -> int:
+    reason = unavailable_reason()
+    if reason:
+        print(reason)
+        return 1
+    lab = LibvirtLab()
+    try:
+        lab.start()
+        print(f"unix: {lab.unix_uri}\nssh:  {lab.ssh_uri()}\nroot: {lab.root}", flush=True)
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        lab.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
