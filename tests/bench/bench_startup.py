@@ -20,8 +20,11 @@ each measured from the moment the command was started (interpreter, imports and 
 Cold runs delete the inventory cache first; warm runs keep the one the previous run wrote.
 Beside them, the CLIs on the same remotes: ``lxc list -c ns`` + ``incus list -c ns`` (names
 and status) and the full ``lxc list --format csv`` + ``incus list --format csv``.
-Last, corral is left alone with every row listed and CONSOLES shells open: its CPU over
-IDLE_SECONDS and its resident memory.
+Then, cold and warm, ``/bench-0007`` and Enter typed in one write the moment the rows
+appear: how long until the filter is applied (or that it was lost); and, from a cold
+start, containers launched with ``lxc`` 1 to 10 s after the start: how long from the CLI's
+return until each row is in corral's table. Last, corral is left alone with every row
+listed and CONSOLES shells open: its CPU over IDLE_SECONDS and its resident memory.
 Targets: warm painted <= 0.3 s, warm fresh <= 0.5 s, cold fresh <= 0.5 s (600 instances);
 idle <= 0.5 % of a core, RSS <= 120 MiB with 4 consoles.
 """
@@ -195,6 +198,80 @@ def launch(control: Control, cfg: Path, n: int, timeout: float = 30.0):
     return painted, fresh, connected
 
 
+def launch_typing(control: Control, cfg: Path, n: int, probe: str, shown: int,
+                  timeout: float = 30.0):
+    """Start corral in tmux and, the moment its rows appear, type a filter in one write
+    (``/probe`` and Enter, as a fast typist or a paste); return (rows, applied) seconds
+    after the start: when the rows appeared, and when the table shows only the probe's
+    ``shown`` rows (None: the filter was lost)."""
+    session = f"corral-type-{os.getpid()}-{next(_launches)}"
+    corral = str(ROOT / ".venv" / "bin" / "corral")
+    total = re.compile(rf"Instances \({n}\)")
+    one = re.compile(rf"Instances \({shown}/{n}\)")
+    rows = applied = None
+    t0 = time.perf_counter()
+    control.command(f"new-session -d -s {session} -x 160 -y 45 "
+                    f"'{corral} --config {cfg}'")
+    try:
+        while time.perf_counter() - t0 < timeout:
+            screen = "\n".join(control.command(f"capture-pane -p -t {session}"))
+            now = time.perf_counter() - t0
+            if rows is None and total.search(screen):
+                rows = now
+                control.command(f"send-keys -t {session} /{probe} Enter")
+            elif rows is not None and one.search(screen) and "last run" not in screen:
+                applied = now
+                break
+            time.sleep(0.002)
+    finally:
+        control.command(f"send-keys -t {session} Escape")
+        time.sleep(0.3)
+        control.command(f"send-keys -t {session} q")
+        end = time.monotonic() + 15
+        while time.monotonic() < end and subprocess.run(
+                [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
+            time.sleep(0.05)
+        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
+                       stderr=subprocess.DEVNULL)
+    return rows, applied
+
+
+def early_events(control: Control, lab, cfg: Path, n: int, at: tuple[float, ...]):
+    """Start corral cold and launch a container with the ``lxc`` CLI ``at`` seconds after
+    the start; for each, the seconds from the CLI's return to its row in corral's table
+    (the row sorts first: ``aaa-ev-N``). None: not shown within 10 s."""
+    session = f"corral-events-{os.getpid()}-{next(_launches)}"
+    corral = str(ROOT / ".venv" / "bin" / "corral")
+    for i in range(len(at)):
+        lab.lxd1.cli("delete", "--force", f"aaa-ev-{i}", check=False)
+    latencies: list[float | None] = []
+    t0 = time.perf_counter()
+    control.command(f"new-session -d -s {session} -x 160 -y 45 "
+                    f"'{corral} --config {cfg}'")
+    try:
+        for i, when in enumerate(at):
+            while time.perf_counter() - t0 < when:
+                time.sleep(0.005)
+            lab.lxd1.cli("launch", "busybox", f"aaa-ev-{i}")
+            returned = time.perf_counter()
+            seen = None
+            while time.perf_counter() - returned < 10:
+                screen = "\n".join(control.command(f"capture-pane -p -t {session}"))
+                if f"aaa-ev-{i} " in screen:
+                    seen = time.perf_counter() - returned
+                    break
+                time.sleep(0.002)
+            latencies.append(seen)
+    finally:
+        control.command(f"send-keys -t {session} q")
+        time.sleep(1)
+        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
+                       stderr=subprocess.DEVNULL)
+        for i in range(len(at)):
+            lab.lxd1.cli("delete", "--force", f"aaa-ev-{i}", check=False)
+    return latencies
+
+
 def idle_and_memory(env: dict[str, str], cfg: Path, n: int, consoles: int,
                     seconds: float) -> tuple[float, float]:
     """corral with every row and ``consoles`` shells open, left alone: (% of a core, RSS MiB)."""
@@ -311,6 +388,29 @@ def main() -> int:
         print(f"warm start, every row painted:        {fig(warm, 0)}  (target <= 300 ms)")
         print(f"warm start, every row fresh:          {fig(warm, 1)}  (target <= 500 ms)")
         print(f"warm start, every remote connected:   {fig(warm, 2)}")
+        typed_cold, typed_warm = [], []
+        for _ in range(args.runs):
+            shutil.rmtree(work / "cache", ignore_errors=True)
+            typed_cold.append(launch_typing(control, cfg, total, "bench-0007", 3))
+            typed_warm.append(launch_typing(control, cfg, total, "bench-0007", 3))
+
+        def typed(runs) -> str:
+            lost = sum(1 for r in runs if r[1] is None)
+            after = [r[1] - r[0] for r in runs if r[1] is not None and r[0] is not None]
+            if not after:
+                return f"lost in every run ({lost} of {len(runs)})"
+            return (f"{statistics.median(after) * 1000:6.0f} ms after the rows  "
+                    f"(all: {', '.join(f'{v * 1000:.0f}' for v in after)}; "
+                    f"lost: {lost} of {len(runs)})")
+
+        print(f"cold, '/bench-0007⏎' typed at first rows: applied {typed(typed_cold)}")
+        print(f"warm, '/bench-0007⏎' typed at first rows: applied {typed(typed_warm)}")
+        shutil.rmtree(work / "cache", ignore_errors=True)
+        marks = (1.0, 2.0, 4.0, 6.0, 8.0, 10.0)
+        events = early_events(control, lab, cfg, total, marks)
+        print("event latency in the first 10 s (lxc launch returned -> row shown): " + ", ".join(
+            f"{m:.0f} s: {'lost' if v is None else f'{v * 1000:.0f} ms'}"
+            for m, v in zip(marks, events)) + "  (target <= 250 ms)")
         busy, rss = idle_and_memory(env, cfg, total, args.consoles, args.idle_seconds)
         print(f"idle with {args.consoles} shells open, over {args.idle_seconds:.0f} s: "
               f"{busy:.2f} % of a core (target <= 0.5 %); RSS {rss:.0f} MiB "
