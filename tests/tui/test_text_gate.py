@@ -43,6 +43,7 @@ from backends.models import (
     Snapshot,
 )
 from tui.app import make_app
+from tui.flows import bulk
 from tui.screens.dialogs import ConfirmDialog, InputDialog
 from tui.screens.files import FilesScreen
 from tui.screens.limits import LimitsScreen
@@ -332,15 +333,22 @@ async def test_no_escape_from_outside_reaches_the_terminal(tmp_path):
         await pilot.press("escape")
         await settle(pilot)
 
-        # the : views and a row's details
-        for view, word in (("profiles", "profile␛"), ("networks", "net␛")):
+        # the : views and a row's details; a bulk result kept for :operations
+        bulk.record(app.inventory, "alpha", evil("Delete profile"), evil("in use"), (NAME,))
+        for view, word in (("profiles", "profile␛"), ("networks", "net␛"),
+                           ("operations", "Delete profile␛")):
             await pilot.press("colon", *view, "enter")
             await wait_for(pilot, lambda w=word: w in "".join(terminal.texts),
                            what=f":{view}")
             await settle(pilot)
             app.main_screen.query_one("ResourcePane").action_toggle_details()
             await settle(pilot)
-            terminal.check(f":{view}", "about␛", "limits.cpu␛")
+            terminal.check(f":{view}", *(() if view == "operations" else
+                                          ("about␛", "limits.cpu␛")))
+        await pilot.press("colon", *"remotes", "enter")
+        await wait_for(pilot, lambda: "lxd␛" in "".join(terminal.texts), what=":remotes")
+        await settle(pilot)
+        terminal.check(":remotes")
         assert app.is_running
 
 
