@@ -244,3 +244,57 @@ async def test_export_and_clone_ask_about_snapshots_only_when_there_are_some(fak
         assert dialog.x > 0 and dialog.y > 0
         await look(app, pilot, "export-choice")
         await press(pilot, app, "escape")
+
+
+async def test_details_tabs_by_left_and_right_and_the_snapshot_keys_as_the_footer(fake_env):  # noqa: F811
+    from textual.widgets import TabbedContent
+
+    from backends.fake import FakeBackend
+    from backends.models import Capability, Snapshot
+    from tui.widgets.details import DetailsPane, SnapshotTable
+
+    cfg, env, factory, backends = fake_env
+
+    class Snapshots(FakeBackend):
+        capabilities = FakeBackend.capabilities | {Capability.SNAPSHOTS}
+
+        async def list_snapshots(self, ref):
+            return [Snapshot(ref=ref, name="before")]
+
+        async def snapshot_counts(self, refs):
+            return {r: 1 for r in refs}
+
+    def make(remote, timeout):
+        plain = factory(remote, timeout)
+        backends[remote.name] = b = Snapshots(remote)
+        b.data = plain.data
+        return b
+
+    async with running((cfg, env, make, backends), size=(80, 24)) as (app, pilot):
+        select(app, "alpha:web1")
+        await press(pilot, app, "enter")  # the details pane
+        pane = app.screen.query_one(DetailsPane)
+        assert "←/→" in str(pane.border_subtitle)
+        for _ in range(3):  # into the pane with tab
+            if pane.has_focus_within:
+                break
+            await press(pilot, app, "tab")
+        assert pane.has_focus_within
+        tabs = pane.query_one(TabbedContent)
+        assert tabs.active == "tab-overview"
+        await press(pilot, app, "right")
+        assert tabs.active == "tab-snapshots"
+        await press(pilot, app, "tab")
+        assert isinstance(app.focused, SnapshotTable)
+        await press(pilot, app, "right")  # from inside the snapshot table too
+        assert tabs.active == "tab-config"
+        await press(pilot, app, "left")  # and from the config's scroll
+        assert tabs.active == "tab-snapshots"
+        assert isinstance(app.focused, SnapshotTable)
+        await settle(pilot, app)
+        # the tab's line names the keys the footer shows, in its words
+        note = str(pane.query_one("#snapshot-note").render())
+        footer = " ".join(screen_lines(app)[-1].split())
+        assert "del Delete snapshot" in footer
+        assert "del delete snapshot" in note and "d delete" not in note.replace("del", "")
+        await look(app, pilot, "details-snapshots")

@@ -13,24 +13,22 @@ from .context import Context
 
 
 async def read(backend: Backend, ref: InstanceRef) -> tuple[list[Snapshot], str]:
-    """The snapshots of ``ref`` and the line that explains the tab's keys and schedule.
+    """The snapshots of ``ref`` and the line that counts them and says the schedule (the
+    tab's keys are added by the pane, as the footer names them).
 
     Raises:
         BackendError: they cannot be listed.
     """
     snapshots = await backend.list_snapshots(ref)
-    text = f"{len(snapshots)} snapshot(s) · n new · enter restore · d delete"
-    caps = backend.capabilities
-    if Capability.SNAPSHOT_RENAME in caps:
-        text += " · m rename"
-    if Capability.SNAPSHOT_SCHEDULE in caps:
+    text = f"{len(snapshots)} snapshot(s)"
+    if Capability.SNAPSHOT_SCHEDULE in backend.capabilities:
         try:
             settings = await backend.snapshot_settings(ref)
         except BackendError:
             settings = {}
         schedule = settings.get("snapshots.schedule") or "none"
         expiry = settings.get("snapshots.expiry") or "never"
-        text += f" · schedule {schedule}, expiry {expiry} (e to edit)"
+        text += f" · schedule {schedule}, expiry {expiry}"
     return snapshots, text
 
 

@@ -12,8 +12,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.compose import compose
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Sparkline, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Sparkline, Static, TabbedContent, TabPane, Tabs
 
 from backends.errors import BackendError
 from backends.models import (
@@ -26,7 +27,7 @@ from backends.models import (
 )
 
 from .. import format as fmt
-from ..actions import Scope, bindings
+from ..actions import ACTIONS, Scope, bindings, offered
 from ..flows.snapshots import read as read_snapshots
 from ..services.inventory import Inventory
 from .plain import Plain
@@ -59,10 +60,30 @@ class UsageHistory:
         return True
 
 
-class SnapshotTable(DataTable):
+TAB_KEYS = [
+    Binding("left", "tab(-1)", "Previous tab", show=False),
+    Binding("right", "tab(1)", "Next tab", show=False),
+]
+"""←/→ anywhere in the details pane switch its tab (the tab bar does so itself)."""
+
+
+class _TabKeys:
+    """←/→ on a part of the details pane that would scroll sideways switch the tab."""
+
+    def action_tab(self, step: int) -> None:
+        pane = next((a for a in self.ancestors if isinstance(a, DetailsPane)), None)  # type: ignore
+        if pane is not None:
+            pane.action_tab(step)
+
+
+class TabScroll(_TabKeys, VerticalScroll):
+    BINDINGS = TAB_KEYS
+
+
+class SnapshotTable(_TabKeys, DataTable):
     """Snapshots of the selected instance."""
 
-    BINDINGS = bindings(Scope.SNAPSHOT, prefix="screen.")
+    BINDINGS = [*bindings(Scope.SNAPSHOT, prefix="screen."), *TAB_KEYS]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -101,6 +122,8 @@ class SnapshotTable(DataTable):
 class DetailsPane(Vertical):
     """Overview (text + sparklines) and snapshots of one instance."""
 
+    BINDINGS = TAB_KEYS
+
     DEFAULT_CSS = """
     DetailsPane {
         display: none;
@@ -116,7 +139,7 @@ class DetailsPane(Vertical):
         .spark-box { height: 3; margin-bottom: 1; }
         .spark-label { height: 1; color: $foreground-muted; }
         Sparkline { height: 2; }
-        #snapshot-note { height: 1; color: $foreground-muted; }
+        #snapshot-note { height: auto; color: $foreground-muted; }
         SnapshotTable { height: 1fr; }
     }
     """
@@ -146,6 +169,7 @@ class DetailsPane(Vertical):
         if self._built:
             return
         self._built = True
+        self.border_subtitle = "tab: into the pane · ←/→: its tabs"
         mounting = self.mount_all(compose(self, self._parts()))
 
         async def built() -> None:
@@ -199,10 +223,10 @@ class DetailsPane(Vertical):
                 yield Plain("", id="snapshot-note")
                 yield SnapshotTable(id="snapshots")
             with TabPane("Config", id="tab-config"):
-                with VerticalScroll():
+                with TabScroll():
                     yield Plain("", id="details-config")
             with TabPane("Events", id="tab-events"):
-                with VerticalScroll():
+                with TabScroll():
                     yield Plain("", id="details-events")
 
     def show_usage(self, history: UsageHistory | None) -> None:
@@ -415,7 +439,37 @@ class DetailsPane(Vertical):
             return
         if self.snapshots_of == ref:
             table.show(listed)
-            note.update(text)
+            keys = self.snapshot_keys(backend.capabilities)
+            note.update(f"{text} · {keys}" if keys else text)
+
+    def snapshot_keys(self, caps: frozenset[Capability]) -> str:
+        """The snapshots tab's keys as the footer names them: each snapshot action the
+        backend offers, with its key as bound now (a ``[keymap]`` change included)."""
+        table = self.query_one(SnapshotTable)
+        parts = []
+        for a in ACTIONS:
+            if a.scope is not Scope.SNAPSHOT or not a.key or not offered(a, caps):
+                continue
+            bound = next((b for bs in table._bindings.key_to_bindings.values() for b in bs
+                          if b.action == f"screen.{a.action}"), None)
+            if bound is not None:
+                parts.append(f"{self.app.get_key_display(bound)} {a.label.lower()}")
+        return " · ".join(parts)
+
+    TAB_ORDER = ("tab-overview", "tab-snapshots", "tab-config", "tab-events")
+
+    def action_tab(self, step: int) -> None:
+        """The next (1) or previous (-1) tab, its contents focused where they take keys."""
+        if not self._ready:
+            return
+        tabs = self.query_one(TabbedContent)
+        order = self.TAB_ORDER
+        tabs.active = order[(order.index(tabs.active) + step) % len(order)] \
+            if tabs.active in order else order[0]
+        target = {"tab-snapshots": SnapshotTable, "tab-config": "#tab-config TabScroll",
+                  "tab-events": "#tab-events TabScroll"}.get(tabs.active)
+        widget = self.query_one(target) if target else self.query_one(Tabs)
+        widget.focus()
 
     @on(TabbedContent.TabActivated, "#details-tabs")
     def _tab_activated(self) -> None:
