@@ -10,6 +10,7 @@ connections) through ``self.vms``:
 - ``limits.py``: vCPU hot-add, balloon, disk resize, IO throttling
 - ``snapshots.py``: offline (``qemu-img``) and live (snapshot jobs) snapshots
 - ``transfer.py``: export/import, clones, rename, description
+- ``vm_import/``: OVA/OVF, VirtualBox and libvirt VMs made into corral VMs
 - ``consoles.py``: serial console, VGA text screen and graphical screen
 
 Beside them: ``definition.py`` (a VM's ``vm.json`` and its QEMU command line),
@@ -30,11 +31,12 @@ from .limits import Limits
 from .machines import Machines, kvm_usable, runtime_root
 from .snapshots import Snapshots
 from .transfer import Transfer
+from .vm_import import Importer
 
 __all__ = ["QEMUBackend", "default_qemu_dir", "kvm_usable", "qemu_remote", "runtime_root"]
 
 
-class QEMUBackend(Lifecycle, Events, Create, Limits, Snapshots, Transfer, Consoles, Backend):
+class QEMUBackend(Lifecycle, Events, Importer, Create, Limits, Snapshots, Transfer, Consoles, Backend):
     """The VMs defined under one directory."""
 
     kind = "qemu"

@@ -200,6 +200,10 @@ class Create(Backend):
             CreateSource("pxe", "Empty VM, network boot (PXE)", type=vm,
                          detail="boots from the network through its NIC; the disk is new "
                                 "and empty"),
+            CreateSource("vm-import", "Import a VM… (OVA/OVF, VirtualBox, libvirt XML)",
+                         type=vm, needs_path=True,
+                         detail="an .ova, an OVF or VirtualBox machine folder, or a libvirt "
+                                "domain XML: its settings, and copies of its disks as qcow2"),
         ]
 
     async def create_options(self) -> CreateOptions:
@@ -219,6 +223,10 @@ class Create(Backend):
         if self.vms.dir(name).exists():
             return f"A VM named '{name}' already exists."
         return None
+
+    async def create_from_import(self, request: CreateRequest,
+                                 say: Callable[[str], None]) -> Instance:
+        raise NotImplementedError  # :class:`.vm_import.Importer`
 
     async def create_instance(self, request: CreateRequest,
                               progress: Callable[[str], None] | None = None) -> Instance:
@@ -247,6 +255,8 @@ class Create(Backend):
         if self.vms.dir(name).exists():
             raise Conflict(f"A VM named '{name}' already exists.")
         source = request.source
+        if source.kind == "vm-import":
+            return await self.create_from_import(request, say)  # see .vm_import
         options = dict(request.options)
         unknown = sorted(set(options) - set(self._CREATE_OPTIONS))
         if unknown:

@@ -47,9 +47,10 @@ def kernel_request(name, kernel, initrd, **kw):
 async def test_sources_options_and_names(qemu):
     assert Capability.CREATE in qemu.capabilities
     sources = {s.kind: s for s in await qemu.create_sources()}
-    assert list(sources) == ["disk-image", "iso", "kernel", "pxe"]
+    assert list(sources) == ["disk-image", "iso", "kernel", "pxe", "vm-import"]
     assert all(s.type is InstanceType.VM for s in sources.values())
-    assert [k for k, s in sources.items() if s.needs_path] == ["disk-image", "iso", "kernel"]
+    assert [k for k, s in sources.items() if s.needs_path] == ["disk-image", "iso", "kernel",
+                                                                "vm-import"]
     options = await qemu.create_options()
     assert options.networks == ("user", "none")  # no bridged NIC in a VM definition
     assert options.max_cpus == os.cpu_count() and not options.user_data

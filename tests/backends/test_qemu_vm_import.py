@@ -1,0 +1,207 @@
+"""Foreign VMs imported into the QEMU backend (backends/qemu/vm_import/): OVF descriptors
+as VirtualBox 7 and VMware write them, a VirtualBox machine folder and libvirt domain XML,
+with disks the test makes with qemu-img in every format, and OVAs tarred from them; what
+is understood and what is not mapped, in words; each disk converted into the new VM's
+qcow2 with the guest's data intact; nothing left after a refusal, a cancel or a full
+disk. One imported OVA really boots under TCG (tests/import_fixtures.py's SYSLINUX disk
+holding the lab's kernel and busybox initramfs) and its serial console answers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import import_fixtures as fx  # noqa: E402
+from qemu_guest import wait_serial  # noqa: E402
+
+from backends.errors import InvalidInput  # noqa: E402
+from backends.models import CreateRequest, CreateSource, InstanceStatus, InstanceType  # noqa: E402
+from backends.qemu.vm_import import libvirt_xml, ovf, vbox  # noqa: E402
+
+MiB = 1 << 20
+
+
+def same_data(qcow2: Path, raw: Path) -> bool:
+    return subprocess.run(["qemu-img", "compare", "-f", "qcow2", "-F", "raw", str(qcow2),
+                           str(raw)], capture_output=True).returncode == 0
+
+
+def leftovers(qemu) -> list[str]:
+    root = Path(qemu.remote.address)
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+# What the descriptors say ----------------------------------------------------------------
+
+def test_virtualbox7_ovf_is_understood():
+    d = ovf.describe(fx.vbox7_ovf("deb", [("deb-disk001.vmdk", 8 * MiB),
+                                          ("deb-disk002.vmdk", 4 * MiB)], cpus=2,
+                                  memory_mib=1024, macs=("080027A1B2C3", "080027000002"),
+                                  efi=True))
+    assert not d.problems, d.problems
+    assert (d.name, d.cpus, d.memory_mib, d.firmware, d.os_type) == (
+        "deb", 2, 1024, "uefi", "Debian_64")
+    assert [(r.file, r.format, r.capacity) for r in d.disks] == [
+        ("deb-disk001.vmdk", "vmdk", 8 * MiB), ("deb-disk002.vmdk", "vmdk", 4 * MiB)]
+    assert d.macs == ["08:00:27:a1:b2:c3", "08:00:27:00:00:02"]
+    words = " | ".join(d.unmapped)
+    for needle in ("USB", "sound", "CD/DVD", "SATA", "network card 2 (MAC 08:00:27:00:00:02)"):
+        assert needle in words, (needle, words)
+    assert "firmware: UEFI (OVMF)" in d.understood
+
+
+def test_vmware_ovf_is_understood():
+    d = ovf.describe(fx.vmware_ovf("web", [("web-disk1.vmdk", 16, 12345)], cpus=4,
+                                   memory_mib=2048))
+    assert not d.problems, d.problems
+    assert (d.name, d.cpus, d.memory_mib, d.firmware, d.os_type) == (
+        "web", 4, 2048, "uefi", "debian11_64Guest")
+    assert [(r.file, r.capacity, r.file_size) for r in d.disks] == [
+        ("web-disk1.vmdk", 16 << 30, 12345)]
+    assert d.macs == ["00:50:56:ab:cd:ef"]
+    words = " | ".join(d.unmapped)
+    assert "SCSI" in words and "virtio" in words and "VM Network" in words
+    assert "VmxNet3" in " ".join(d.understood)
+
+
+def test_vbox_file_is_understood():
+    d = vbox.describe(fx.vbox_file("vb", [("vb.vdi", "VDI"), ("data.vhd", "VHD")], cpus=2))
+    assert not d.problems, d.problems
+    assert [(r.file, r.format, r.where) for r in d.disks] == [
+        ("vb.vdi", "vdi", "SATA port 0"), ("data.vhd", "vpc", "SATA port 1")]
+    assert d.macs == ["08:00:27:d1:e2:f3"] and d.cpus == 2 and d.memory_mib == 256
+    words = " | ".join(d.unmapped)
+    assert "USB device filters (passthrough)" in words and "sound" in words
+
+
+def test_libvirt_domain_is_understood():
+    d = libvirt_xml.describe(fx.libvirt_domain(
+        "lv", [("/var/lib/libvirt/images/b.qcow2", "qcow2"),
+               ("/var/lib/libvirt/images/a.raw", "raw")], efi=True))
+    assert not d.problems, d.problems
+    assert (d.name, d.cpus, d.memory_mib, d.firmware) == ("lv", 2, 256, "uefi")
+    assert d.os_type == "http://debian.org/debian/12"
+    assert [(r.file, r.format) for r in d.disks] == [
+        ("/var/lib/libvirt/images/b.qcow2", "qcow2"), ("/var/lib/libvirt/images/a.raw", "raw")]
+    assert d.macs == ["52:54:00:6b:3c:58"]
+    words = " | ".join(d.unmapped)
+    for needle in ("SPICE-only display", "USB device passed through", "block disk sdb",
+                   "qxl", "sound", "USB redirection", "cdrom"):
+        assert needle in words, (needle, words)
+
+
+@pytest.mark.parametrize("parse", [ovf.describe, vbox.describe, libvirt_xml.describe])
+def test_entities_and_doctypes_are_refused(parse):
+    laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+              b'<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]>'
+              b'<domain><name>&lol2;</name></domain>')
+    external = (b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+                b'<domain><name>&x;</name></domain>')
+    for data in (laughs, external):
+        d = parse(data)
+        assert any("DOCTYPE" in p for p in d.problems), d.problems
+        assert not d.disks
+
+
+def test_huge_declared_sizes_are_refused():
+    d = ovf.describe(fx.vmware_ovf("big", [("big.vmdk", 1 << 40, 1)]))
+    assert any("more than the 64 TiB" in p for p in d.problems), d.problems
+    d = ovf.describe(fx.vbox7_ovf("big", [("a.vmdk", 1)], memory_mib=1 << 40))
+    assert any("MiB of memory" in p for p in d.problems), d.problems
+
+
+# Disks in every format, converted ----------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["vmdk", "vmdk-sparse", "vdi", "vhdx", "vpc", "raw"])
+async def test_every_disk_format_is_converted_with_its_data(qemu, tmp_path, fmt):
+    raw = fx.pattern_disk(tmp_path / "data.raw")
+    folder = tmp_path / "export"
+    folder.mkdir()
+    fx.convert(raw, folder / "vm-disk1.img", fmt)
+    descriptor = fx.vmware_ovf("conv", [("vm-disk1.img", 0, 0)], cpus=1, memory_mib=128,
+                               efi=False)
+    if fmt != "vmdk":  # the descriptor says what the file is
+        descriptor = descriptor.replace(fx.VMDK_FORMAT.encode(), {
+            "vmdk-sparse": b"http://www.vmware.com/interfaces/specifications/vmdk.html#sparse",
+            "vdi": b"http://www.virtualbox.org/vdi", "vhdx": b"urn:vhdx",
+            "vpc": b"http://go.microsoft.com/fwlink/?LinkId=137171#vhd",
+            "raw": b"http://example.org/raw"}[fmt])
+    (folder / "conv.ovf").write_bytes(descriptor)
+    said = []
+    plan = await qemu.plan_import(str(folder), said.append)
+    assert not plan.problems, plan.summary()
+    assert plan.disks[0].gated.format == fmt.split("-")[0]
+    assert plan.target_bytes > 0 and plan.free_bytes > plan.target_bytes
+    inst = await qemu.import_vm(plan, "conv", accel="tcg", progress=said.append)
+    assert inst.status is InstanceStatus.STOPPED
+    assert any(s.startswith("converting disk 1 of 1") for s in said), said
+    disk = Path(qemu.remote.address) / "conv" / "disk0.qcow2"
+    if fmt == "vpc":  # VHD rounds the size up to its geometry: the data are what counts
+        out = subprocess.run(["qemu-img", "dd", "-f", "qcow2", "-O", "raw", f"if={disk}",
+                              f"of={tmp_path / 'back.raw'}", f"count={8}", "bs=1M"],
+                             capture_output=True)
+        assert out.returncode == 0 and (tmp_path / "back.raw").read_bytes() == raw.read_bytes()
+    else:
+        assert same_data(disk, raw)
+    d = qemu.vms.definition("conv")
+    assert (d.disks, d.mac, d.firmware, d.network) == (
+        ["disk0.qcow2"], "00:50:56:ab:cd:ef", "bios", "user")
+    assert leftovers(qemu) == ["conv"]
+
+
+async def test_virtualbox_folder_with_two_disks_keeps_their_order(qemu, tmp_path):
+    folder = tmp_path / "VirtualBox VMs" / "vb"
+    folder.mkdir(parents=True)
+    first = fx.pattern_disk(tmp_path / "first.raw", 4 * MiB)
+    second = tmp_path / "second.raw"
+    second.write_bytes(b"second disk".ljust(2 * MiB, b"\0"))
+    fx.convert(first, folder / "vb.vdi", "vdi")
+    fx.convert(second, folder / "data.vhd", "vpc")
+    (folder / "vb.vbox").write_bytes(fx.vbox_file("vb", [("vb.vdi", "VDI"),
+                                                         ("data.vhd", "VHD")]))
+    plan = await qemu.plan_import(str(folder))
+    assert not plan.problems, plan.summary()
+    summary = "\n".join(plan.summary())
+    assert "disk 1: vb.vdi (SATA port 0) — vdi" in summary
+    assert "disk 2: data.vhd (SATA port 1) — vpc" in summary
+    assert "USB device filters (passthrough)" in summary
+    await qemu.import_vm(plan, "vb", accel="tcg")
+    d = qemu.vms.definition("vb")
+    assert d.disks == ["disk0.qcow2", "disk1.qcow2"] and d.mac == "08:00:27:d1:e2:f3"
+    assert "VirtualBox machine" in d.description and "Debian_64" in d.description
+    assert same_data(Path(qemu.remote.address) / "vb" / "disk0.qcow2", first)
+
+
+async def test_libvirt_domain_overlay_names_its_backing_file_and_is_flattened(qemu, tmp_path):
+    base = fx.pattern_disk(tmp_path / "base.raw", 4 * MiB)
+    overlay = tmp_path / "images" / "lv.qcow2"
+    overlay.parent.mkdir()
+    fx.qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", str(base), str(overlay))
+    xml = tmp_path / "lv.xml"
+    xml.write_bytes(fx.libvirt_domain("lv", [(str(overlay), "qcow2")], efi=True))
+    plan = await qemu.plan_import(str(xml))
+    assert not plan.problems, plan.summary()
+    summary = "\n".join(plan.summary())
+    assert f"its backing files {base} are copied in" in summary
+    assert "not mapped: a SPICE-only display" in summary
+    await qemu.import_vm(plan, "lv", accel="tcg")
+    directory = Path(qemu.remote.address) / "lv"
+    assert same_data(directory / "disk0.qcow2", base)
+    assert fx_backing(directory / "disk0.qcow2") is None
+    assert (directory / "OVMF_VARS.fd").is_file()
+    assert qemu.vms.definition("lv").firmware == "uefi"
+    assert overlay.exists() and base.exists()  # the original is left untouched
+
+
+def fx_backing(path: Path):
+    import json
+    out = subprocess.run(["qemu-img", "info", "--output=json", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out).get("backing-filename")
