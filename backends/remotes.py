@@ -1,4 +1,6 @@
-"""Read LXD and Incus remotes from the ``lxc`` / ``incus`` CLI configs, read-only.
+"""Read LXD and Incus remotes from the ``lxc`` / ``incus`` CLI configs, read-only, and the
+libvirt connections of this host (``qemu:///system`` when its socket is there, the
+``uri_aliases`` of ``~/.config/libvirt/libvirt.conf``).
 
 The files are read exactly as those tools write them (the README's "Configuration" lists every path): ``config.yml``
 beside ``client.crt``/``client.key``, pinned server certificates in ``servercerts/``, Incus
@@ -250,10 +252,12 @@ def _extra_remote(spec: Mapping[str, Any], source: str, out: Discovery) -> Remot
     if not name:
         out.problems.append(ConfigProblem(source, "a [[remote]] entry has no 'name'"))
         return None
+    if kind == "libvirt":
+        return _libvirt_remote(name, str(spec.get("uri") or address), source, out,
+                               read_only=bool(spec.get("read_only", False)))
     if kind not in ("lxd", "incus"):
-        out.problems.append(
-            ConfigProblem(source, f"remote '{name}': unknown kind '{kind}' (use lxd or incus)")
-        )
+        out.problems.append(ConfigProblem(
+            source, f"remote '{name}': unknown kind '{kind}' (use lxd, incus or libvirt)"))
         return None
     if not address:
         out.problems.append(ConfigProblem(source, f"remote '{name}' has no 'address'"))
@@ -275,6 +279,92 @@ def _extra_remote(spec: Mapping[str, Any], source: str, out: Discovery) -> Remot
         client_cert=p("client_cert"), client_key=p("client_key"), server_cert=p("server_cert"),
         source=source, read_only=bool(spec.get("read_only", False)), addresses=(address,),
     )
+
+
+# libvirt ---------------------------------------------------------------------------------
+
+LIBVIRT_SYSTEM_SOCKETS = ("/run/libvirt/virtqemud-sock", "/run/libvirt/libvirt-sock")
+"""Where a system libvirt (modular ``virtqemud`` or monolithic ``libvirtd``) listens."""
+
+
+def libvirt_system_socket(env: Mapping[str, str]) -> str | None:
+    """The socket of this host's ``qemu:///system``, when one is there."""
+    for path in LIBVIRT_SYSTEM_SOCKETS:
+        if _is_socket(path):
+            return path
+    return None
+
+
+def _is_socket(path: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _libvirt_remote(name: str, uri: str, source: str, out: Discovery, *,
+                    read_only: bool = False) -> Remote | None:
+    """A libvirt remote (``uri``: ``qemu:///system``, ``qemu+ssh://user@host/system``…);
+    one the binding cannot serve here keeps the reason as its problem."""
+    from urllib.parse import urlsplit
+
+    scheme = urlsplit(uri).scheme
+    if not uri or not scheme or "://" not in uri:
+        out.problems.append(ConfigProblem(
+            source, f"remote '{name}': a libvirt remote needs a uri such as "
+                    "qemu:///system or qemu+ssh://user@host/system"))
+        return None
+    from .libvirt import unavailable_reason
+
+    reason = unavailable_reason(load=False)
+    return Remote(name=name, kind="libvirt", address=uri, source=source, read_only=read_only,
+                  addresses=(uri,), problem=f"not connected: {reason}" if reason else None)
+
+
+def libvirt_aliases(path: Path, out: Discovery) -> dict[str, str]:
+    """``uri_aliases`` of a libvirt client config (``libvirt.conf``): name -> URI."""
+    import re
+
+    out.looked_in.append(str(path))
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        out.problems.append(ConfigProblem(str(path), f"cannot read it ({e.strerror or e})"))
+        return {}
+    text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    found = re.search(r"^\s*uri_aliases\s*=\s*\[(.*?)\]", text, re.S | re.M)
+    aliases = {}
+    for entry in re.findall(r'"([^"]*)"|\'([^\']*)\'', found.group(1)) if found else ():
+        alias, sep, target = (entry[0] or entry[1]).partition("=")
+        if sep and re.fullmatch(r"[A-Za-z0-9_.\-]+", alias) and "://" in target:
+            aliases[alias] = target
+        else:
+            out.problems.append(ConfigProblem(
+                str(path), f"uri_aliases entry {(entry[0] or entry[1])!r} is not NAME=URI"))
+    return aliases
+
+
+def libvirt_remotes(env: Mapping[str, str], out: Discovery) -> dict[str, Remote]:
+    """This host's ``qemu:///system`` (when its socket is there) and the ``uri_aliases`` of
+    the user's ``libvirt.conf``."""
+    found: dict[str, Remote] = {}
+    socket = libvirt_system_socket(env)
+    out.looked_in.extend(LIBVIRT_SYSTEM_SOCKETS)
+    if socket:
+        r = _libvirt_remote("libvirt", "qemu:///system", f"socket {socket}", out)
+        if r is not None:
+            found[r.name] = r
+    config = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config") / "libvirt"
+    conf = config / "libvirt.conf"
+    for alias, uri in libvirt_aliases(conf, out).items():
+        r = _libvirt_remote(alias, uri, str(conf), out)
+        if r is not None:
+            found[r.name] = r
+    return found
 
 
 def _own_files_checked(remote: Remote) -> Remote:
@@ -312,7 +402,8 @@ def discover(
         hidden: names of remotes to leave out.
 
     Returns:
-        The remotes (LXD first, then Incus, then corral's own), image sources and problems.
+        The remotes (LXD first, then Incus, libvirt, then corral's own), image sources and
+        problems.
     """
     env = os.environ if env is None else env
     out = Discovery()
@@ -321,6 +412,9 @@ def discover(
     merged: dict[str, Remote] = dict(lxd)
     for name, r in incus.items():
         shown = name if name not in merged else f"incus-{name}"
+        merged[shown] = replace(r, name=shown)
+    for name, r in libvirt_remotes(env, out).items():
+        shown = name if name not in merged else f"libvirt-{name}"
         merged[shown] = replace(r, name=shown)
     for spec, source in [*((s, added_source) for s in added),
                          *((s, extra_source) for s in extra)]:

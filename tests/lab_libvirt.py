@@ -95,7 +95,7 @@ GUEST_XML = """\
     <emulator>{emulator}</emulator>
     <serial type='pty'><target port='0'/></serial>
     <console type='pty'><target type='serial' port='0'/></console>
-    <memballoon model='none'/>
+    <memballoon model='none'/>{disk}
   </devices>
 </domain>
 """
@@ -119,10 +119,51 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def guest_xml(name: str, kernel: Path, initrd: Path, memory_mib: int = 128) -> str:
+def guest_xml(name: str, kernel: Path, initrd: Path, memory_mib: int = 128,
+              disk: Path | None = None) -> str:
     emulator = shutil.which("qemu-system-x86_64") or "/usr/bin/qemu-system-x86_64"
+    disk_xml = ("" if disk is None else
+                f"\n    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+                f"<source file='{disk}'/><target dev='vda' bus='virtio'/></disk>")
     return GUEST_XML.format(name=name, kernel=kernel, initrd=initrd, memory=memory_mib,
-                            emulator=emulator)
+                            emulator=emulator, disk=disk_xml)
+
+
+def session_lab(request) -> "LibvirtLab":
+    """The one private libvirt of this test session (started on first use, stopped at the
+    end, also on failure). A machine that cannot run it fails the test, never skips it."""
+    import pytest
+
+    config = request.config
+    lab = getattr(config, "_corral_libvirt_lab", None)
+    if isinstance(lab, LibvirtLab):
+        return lab
+    if isinstance(lab, str):
+        pytest.fail(lab, pytrace=False)
+    reason = unavailable_reason()
+    if reason:
+        config._corral_libvirt_lab = f"the private libvirt cannot run here: {reason}"
+        pytest.fail(config._corral_libvirt_lab, pytrace=False)
+    lab = LibvirtLab()
+    config.add_cleanup(lab.stop)
+    try:
+        lab.start()
+    except Exception as e:  # noqa: BLE001 - said in the failure
+        config._corral_libvirt_lab = f"the private libvirt failed to start: {e}"
+        pytest.fail(config._corral_libvirt_lab, pytrace=False)
+    config._corral_libvirt_lab = lab
+    return lab
+
+
+def define(lab: "LibvirtLab", xml: str) -> None:
+    """Define a domain on the lab's daemon (over its socket, as an admin would)."""
+    import libvirt
+
+    conn = libvirt.open(lab.unix_uri)
+    try:
+        conn.defineXML(xml)
+    finally:
+        conn.close()
 
 
 def _which(tool: str) -> str:
@@ -275,6 +316,9 @@ class LibvirtLab:
         return found
 
     def stop(self) -> None:
+        if self.daemon is not None and self.daemon.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.daemon.pid, signal.SIGCONT)  # a test may have stopped it
         for proc in (self.sshd, self.daemon):
             if proc is not None and proc.poll() is None:
                 proc.terminate()

@@ -40,6 +40,11 @@ address = "https://10.0.0.5:8443"
 client_cert = "~/.config/lxc/client.crt"
 client_key = "~/.config/lxc/client.key"
 server_cert = "~/lab.crt"
+
+[[remote]]                 # a libvirt connection (virt-manager's hosts)
+name = "server"
+kind = "libvirt"
+uri = "qemu+ssh://root@server/system?keyfile=~/.ssh/id_ed25519&known_hosts=~/.ssh/known_hosts"
 ```
 """
 

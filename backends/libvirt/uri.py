@@ -10,12 +10,15 @@ corral never lets a connection ask a person anything:
   (``qemu+libssh://``), which checks the host key against that file; corral's credential
   callback refuses every question it asks (accept an unknown key, a password, a
   passphrase), so a host that needs one is reported, never waited for.
+- ``~`` in ``keyfile=`` and ``known_hosts=`` is the user's home (libvirt wants absolute
+  paths).
 - ``known_hosts_verify`` is ``normal`` unless the URI says otherwise (never ``auto``: that
   would accept any new key).
 """
 
 from __future__ import annotations
 
+import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
@@ -36,6 +39,9 @@ def effective(uri: str) -> str:
     parts = urlsplit(uri)
     driver, transport = split_scheme(uri)
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for key in ("keyfile", "known_hosts"):
+        if query.get(key, "").startswith("~"):
+            query[key] = os.path.expanduser(query[key])
     if transport == "ssh" and query.get("known_hosts"):
         transport = "libssh"
     if transport == "ssh":
