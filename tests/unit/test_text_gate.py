@@ -213,9 +213,6 @@ PENDING = {
     ("tui/screens/main.py", 'yield Static("\\n".join(self.problems), id="problems", markup=False,'),
     ("tui/screens/main.py", 'yield Static("", id="remote-info", markup=False)'),
     ("tui/screens/main.py", 'yield Static("", id="activity", markup=False)'),
-    ("tui/screens/main.py", "box.border_title = Content(str(e))"),
-    ("tui/screens/main.py",
-     'yield Input(placeholder="filter: words, !not, status=running type=vm remote=…",'),
     ("tui/views/switching.py",
      'self.sub_title = f"view: {spec.title.lower()}{where}"  # type: ignore[attr-defined]'),
 }
