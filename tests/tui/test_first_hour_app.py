@@ -298,3 +298,33 @@ async def test_details_tabs_by_left_and_right_and_the_snapshot_keys_as_the_foote
         assert "del Delete snapshot" in footer
         assert "del delete snapshot" in note and "d delete" not in note.replace("del", "")
         await look(app, pilot, "details-snapshots")
+
+
+async def test_each_view_keeps_its_own_filter_and_gets_it_back(fake_env):  # noqa: F811
+    from tui.views.pane import ResourcePane
+
+    def view_names(app):
+        table = app.screen.query_one(ResourcePane).table
+        return {table.items[k].name for k in table.shown}
+
+    async with running(fake_env, size=(80, 24)) as (app, pilot):
+        await press(pilot, app, "slash", *"web", "enter")
+        assert set(table_rows(app)) == {"alpha:web1", "alpha:web2"}
+        await press(pilot, app, "colon", *"remotes", "enter")
+        assert box(app).value == "" and not box(app).has_class("-visible")
+        assert view_names(app) == {"alpha", "beta"}, "the view is not filtered by 'web'"
+        assert not app.screen.query_one("#empty").display, "no word about instances here"
+        await press(pilot, app, "slash", *"alp", "enter")
+        assert view_names(app) == {"alpha"}
+        await look(app, pilot, "view-filter")
+        await press(pilot, app, "colon", *"instances", "enter")
+        assert box(app).value == "web" and box(app).has_class("-visible")
+        assert set(table_rows(app)) == {"alpha:web1", "alpha:web2"}
+        assert app.screen.query_one(InstanceTable).border_title.startswith("Instances (2/5)")
+        await press(pilot, app, "colon", *"remotes", "enter")
+        assert box(app).value == "alp" and view_names(app) == {"alpha"}
+        # esc clears this view's filter, esc again goes back: the instances' filter is kept
+        await press(pilot, app, "escape", "escape")
+        assert app.screen.view_name == "instances"
+        assert box(app).value == "web"
+        assert set(table_rows(app)) == {"alpha:web1", "alpha:web2"}

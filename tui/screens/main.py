@@ -31,8 +31,7 @@ from ..actions import (
     palette_entries,
     why_not,
 )
-from ..format import external
-from ..filter import PLACEHOLDER, FilterError, Term, parse, why_empty
+from ..filter import PLACEHOLDER, Term
 from ..flows import held
 from ..flows.context import Context, Settings
 from ..services.inventory import Inventory
@@ -223,7 +222,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         marks = f" · {len(table.marked)} marked" if table.marked else ""
         _set_if_changed(table, "border_title", f"Instances ({count}){marks}")
         _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
-        self.empty.show(self.inventory, self.query_one("#filter", Input).value, table, shown)
+        self.empty.show(self.inventory, self.instance_filter_text(), table, shown)
 
     def _update_activity(self) -> None:
         parts = []
@@ -304,28 +303,6 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.apply_filter()
-
-    def apply_filter(self) -> None:
-        """Apply what the box says (now, not what a queued change said) to the view shown;
-        the box's title names what cannot be understood or hides every instance."""
-        box = self.query_one("#filter", Input)
-        text = box.value
-        if self.view_filter(text):
-            box.remove_class("-invalid")
-            box.border_title = None
-            return
-        try:
-            self.terms = parse(text)
-        except FilterError as e:
-            box.add_class("-invalid")
-            box.border_title = external(str(e))
-            return
-        box.remove_class("-invalid")
-        self.query_one(InstanceTable).sync(self.inventory, self.terms, None)
-        note = why_empty(self.terms, self.inventory.instances.values(), self.inventory.states) \
-            if self.terms and not self.query_one(InstanceTable).row_count else None
-        box.border_title = external(note) if note else None
-        self._update_titles()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:

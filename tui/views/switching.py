@@ -7,6 +7,8 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from ..actions import Action, Scope
+from ..filter import FilterError, parse, why_empty
+from ..format import external
 from ..widgets.footer import FittingFooter
 from .command import CommandLine
 from .pane import ResourcePane
@@ -23,6 +25,8 @@ class ViewSwitching:
 
     view_name: str = "instances"
     _details_were_open: bool = False
+    _filters: dict[str, str] | None = None
+    """The filter of each view left (its name: the text), given back when it is shown."""
 
     def offered_views(self) -> list[ViewSpec]:
         return offered(self.inventory)  # type: ignore[attr-defined]
@@ -39,8 +43,18 @@ class ViewSwitching:
     def show_view(self, name: str, parent: str = "") -> None:
         """Show view ``name`` (``instances``: the instance table)."""
         spec = BY_NAME[name]
+        box = self.query_one("#filter", Input)  # type: ignore[attr-defined]
+        filters = self._filters = self._filters if self._filters is not None else {}
+        filters[self.view_name] = box.value
+        text = filters.get(name, "")
         self.view_name = name
         pane = self.query_one(ResourcePane)  # type: ignore[attr-defined]
+        # the box says the filter of the view shown: set without a change message (which
+        # would come after the switch), applied below
+        with box.prevent(Input.Changed):
+            box.value = text
+        box.set_class(bool(text), "-visible")
+        empty = self.query_one("#empty")  # type: ignore[attr-defined]
         where = f" of {parent}" if parent else ""
         self.sub_title = f"view: {spec.title.lower()}{where}"  # type: ignore[attr-defined]
         # display flags, not a class on the screen: a screen class restyles every widget
@@ -50,15 +64,20 @@ class ViewSwitching:
         if name == "instances":
             pane.display = False
             instances.styles.clear_rule("display")  # the stylesheet decides again
+            empty.styles.clear_rule("display")
             if self._details_were_open:
                 details.add_class("-visible")
+            self.apply_filter()  # the instances' own filter, as it was left
             instances.focus()
         else:
             if instances.styles.get_rule("display") is None:  # coming from instances
                 self._details_were_open = details.has_class("-visible")
                 details.remove_class("-visible")
             instances.display = False
+            empty.display = False  # it speaks of the instances
             pane.display = True
+            self._filter_looks(None)
+            pane.set_filter(text)
             pane.show(spec, parent)
             pane.table.focus()
         self._footer_after_paint(pane.table if name != "instances" else instances)
@@ -103,12 +122,37 @@ class ViewSwitching:
                         f"{ref} (the {len(marked)} marked are left as they are).",
                         markup=False)
 
-    def view_filter(self, text: str) -> bool:
-        """Apply the filter to the resource view shown; False when the instances are."""
-        if not self.in_resource_view:
-            return False
-        self.query_one(ResourcePane).set_filter(text)  # type: ignore[attr-defined]
-        return True
+    def instance_filter_text(self) -> str:
+        """The instances' filter, whichever view is shown."""
+        if self.in_resource_view:
+            return (self._filters or {}).get("instances", "")
+        return self.query_one("#filter", Input).value  # type: ignore[attr-defined]
+
+    def apply_filter(self) -> None:
+        """Apply what the box says (now, not what a queued change said) to the view shown;
+        the box's title names what cannot be understood or hides every instance."""
+        text = self.query_one("#filter", Input).value  # type: ignore[attr-defined]
+        if self.in_resource_view:
+            self._filter_looks(None)
+            self.query_one(ResourcePane).set_filter(text)  # type: ignore[attr-defined]
+            return
+        try:
+            self.terms = parse(text)
+        except FilterError as e:
+            self._filter_looks(str(e), invalid=True)
+            return
+        table = self.query_one("#instances")  # type: ignore[attr-defined]
+        table.sync(self.inventory, self.terms, None)  # type: ignore[attr-defined]
+        inventory = self.inventory  # type: ignore[attr-defined]
+        self._filter_looks(why_empty(self.terms, inventory.instances.values(),
+                                     inventory.states) if self.terms and not table.row_count
+                           else None)
+        self._update_titles()  # type: ignore[attr-defined]
+
+    def _filter_looks(self, note: str | None, *, invalid: bool = False) -> None:
+        box = self.query_one("#filter", Input)  # type: ignore[attr-defined]
+        box.set_class(invalid, "-invalid")
+        box.border_title = external(note) if note else None
 
     def view_back(self) -> bool:
         """``esc`` in a resource view (nothing else to close): back to the instances, or
