@@ -56,8 +56,9 @@ from backends.models import (
     Snapshot,
 )
 
-KINDS = ["lxd", "incus", "lxc", "qemu", "fake"]
-SERVER = {"lxd": "lxd", "incus": "incus", "lxc": "lxc", "qemu": "qemu", "fake": "fake"}
+KINDS = ["lxd", "incus", "lxc", "qemu", "libvirt", "fake"]
+SERVER = {"lxd": "lxd", "incus": "incus", "lxc": "lxc", "qemu": "qemu", "libvirt": "libvirt",
+          "fake": "fake"}
 CORE = ("connect", "close", "list_instances", "get_instance", "get_states", "start", "stop",
         "restart", "freeze", "unfreeze", "delete")
 OPTIONAL = tuple(sorted({m for methods in CAPABILITY_METHODS.values() for m in methods}
@@ -319,11 +320,14 @@ class Subject:
     """Use one instance for everything (QEMU: booting is slow)."""
     events: EventLog | None = None
     made: dict[str, Instance] = field(default_factory=dict)
+    define: Callable[[str], Awaitable[Instance]] | None = None
+    """Make a (stopped) instance without ``create_instance`` (libvirt: defined by an admin)."""
 
     async def instance(self, role: str) -> Instance:
         if role not in self.made:
             name = f"ct-{role}-{uuid.uuid4().hex[:6]}"
-            inst = await self.backend.create_instance(await self.request(name))
+            inst = (await self.define(name) if self.define else
+                    await self.backend.create_instance(await self.request(name)))
             assert inst.name == name and inst.status is InstanceStatus.STOPPED, inst
             self.made[role] = inst
         return self.made[role]
@@ -464,6 +468,29 @@ async def _qemu_subject(request, stack: contextlib.AsyncExitStack, kind: str) ->
                    one_instance=True)
 
 
+async def _libvirt_subject(request, stack: contextlib.AsyncExitStack, kind: str) -> Subject:
+    import lab_libvirt
+
+    vlab = lab_libvirt.session_lab(request)
+    kernel, initrd = request.getfixturevalue("guest")
+    backend = get_backend(Remote(name="lv", kind="libvirt", address=vlab.ssh_uri()),
+                          timeout=10)
+    stack.push_async_callback(backend.close)
+    info = await backend.connect()
+
+    async def define(name: str) -> Instance:
+        await asyncio.to_thread(lab_libvirt.define, vlab,
+                                lab_libvirt.guest_xml(name, kernel, initrd))
+        return await backend.get_instance(InstanceRef(backend.remote.name, name))
+
+    async def no_request(name: str) -> CreateRequest:
+        raise AssertionError("libvirt domains are defined, not created, here")
+
+    # busybox init ignores the ACPI power button (see _qemu_subject)
+    return Subject(kind, backend, info, no_request, define=define, graceful_stop=False,
+                   one_instance=True)
+
+
 async def _fake_subject(request, stack: contextlib.AsyncExitStack, kind: str) -> Subject:
     backend = FakeBackend(Remote(name="fake", kind="fake", address="fake:"))
     stack.push_async_callback(backend.close)
@@ -479,7 +506,7 @@ async def _fake_subject(request, stack: contextlib.AsyncExitStack, kind: str) ->
 
 
 SETUPS = {"lxd": _lxd_subject, "incus": _lxd_subject, "lxc": _lxc_subject,
-          "qemu": _qemu_subject, "fake": _fake_subject}
+          "qemu": _qemu_subject, "libvirt": _libvirt_subject, "fake": _fake_subject}
 PARAMS = [pytest.param(k, marks=pytest.mark.lab) if k in ("lxd", "incus") else k
           for k in KINDS]
 
