@@ -205,3 +205,261 @@ def fx_backing(path: Path):
     out = subprocess.run(["qemu-img", "info", "--output=json", str(path)], capture_output=True,
                          text=True, check=True).stdout
     return json.loads(out).get("backing-filename")
+
+
+# OVAs ----------------------------------------------------------------------------------
+
+def vbox_ova(tmp_path: Path, raw: Path, name: str = "deb", **kw) -> Path:
+    """An OVA as VirtualBox 7 exports it: descriptor, stream-optimised VMDK, manifest."""
+    vmdk = fx.convert(raw, tmp_path / f"{name}-disk001.vmdk", "vmdk")
+    descriptor = fx.vbox7_ovf(name, [(vmdk.name, raw.stat().st_size)], **kw)
+    return fx.make_ova(tmp_path / f"{name}.ova", [(f"{name}.ovf", descriptor),
+                                                 (vmdk.name, vmdk)])
+
+
+async def test_imported_ova_boots_and_its_serial_console_answers(qemu, tmp_path):
+    ova = vbox_ova(tmp_path, fx.boot_disk(), cpus=1, memory_mib=256)
+    said = []
+    source = CreateSource("vm-import", "Import a VM…", value=str(ova), type=InstanceType.VM,
+                          needs_path=True)
+    inst = await qemu.create_instance(
+        CreateRequest(name="ova1", source=source, options={"accel": "tcg"}, start=True),
+        progress=said.append)
+    assert inst.status is InstanceStatus.RUNNING
+    assert any(s.startswith("unpacking the OVA") for s in said), said
+    assert any(s.startswith("converting disk 1 of 1 (vmdk)") for s in said), said
+    d = qemu.vms.definition("ova1")
+    assert (d.cpus, d.memory_mib, d.mac, d.boot) == (1, 256, "08:00:27:a1:b2:c3", "disk")
+    await wait_serial(qemu, "ova1", "corral-guest ready", timeout=90)
+    console = await asyncio.open_unix_connection(str(qemu.vms.run_dir("ova1") / "serial.sock"))
+    reader, writer = console
+    writer.write(b"\recho import-$((6*7))\r")
+    await writer.drain()
+    await wait_serial(qemu, "ova1", "import-42", timeout=30)
+    writer.close()
+    assert leftovers(qemu) == ["ova1"]  # the unpacked OVA is gone
+
+
+async def test_ova_summary_before_anything_is_made(qemu, tmp_path):
+    raw = fx.pattern_disk(tmp_path / "d.raw")
+    ova = vbox_ova(tmp_path, raw, macs=("080027A1B2C3",))
+    plan = await qemu.plan_import(str(ova))
+    try:
+        summary = plan.summary()
+        assert summary[0] == f"OVA: {ova}"
+        assert "understood: 1 CPU, 256 MiB of memory" in summary
+        assert any(line.startswith("disk order: disk 1: deb-disk001.vmdk (disk1) — vmdk, "
+                                   "8.0 MiB") for line in summary), summary
+        assert any("not mapped: a USB controller" in line for line in summary)
+        assert any(line.startswith("target size on disk: about") for line in summary)
+        assert not qemu.vms.names()
+    finally:
+        plan.close()
+    assert leftovers(qemu) == []
+
+
+def member_tweak(name: str, **changes):
+    def tweak(info):
+        if info.name == name:
+            for key, value in changes.items():
+                setattr(info, key, value)
+    return tweak
+
+
+@pytest.mark.parametrize("case", ["dotdot", "symlink", "device", "folder", "unnamed",
+                                  "not-first", "manifest", "extent", "backing", "href",
+                                  "huge-member", "size"])
+async def test_hostile_ovas_are_refused_in_words_and_leave_nothing(qemu, tmp_path, case):
+    raw = fx.pattern_disk(tmp_path / "d.raw", 2 * MiB)
+    vmdk = fx.convert(raw, tmp_path / "x-disk001.vmdk", "vmdk")
+    descriptor = fx.vbox7_ovf("x", [(vmdk.name, 2 * MiB)])
+    members: list = [("x.ovf", descriptor), (vmdk.name, vmdk)]
+    tweak, manifest = None, True
+    if case == "dotdot":
+        members.append(("../evil.vmdk", b"x"))
+        expect = "'../evil.vmdk', which leaves"
+    elif case == "symlink":
+        tweak = member_tweak(vmdk.name, type=b"2", linkname="/etc/shadow")
+        expect = "not a plain file"
+    elif case == "device":
+        tweak = member_tweak(vmdk.name, type=b"3", devmajor=8, devminor=0)
+        expect = "not a plain file"
+    elif case == "folder":
+        members.append(("sub/y.vmdk", b"x"))
+        expect = "in a folder"
+    elif case == "unnamed":
+        members.append(("extra.sh", b"#!/bin/sh\n"))
+        expect = "'extra.sh', which its descriptor does not name"
+    elif case == "not-first":
+        members.reverse()
+        expect = "not the .ovf descriptor"
+    elif case == "manifest":
+        members = [("x.ovf", descriptor), (vmdk.name, vmdk),
+                   ("x.mf", f"SHA256({vmdk.name}) = {'0' * 64}\n".encode())]
+        manifest = False
+        expect = "does not match its manifest"
+    elif case == "extent":  # a VMDK descriptor whose data are a host file
+        text = ('# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\n'
+                'createType="monolithicFlat"\nRW 4096 FLAT "/etc/passwd" 0\n').encode()
+        members = [("x.ovf", descriptor), (vmdk.name, text)]
+        expect = 'VMDK descriptor.*"/etc/passwd"'
+    elif case == "backing":  # a qcow2 that would read a host file
+        q = tmp_path / "x-disk001.qcow2"
+        fx.qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", "/etc/passwd", str(q))
+        members = [("x.ovf", descriptor.replace(fx.VMDK_FORMAT.encode(), b"qcow2")),
+                   (vmdk.name, q)]
+        expect = "refers to other files"
+    elif case == "href":
+        members = [("x.ovf", descriptor.replace(vmdk.name.encode(), b"../../etc/passwd"))]
+        expect = "not a file name inside the package"
+    elif case == "huge-member":  # the header declares more than the disk can hold
+        members = [("x.ovf", descriptor), (vmdk.name, b"")]
+        tweak = member_tweak(vmdk.name, size=1 << 50)
+        manifest = False
+        expect = "is 1024.0 TiB, more than the .* free"
+    else:  # the descriptor declares another file size than the package holds
+        descriptor = fx.vmware_ovf("x", [(vmdk.name, 0, 999)], efi=False)
+        members = [("x.ovf", descriptor), (vmdk.name, vmdk)]
+        expect = "the descriptor says .* is 999 bytes"
+    if case == "huge-member":
+        ova = huge_member_ova(tmp_path / "x.ova", descriptor, vmdk.name)
+    else:
+        ova = fx.make_ova(tmp_path / "x.ova", members, manifest=manifest, tweak=tweak)
+    with pytest.raises(InvalidInput, match=expect) as caught:
+        plan = await qemu.plan_import(str(ova))
+        try:
+            await qemu.import_vm(plan, "x", accel="tcg")
+        finally:
+            plan.close()
+    assert str(ova) in caught.value.message
+    assert leftovers(qemu) == [] and not qemu.vms.names()
+
+
+def huge_member_ova(path: Path, descriptor: bytes, name: str) -> Path:
+    """An OVA whose disk member's header says 1 PiB (the data never come)."""
+    import tarfile
+    head = tarfile.TarInfo("x.ovf")
+    head.size = len(descriptor)
+    disk = tarfile.TarInfo(name)
+    disk.size = 1 << 50
+    with open(path, "wb") as f:
+        f.write(head.tobuf(tarfile.GNU_FORMAT))
+        f.write(descriptor.ljust(-(-len(descriptor) // 512) * 512, b"\0"))
+        f.write(disk.tobuf(tarfile.GNU_FORMAT))  # nothing more: the header is all there is
+    return path
+
+
+async def test_folder_disks_outside_the_package_are_refused(qemu, tmp_path):
+    secret = tmp_path / "secret.img"
+    secret.write_bytes(b"secret".ljust(MiB, b"\0"))
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "link.vmdk").symlink_to(secret)
+    (folder / "a.ovf").write_bytes(fx.vmware_ovf("a", [("link.vmdk", 0, 0)], efi=False))
+    plan = await qemu.plan_import(str(folder))
+    assert any("outside the package" in p for p in plan.problems), plan.problems
+    with pytest.raises(InvalidInput, match="cannot be imported: .*outside the package"):
+        await qemu.import_vm(plan, "a")
+    vb = tmp_path / "vb"
+    vb.mkdir()
+    (vb / "vb.vbox").write_bytes(fx.vbox_file("vb", [("../secret.img", "RAW")]))
+    plan = await qemu.plan_import(str(vb))
+    plan.close()
+    assert any("leaves the machine folder" in p for p in plan.problems), plan.problems
+    assert leftovers(qemu) == []
+
+
+# Cancel and a full disk ------------------------------------------------------------------
+
+def busy_disk(path: Path, size: int) -> Path:
+    """A raw disk full of data (no zeros to skip): its conversion takes a while."""
+    block = os.urandom(MiB)
+    with open(path, "wb") as f:
+        for _ in range(size >> 20):
+            f.write(block)
+    return path
+
+
+def qemu_img_children() -> list[int]:
+    me = str(os.getpid())
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if "(qemu-img)" in stat and stat.rsplit(")", 1)[1].split()[1] == me:
+            found.append(int(pid))
+    return found
+
+
+async def test_cancelled_import_kills_qemu_img_and_leaves_nothing(qemu, tmp_path):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    busy_disk(folder / "big.img", 256 * MiB)
+    (folder / "big.ovf").write_bytes(fx.vmware_ovf("big", [("big.img", 0, 0)], efi=False)
+                                     .replace(fx.VMDK_FORMAT.encode(), b"raw"))
+    plan = await qemu.plan_import(str(folder))
+    started = asyncio.Event()
+
+    def said(text):
+        if text.startswith("converting disk 1 of 1"):
+            started.set()
+
+    task = asyncio.ensure_future(qemu.import_vm(plan, "big", accel="tcg", progress=said))
+    await asyncio.wait_for(started.wait(), 30)
+    assert qemu_img_children()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert qemu_img_children() == []
+    assert leftovers(qemu) == [] and not qemu.vms.names()
+    assert plan.disks[0].gated.fd == -1  # the plan is closed
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 24 MiB tmpfs: a disk that fills up."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def test_full_disk_is_said_before_and_during_and_leaves_nothing(tmp_path, small_fs,
+                                                                       monkeypatch):
+    from backends.local import qemu_remote
+    from backends.errors import OperationFailed
+    from backends.qemu import QEMUBackend
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", f"/tmp/cq-imp-{os.getpid()}")
+    qemu = QEMUBackend(qemu_remote(str(small_fs / "vms")), timeout=10)
+    await qemu.connect()
+    try:
+        folder = tmp_path / "pkg"
+        folder.mkdir()
+        busy_disk(folder / "big.img", 40 * MiB)
+        (folder / "big.ovf").write_bytes(fx.vmware_ovf("big", [("big.img", 0, 0)], efi=False)
+                                         .replace(fx.VMDK_FORMAT.encode(), b"raw"))
+        # the summary says it will not fit, and the import refuses before writing
+        plan = await qemu.plan_import(str(folder))
+        assert any("need about 40.3 MiB, but only 24.0 MiB are free" in p for p in plan.problems), plan.problems
+        with pytest.raises(InvalidInput, match="need about 40.3 MiB, but only 24.0 MiB are free"):
+            await qemu.import_vm(plan, "big", accel="tcg")
+        # an OVA too big to unpack is refused as its header comes, not after filling
+        ova = fx.make_ova(tmp_path / "big.ova", [
+            ("big.ovf", fx.vmware_ovf("big", [("big.vmdk", 0, 0)])),
+            ("big.vmdk", fx.convert(folder / "big.img", tmp_path / "big.vmdk", "vmdk"))])
+        with pytest.raises(InvalidInput, match="more than the .* free in"):
+            await qemu.plan_import(str(ova))
+        assert os.listdir(small_fs / "vms") == []
+        # the disk fills up during the conversion: said in words, nothing left
+        plan = await qemu.plan_import(str(folder))
+        monkeypatch.setattr(type(plan), "problems", property(lambda self: []))
+        plan.target_bytes = 0
+        with pytest.raises(OperationFailed, match="disk is full"):
+            await qemu.import_vm(plan, "big", accel="tcg")
+        assert os.listdir(small_fs / "vms") == []
+    finally:
+        await qemu.close()

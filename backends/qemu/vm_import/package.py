@@ -17,6 +17,7 @@ from ...archive import ArchiveRefused, Policy, shown
 from ...errors import InvalidInput
 from ...work import Worker
 from ..host_paths import NotRegular, open_regular
+from .plan import size_words
 from .xmlsafe import LIMIT
 
 OVA, OVF, VBOX, LIBVIRT = "OVA", "OVF", "VirtualBox machine", "libvirt domain"
@@ -111,8 +112,8 @@ class OVAPolicy(Policy):
         st = os.statvfs(self.into)
         free = st.f_bavail * st.f_frsize - RESERVE
         if member.size > free:
-            return (f"its member '{name}' is {member.size} bytes, more than the "
-                    f"{max(0, free)} bytes free in {self.into.parent}")
+            return (f"its member '{name}' is {size_words(member.size)}, more than the "
+                    f"{size_words(max(0, free))} free in {self.into.parent}")
         return None
 
     def keep(self, name: str) -> bool:

@@ -130,8 +130,8 @@ class ImportPlan:
 
     @property
     def problems(self) -> list[str]:
-        problems = list(self.described.problems)
-        if not self.disks:
+        problems = [p.rstrip(".") for p in self.described.problems]
+        if not self.disks and not problems:
             problems.append("it has no disk corral can import")
         if self.target_bytes > self.free_bytes:
             problems.append(f"its disks need about {_size(self.target_bytes)}, but only "
