@@ -225,7 +225,8 @@ async def test_yaml_edit_in_editor_and_concurrent_change(lab, lab_env, tmp_path,
     monkeypatch.setenv("CORRAL_TEST_LOG", str(log))
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in lab.lxd1._env().items()
                    if k in ("LXD_DIR", "LXD_CONF", "HOME"))
-    monkeypatch.setenv("CORRAL_TEST_SIDE", f"env {env} lxc profile set {prof} user.other=1")
+    # the hermetic LXD_SOCKET (no system daemon) would win over LXD_DIR
+    monkeypatch.setenv("CORRAL_TEST_SIDE", f"env -u LXD_SOCKET {env} lxc profile set {prof} user.other=1")
     try:
         async with lab_app(tmp_path, lab_env) as (app, pilot):
             await select_in_view(pilot, app, "profiles", "local", prof)
