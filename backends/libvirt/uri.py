@@ -19,7 +19,7 @@ corral never lets a connection ask a person anything:
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 
 def split_scheme(uri: str) -> tuple[str, str]:
@@ -52,8 +52,11 @@ def effective(uri: str) -> str:
             query["known_hosts_verify"] = "normal"
         query.pop("no_verify", None)  # the ssh program's option; libssh has its own
     scheme = f"{driver}+{transport}" if transport else driver
-    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(query, safe="/:,"),
-                       parts.fragment))
+    # by hand: urlunsplit drops the empty authority of qemu:///system
+    text = f"{scheme}://{parts.netloc}{parts.path}"
+    if query:
+        text += "?" + urlencode(query, safe="/:,")
+    return text + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def host_of(uri: str) -> str:
@@ -65,4 +68,4 @@ def host_of(uri: str) -> str:
 def redacted(uri: str) -> str:
     """``uri`` without its query (key file paths are not secrets, but long): for titles."""
     parts = urlsplit(uri)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
