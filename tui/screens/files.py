@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
 from textual.worker import Worker
 
 from backends import files
@@ -86,6 +87,8 @@ class FilesScreen(ModalScreen[None]):
         yield FittingFooter()
 
     def on_mount(self) -> None:
+        self.query_one("#files-title", PlainLabel).update(f"{self.ref}: {self.path}")
+        self.say(f"Listing {self.path}…")
         table = self.query_one(DataTable)
         table.add_column("Name", key="name", width=36)
         table.add_column("Size", key="size", width=10)
@@ -107,16 +110,47 @@ class FilesScreen(ModalScreen[None]):
                         exclusive=True, exit_on_error=False)
 
     async def _load(self, path: str, select: str, keep_status: bool = False) -> None:
+        # the path and a sign of work at once: a busy daemon may take seconds to answer
+        self.query_one("#files-title", PlainLabel).update(f"{self.ref}: {path}")
+        if not keep_status:
+            self.say(f"Listing {path}…")
+        if not select and path == self.path:
+            select = self._cursor_key()  # a reload keeps the cursor where it was
+        names_of = getattr(self.backend, "list_names", None)
+        stat = getattr(self.backend, "stat_files", None)
         try:
-            entries = await self.backend.list_files(self.ref, path)
+            if names_of is not None and stat is not None:
+                # the names in one round trip, shown; their details after
+                names = await names_of(self.ref, path)
+                self._show(path, [], select, pending=names)
+                if not keep_status:
+                    self.say(f"{len(names)} entries · reading their details…")
+                select = self._cursor_key() or select
+                entries = await stat(self.ref, path, names)
+            else:
+                entries = await self.backend.list_files(self.ref, path)
         except BackendError as e:
+            self.query_one("#files-title", PlainLabel).update(f"{self.ref}: {self.path}")
             self.say(e.message, error=True)
             return
-        if not select and path == self.path and self.selected is not None:
-            select = self.selected.path  # a reload keeps the cursor where it was
+        self._show(path, entries, select)
+        if not keep_status and (not self.transfer or not self.transfer.is_running):
+            self.say(f"{len(entries)} entries · enter opens · p pull · u push · e edit · "
+                     f"g go to a path")
+
+    def _cursor_key(self) -> str:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return ""
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return key if key and key != ".." else ""
+
+    def _show(self, path: str, entries: list[FileEntry], select: str, *,
+              pending: list[str] = ()) -> None:
+        """Fill the table with ``entries`` (and ``pending``: names whose details are not
+        read yet, shown as such and not acted on)."""
         self.path = path
         self.entries = {e.path: e for e in entries}
-        self.query_one("#files-title", PlainLabel).update(f"{self.ref}: {path}")
         table = self.query_one(DataTable)
         table.clear()
         if path != "/":
@@ -127,11 +161,13 @@ class FilesScreen(ModalScreen[None]):
             table.add_row(external(name), size, external(mode_text(entry)),
                           external(f"{entry.uid}:{entry.gid}"), external(entry.target),
                           key=entry.path)
-        if select and select in self.entries:
-            table.move_cursor(row=table.get_row_index(select))
-        if not keep_status and (not self.transfer or not self.transfer.is_running):
-            self.say(f"{len(entries)} entries · enter opens · p pull · u push · e edit · "
-                     f"g go to a path")
+        for name in pending:
+            table.add_row(external(name), "", "…", "", "", key=posixpath.join(path, name))
+        if select:
+            try:
+                table.move_cursor(row=table.get_row_index(select))
+            except RowDoesNotExist:  # not listed (any more): the cursor stays
+                pass
 
     @property
     def selected(self) -> FileEntry | None:
