@@ -100,7 +100,7 @@ def main() -> None:
                 rows.append((f"{label} (OVA, unpacked + manifest)", statistics.median(b),
                              statistics.median(c)))
         print(f"disk: {args.size} MiB virtual, half data; median of {args.n} runs")
-        print(f"{"source":50} {'bare qemu-img':>16} {'corral import':>16} {'ratio':>7}")
+        print(f"{'source':50} {'bare qemu-img':>16} {'corral import':>16} {'ratio':>7}")
         for label, b, c in rows:
             print(f"{label:50} {b:6.2f} s {args.size / b:5.0f} MiB/s "
                   f"{c:6.2f} s {args.size / c:5.0f} MiB/s {c / b:6.2f}x")
