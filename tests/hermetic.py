@@ -8,7 +8,7 @@ Three layers keep every test away from the host's own daemons and files:
    it to ``os.environ`` for every test and hands it out as the ``hermetic_env`` fixture.
 2. :class:`FakeHost` - the system defaults code falls back to when an environment names
    nothing (``/var/lib/lxd/unix.socket``, ``/run/incus/unix.socket``, ``/etc/lxd``,
-   ``/var/lib/lxc`` ...) are redirected under a session temp dir, so an environment built
+   ``/var/lib/lxc``, libvirt's ``/run/libvirt/*-sock`` ...) are redirected under a session temp dir, so an environment built
    by hand (``{"HOME": ...}``) cannot find a system LXD/Incus either. A test may put a daemon
    there to play "a host with a system LXD".
 3. :class:`Guard` - ``socket.socket.connect``/``connect_ex`` (which asyncio's unix and TCP
@@ -44,6 +44,7 @@ SYSTEM_SOCKETS = (
     "/var/lib/incus/unix.socket",
     "/run/incus/unix.socket",
     "/run/libvirt/libvirt-sock",
+    "/run/libvirt/virtqemud-sock",
     "/var/run/libvirt/libvirt-sock",
     "/run/libvirt/libvirt-sock-ro",
 )
@@ -115,6 +116,11 @@ class FakeHost:
             return flavour(kind, env, out, *args, **kwargs)
 
         patch.setattr(remotes, "_flavour", _flavour)
+        # libvirt's qemu:///system, found by its socket (libvirt connects from C: the
+        # socket guard cannot see it, so discovery must not find the host's)
+        if hasattr(remotes, "LIBVIRT_SYSTEM_SOCKETS"):
+            patch.setattr(remotes, "LIBVIRT_SYSTEM_SOCKETS",
+                          tuple(str(self.path(p)) for p in remotes.LIBVIRT_SYSTEM_SOCKETS))
         lxcpath = local.default_lxcpath
 
         def default_lxcpath() -> str:

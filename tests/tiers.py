@@ -7,7 +7,7 @@ the whole closure) - gets that fixture's kind markers and ``lab``; a test marked
 with a kind (``@pytest.mark.qemu`` for one that starts QEMU itself) gets ``lab`` too.
 
 :class:`SpawnWatch` keeps it honest at run time: a test without ``lab`` that starts a
-daemon or a guest (LXD, Incus, QEMU, the LXC tools) fails, naming the program and what to
+daemon or a guest (LXD, Incus, libvirt, QEMU, the LXC tools) fails, naming the program and what to
 do. It sees every ``subprocess.Popen`` of the pytest process (``subprocess.run`` and
 asyncio's subprocesses included), not what a child starts in turn.
 """
@@ -25,6 +25,7 @@ KINDS = {
     "qemu": "starts real QEMU (the test guest, under TCG)",
     "lxc": "starts LXC containers in a private lxcpath",
     "cluster": "forms a 3-member LXD or Incus cluster on loopback",
+    "libvirt": "starts the suite's private libvirtd (tests/lab_libvirt.py)",
 }
 
 STARTS: dict[str, tuple[str, ...]] = {
@@ -36,6 +37,7 @@ STARTS: dict[str, tuple[str, ...]] = {
     "qemu": ("qemu",),
     "lxc_path": ("lxc",),
     "open_lxcpath": ("lxc",),  # tests/backends/test_security_lxc_archives.py
+    "vlab": ("libvirt",),  # tests/backends/test_libvirt_*.py
 }
 """Fixture -> the kinds of daemon it starts. A new fixture that starts one belongs here."""
 
@@ -84,7 +86,7 @@ def daemon_program(args) -> str | None:
         if any(a in ("--version", "-version", "--help", "-help") for a in argv[1:]):
             return None
         return name
-    if name in ("lxd", "incusd") or name.startswith("lxc-"):
+    if name in ("lxd", "incusd", "libvirtd", "virtqemud") or name.startswith("lxc-"):
         return name
     return None
 
