@@ -278,6 +278,7 @@ class Inventory(Sampling, Listings):
                     # (Re)connected: list everything before applying the events that
                     # follow, so no stale listing overwrites a newer fetch.
                     self._set_state(name, ConnectionState.CONNECTED)
+                    self.members.read_now(name)  # a cluster's members with its rows
                     await self._list_until_done(name)
                     continue
             self._handle(name, event)

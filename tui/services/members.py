@@ -1,8 +1,9 @@
 """The members of every cluster remote, following the remotes' cluster events.
 
 Plain asyncio (no Textual), owned by the :class:`~tui.services.inventory.Inventory`: when a
-remote's backend reports a ``CLUSTER`` event (a member changed, or may have) or its events
-stream (re)connects, the remote's members are read again (bursts coalesced into one read),
+remote's backend reports a ``CLUSTER`` event (a member changed, or may have), the
+remote's members are read again (bursts coalesced into one read; at a (re)connect the
+inventory reads them beside the instances, so they come with the rows),
 and the inventory is told, so the remotes pane and the instance rows follow. A member whose
 state changed makes the remote's instances be listed again (those on an offline member are
 then shown as unknown, with the reason).
@@ -65,9 +66,15 @@ class ClusterMembers:
     def saw(self, remote: str, event: BackendEvent) -> None:
         """An event of ``remote``'s stream (the inventory passes cluster and connection
         events on)."""
-        if event.kind is EventKind.CLUSTER or (
-                event.kind is EventKind.CONNECTION and event.action == "connected"):
+        if event.kind is EventKind.CLUSTER:  # (at a connect the inventory reads them)
             self.refresh_soon(remote)
+
+    def read_now(self, remote: str) -> None:
+        """Read ``remote``'s members at once, beside what the caller does next (its
+        listing): the members and the Location column come with the rows."""
+        task = asyncio.ensure_future(self.refresh(remote))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def refresh_soon(self, remote: str) -> None:
         if remote in self._scheduled:
