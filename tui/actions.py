@@ -299,15 +299,42 @@ def menu_actions(ctx: Context) -> list[Action]:
             and (a.available is None or a.available(ctx))]
 
 
+ALSO_CALLED = {
+    "new": "launch, create", "delete": "remove", "limits": "resources, CPU, memory",
+    "console": "attach", "shell": "exec", "pause": "freeze, suspend",
+    "command": "profiles, networks, storage, volumes, projects, images, remotes",
+}
+"""Other words for an action, in its palette entry (a newcomer types "launch")."""
+
+
 def palette_entries(inventory: Inventory, run: Callable[..., None],
                     open_menu: Callable[[InstanceRef], None],
                     screen_action: Callable[[str], Callable[[], None]]
-                    ) -> list[tuple[str, str, Callable[[], None]]]:
-    """(text, help, callback) of every palette entry the action table allows now: the
-    instance verbs each instance allows, the remote actions each remote offers, and the
-    app-wide ones. ``run(action, ref=, remote=)`` runs a flow; ``open_menu(ref)`` opens
-    the actions menu; ``screen_action(name)`` is the screen's ``action_<name>``."""
-    out: list[tuple[str, str, Callable[[], None]]] = []
+                    ) -> list[tuple[str, str, Callable[[], None], bool]]:
+    """(text, help, callback, first) of every palette entry the action table allows now.
+
+    First (``first`` True) every action by its name, as its key does it (on the selected
+    instance, the selected remote): each action some remote offers, with its key and its
+    other words (:data:`ALSO_CALLED`); then the instance verbs each instance allows and the
+    remote actions each remote offers, by name ("Stop lab2:r1"). ``run(action, ref=,
+    remote=)`` runs a flow; ``open_menu(ref)`` opens the actions menu;
+    ``screen_action(name)`` is the screen's ``action_<name>``."""
+    out: list[tuple[str, str, Callable[[], None], bool]] = []
+    caps_anywhere: set[Capability] = set()
+    for backend in inventory.backends.values():
+        caps_anywhere |= backend.capabilities
+    for a in ACTIONS:
+        if a.scope not in (Scope.INSTANCE, Scope.REMOTE, Scope.VIEW) or \
+                not offered(a, frozenset(caps_anywhere)):
+            continue
+        text = a.palette if a.palette and "{" not in a.palette else a.label
+        also = ALSO_CALLED.get(a.name)
+        key = a.key.split(",")[0]
+        out.append((f"{text} ({also})" if also else text,
+                    a.help + (f" · key {key}" if key else ""),
+                    screen_action(a.action), True))
+    out.append(("Help: every key", "Every key and what it does, by section · key ?",
+                screen_action("help"), True))
     for ref in sorted(inventory.instances):
         caps = inventory.capabilities(ref)
         if inventory.statuses[ref.remote].state is not ConnectionState.CONNECTED:
@@ -317,17 +344,13 @@ def palette_entries(inventory: Inventory, run: Callable[..., None],
                 continue
             callback = partial(open_menu, ref) if a.flow is None else partial(run, a, ref=ref)
             out.append((a.palette.format(ref=ref), f"{a.help}: {ref.name} on remote "
-                        f"{ref.remote}", callback))
+                        f"{ref.remote}", callback, False))
     for name in sorted(inventory.backends):
         caps = inventory.remote_capabilities(name)
         for a in ACTIONS:
             if a.scope is Scope.REMOTE and "{remote}" in a.palette and offered(a, caps):
                 out.append((a.palette.format(remote=name), a.help,
-                            partial(run, a, remote=name)))
-    for a in ACTIONS:
-        if a.palette and "{" not in a.palette:
-            out.append((a.palette, a.help,
-                        partial(run, a) if a.flow else screen_action(a.action)))
+                            partial(run, a, remote=name), False))
     return out
 
 

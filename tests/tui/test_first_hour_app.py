@@ -328,3 +328,49 @@ async def test_each_view_keeps_its_own_filter_and_gets_it_back(fake_env):  # noq
         assert app.screen.view_name == "instances"
         assert box(app).value == "web"
         assert set(table_rows(app)) == {"alpha:web1", "alpha:web2"}
+
+
+async def palette_hits(pilot, app, query: str) -> list[str]:
+    """The palette's entries for ``query``, best first (the palette closed again)."""
+    from textual.command import CommandList
+
+    await press(pilot, app, "ctrl+p")
+    await pilot.press(*query)
+    await pilot.pause(0.6)
+    await settle(pilot, app)
+    found = app.screen.query_one(CommandList)
+    hits = [str(getattr(found.get_option_at_index(i).prompt, "plain",
+                        found.get_option_at_index(i).prompt)).split("\n")[0]
+            for i in range(found.option_count)]
+    await press(pilot, app, "escape")
+    return hits
+
+
+async def test_palette_finds_every_action_and_view_by_name_first(fake_env):  # noqa: F811
+    from backends.fake import FakeBackend
+    from backends.models import Capability
+
+    cfg, env, factory, backends = fake_env
+
+    class More(FakeBackend):
+        capabilities = FakeBackend.capabilities | {
+            Capability.SNAPSHOTS, Capability.CONSOLE, Capability.PROFILES}
+
+    def make(remote, timeout):
+        plain = factory(remote, timeout)
+        backends[remote.name] = b = More(remote)
+        b.data = plain.data
+        return b
+
+    async with running((cfg, env, make, backends), size=(100, 30)) as (app, pilot):
+        for query, first in (("snapshot", "Snapshot"), ("console", "Console"),
+                             ("help", "Help: every key"), ("launch", "New instance…"),
+                             ("limit", "Limits"), ("operations", "Operations"),
+                             ("profiles", "Profiles")):
+            hits = await palette_hits(pilot, app, query)
+            assert hits, f"no match for {query!r}"
+            assert hits[0].startswith(first), (query, hits[:5])
+        hits = await palette_hits(pilot, app, "profiles")
+        assert "Profiles view (:profiles)" in hits[:3], hits[:5]
+        hits = await palette_hits(pilot, app, "stop beta:db1")
+        assert hits[0] == "Stop beta:db1"

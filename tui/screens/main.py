@@ -417,10 +417,12 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         self.app.push_screen(ActionsMenu(ref, [(a.name, a.label, a.help) for a in actions]),
                              chosen)
 
-    def palette_commands(self) -> list[tuple[str, str, object]]:
-        """(text, help, callback) of every palette entry the action table allows now."""
-        return palette_entries(self.inventory, self.run_action, self.open_actions,
-                               lambda name: getattr(self, f"action_{name}"))
+    def palette_commands(self) -> list[tuple[str, str, object, bool]]:
+        """(text, help, callback, first) of every palette entry allowed now: the views and
+        the action table's entries."""
+        return self.view_palette_entries() + palette_entries(
+            self.inventory, self.run_action, self.open_actions,
+            lambda name: getattr(self, f"action_{name}"))
 
     def action_toggle_details(self) -> None:
         details = self.query_one(DetailsPane)

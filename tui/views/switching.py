@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
@@ -30,6 +32,13 @@ class ViewSwitching:
 
     def offered_views(self) -> list[ViewSpec]:
         return offered(self.inventory)  # type: ignore[attr-defined]
+
+    def view_palette_entries(self) -> list[tuple[str, str, object, bool]]:
+        """The palette's entry of each view ``:`` offers ("Networks view (:networks)")."""
+        return [(f"{spec.title} view (:{spec.name})",
+                 f"Show the {spec.title.lower()} of every remote" if spec.name != "instances"
+                 else "Back to the instance table", partial(self.show_view, spec.name), True)
+                for spec in self.offered_views()]
 
     def action_command(self) -> None:
         self.query_one(CommandLine).open()  # type: ignore[attr-defined]
