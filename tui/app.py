@@ -210,9 +210,12 @@ class CorralApp(App[None]):
                timeout: float | None = None, markup: bool = False) -> None:
         """Every notification is plain text (screens and widgets reach this too, with
         Textual's ``markup=True`` default): its words come from daemons, guests and users,
-        and a ``[`` in them must neither crash corral nor make a link."""
-        super().notify(message, title=title, severity=severity, timeout=timeout,
-                       markup=False)
+        and a ``[`` in them must neither crash corral nor make a link, nor a control
+        character reach the terminal (the one text gate, ``tui/format.py``)."""
+        from .format import printable
+
+        super().notify(printable(message, lines=True), title=printable(title),
+                       severity=severity, timeout=timeout, markup=False)
 
     def get_driver_class(self):
         """Textual's Linux driver with an input thread that sleeps while there is no
