@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkable
 
 from .cluster_verbs import ClusterVerbs
+from .create_preview import PreviewVerbs
 from .errors import Unsupported
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 from .screen import ScreenSession
@@ -44,7 +45,7 @@ from .models import (
 )
 
 
-class Backend(ResourceVerbs, ClusterVerbs, abc.ABC):
+class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, abc.ABC):
     """Base class of every backend (the verbs on profiles, networks, storage, projects and
     YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 

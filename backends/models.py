@@ -343,6 +343,12 @@ class CreateSource:
     needs_path: bool = False
     """The wizard must ask for the path of a file on this machine (``value`` is then what
     the user typed; the wizard checks that it exists)."""
+    preview: bool = False
+    """The wizard asks ``preview_source`` about it before the summary (see
+    :mod:`backends.create_preview`)."""
+    cancellable: bool = False
+    """A creation from it can be cancelled (also where ``CreateOptions.can_cancel`` is
+    not set)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,7 +201,7 @@ class Create(Backend):
                          detail="boots from the network through its NIC; the disk is new "
                                 "and empty"),
             CreateSource("vm-import", "Import a VM… (OVA/OVF, VirtualBox, libvirt XML)",
-                         type=vm, needs_path=True,
+                         type=vm, needs_path=True, preview=True, cancellable=True,
                          detail="an .ova, an OVF or VirtualBox machine folder, or a libvirt "
                                 "domain XML: its settings, and copies of its disks as qcow2"),
         ]

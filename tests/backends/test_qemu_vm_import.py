@@ -463,3 +463,27 @@ async def test_full_disk_is_said_before_and_during_and_leaves_nothing(tmp_path, 
         assert os.listdir(small_fs / "vms") == []
     finally:
         await qemu.close()
+
+
+async def test_wizard_preview_suggests_values_and_create_reuses_what_it_read(qemu, tmp_path):
+    ova = vbox_ova(tmp_path, fx.pattern_disk(tmp_path / "d.raw"), name="Deb_VM", cpus=2,
+                   memory_mib=384)
+    source = next(s for s in await qemu.create_sources() if s.kind == "vm-import")
+    assert source.preview and source.cancellable and source.needs_path
+    chosen = CreateSource(**{**{f: getattr(source, f) for f in source.__slots__},
+                             "value": str(ova)})
+    preview = await qemu.preview_source(chosen)
+    assert dict(preview.defaults) == {"name": "deb-vm", "cpus": "2", "memory": "384MiB"}
+    assert preview.lines[0] == f"OVA: {ova}" and not preview.problems
+    assert len([p for p in Path(qemu.remote.address).iterdir()]) == 1  # the unpacked OVA
+    said = []
+    inst = await qemu.create_instance(CreateRequest(name="deb-vm", source=chosen, cpus=1,
+                                                    memory=256 * MiB), said.append)
+    assert not any(s.startswith("unpacking") for s in said), said  # read once, at preview
+    d = qemu.vms.definition("deb-vm")
+    assert (d.cpus, d.memory_mib) == (1, 256) and inst.status is InstanceStatus.STOPPED
+    assert leftovers(qemu) == ["deb-vm"]
+    preview = await qemu.preview_source(chosen)
+    qemu.drop_preview(chosen)
+    assert preview.defaults["name"] == ""  # taken now
+    assert leftovers(qemu) == ["deb-vm"]

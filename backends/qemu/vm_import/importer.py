@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Callable
 
 from ...archive import ArchiveRefused
 from ...base import Backend
+from ...create_preview import SourcePreview
 from ...errors import BackendError, Conflict, InvalidInput, NeedsConfirmation, OperationFailed
-from ...models import CreateRequest, Instance, InstanceStatus
+from ...models import CreateRequest, CreateSource, Instance, InstanceStatus
 from ...work import in_thread
 from ..definition import VMDefinition, check_name
 from ..files import building, export_scratch, in_words
@@ -237,6 +239,28 @@ class Importer(Backend):
 
     def _plans(self) -> dict[str, ImportPlan]:
         return self.__dict__.setdefault("_import_plans", {})
+
+    async def preview_source(self, source: CreateSource,
+                             progress: Callable[[str], None] | None = None) -> SourcePreview:
+        """The wizard's summary of a ``vm-import`` source: the plan's lines, kept for the
+        ``create_instance`` that follows (:meth:`drop_preview` closes it)."""
+        if source.kind != "vm-import":
+            raise self._unsupported(f"preview a {source.kind} source")
+        path = os.path.abspath(os.path.expanduser(source.value.strip()))
+        self.drop_preview(source)
+        plan = await self.plan_import(path, progress)
+        self._plans()[path] = plan
+        d = plan.described
+        name = re.sub(r"[^a-z0-9-]+", "-", d.name.lower()).strip("-")[:63].strip("-")
+        return SourcePreview(tuple(plan.summary()), tuple(plan.problems), {
+            "name": name if name and not self.vms.dir(name).exists() else "",
+            "cpus": str(d.cpus), "memory": f"{d.memory_mib}MiB"})
+
+    def drop_preview(self, source: CreateSource) -> None:
+        path = os.path.abspath(os.path.expanduser(source.value.strip()))
+        plan = self._plans().pop(path, None)
+        if plan is not None:
+            plan.close()
 
     async def create_from_import(self, request: CreateRequest,
                                  say: Callable[[str], None]) -> Instance:
