@@ -18,7 +18,9 @@ from backends.base import ConsoleSession
 from backends.fake import FakeBackend
 from backends.models import Capability, InstanceStatus, InstanceType, Remote
 from tui.app import make_app
+from tui.screens.add_remote import AddRemoteDialog
 from tui.screens.dialogs import ConfirmDialog
+from tui.screens.limits import LimitsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.screens.tables import OperationsScreen
@@ -85,7 +87,8 @@ async def test_keys_after_a_dialog_key_go_to_the_dialog(fake_env):
     backends = fake_env[3]
     async with running(fake_env) as (app, pilot):
         for key, screen in (("d", ConfirmDialog), ("w", OperationsScreen),
-                            ("?", HelpScreen), ("N", WizardScreen)):
+                            ("?", HelpScreen), ("N", WizardScreen), ("L", LimitsScreen),
+                            ("+", AddRemoteDialog)):
             select(app, "alpha:web1")
             await settle(pilot, app)
             row = cursor(app)
