@@ -374,3 +374,57 @@ async def test_palette_finds_every_action_and_view_by_name_first(fake_env):  # n
         assert "Profiles view (:profiles)" in hits[:3], hits[:5]
         hits = await palette_hits(pilot, app, "stop beta:db1")
         assert hits[0] == "Stop beta:db1"
+
+
+async def test_remotes_pane_keys_reconnect_report_words_and_read_only(fake_env):  # noqa: F811
+    from tui.views.pane import ResourcePane
+    from tui.widgets.remote_list import RemoteList
+
+    from backends.errors import NotResponding
+    from backends.fake import FakeBackend
+
+    cfg, env, factory, backends = fake_env
+    cfg.write_text(cfg.read_text() + '[remotes]\nread_only = ["alpha"]\n')
+
+    class Flaky(FakeBackend):
+        refuse = 0
+
+        async def connect(self):
+            if Flaky.refuse:
+                Flaky.refuse -= 1
+                raise NotResponding(f"'{self.remote.name}' is not responding.")
+            return await super().connect()
+
+    def make(remote, timeout):
+        plain = factory(remote, timeout)
+        backends[remote.name] = b = Flaky(remote)
+        b.data = plain.data
+        return b
+
+    async with running((cfg, env, make, backends), size=(120, 30)) as (app, pilot):
+        await press(pilot, app, "1")  # the remotes pane
+        remotes = app.screen.query_one(RemoteList)
+        assert remotes.has_focus
+        footer = " ".join(screen_lines(app)[-1].split())
+        for key in ("R Reconnect", "+ Add remote", "- Remove remote"):
+            assert key in footer, footer
+        assert str(remotes.get_row("alpha")[2]).strip() == "read-only"
+        assert str(remotes.get_row("beta")[2]).strip() == "connected"
+        await look(app, pilot, "remotes-pane")
+        remotes.move_cursor(row=1)  # beta; its next connection fails
+        Flaky.refuse = 1
+        await press(pilot, app, "R")
+        for _ in range(20):
+            await pilot.pause(0.05)
+        said = [n.message for n in app._notifications]
+        assert any(m.startswith("beta: still no answer") for m in said), said
+        await press(pilot, app, "R")
+        for _ in range(20):
+            await pilot.pause(0.05)
+        said = [n.message for n in app._notifications]
+        assert "beta: connected." in said, said
+        # the :remotes view says the pane's words
+        await press(pilot, app, "colon", *"remotes", "enter")
+        table = app.screen.query_one(ResourcePane).table
+        states = {table.items[k].name: table.items[k].cell("state") for k in table.shown}
+        assert states == {"alpha": "read-only", "beta": "connected"}

@@ -35,6 +35,7 @@ from ..filter import PLACEHOLDER, Term
 from ..flows import held
 from ..flows.context import Context, Settings
 from ..services.inventory import Inventory
+from ..services.status import RetryReports
 from ..widgets.colors import theme_colors
 from ..widgets.console_dock import ConsoleDock
 from ..widgets.empty_state import EmptyState
@@ -102,6 +103,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         self._sample_soon_scheduled = False
         self._ready = False  # once mounted; changes before that are shown by on_mount
         self._bindings_key: tuple | None = None
+        self.retries = RetryReports()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -153,6 +155,8 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
 
     def inventory_changed(self, remote: str, refs: set[InstanceRef] | None) -> None:
         """Called by the app for every inventory change; coalesced into one update."""
+        if refs is None and (said := self.retries.changed(self.inventory.statuses[remote])):
+            self.notify(said[0], severity=said[1], markup=False)  # type: ignore[arg-type]
         if remote in self._dirty and self._dirty[remote] is None:
             pass
         elif refs is None:
@@ -453,7 +457,8 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         name = remotes.selected_remote if remotes.has_focus or ref is None else ref.remote
         if name:
             self.inventory.retry(name)
-            self.notify(f"Reconnecting {name}…")
+            self.retries.asked(name)  # its outcome is said when the attempt ends
+            self.notify(f"Reconnecting {name}…", markup=False)
 
     def action_refresh(self) -> None:
         async def list_again(name: str) -> None:

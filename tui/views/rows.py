@@ -12,7 +12,7 @@ from typing import Any
 from backends.models import ImageInfo, Operation, Resource, ResourceKind
 
 from .. import format as fmt
-from ..services.status import RemoteStatus
+from ..services.status import RemoteStatus, state_word
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def from_operation(remote: str, op: Operation) -> Row:
 def from_status(status: RemoteStatus) -> Row:
     r = status.remote
     info = status.server
-    cells = (("kind", r.kind), ("state", status.state.value),
+    cells = (("kind", r.kind), ("state", state_word(status)),
              ("project", r.project), ("address", r.address),
              ("server", f"{info.server} {info.version}".strip() if info else ""),
              ("message", status.message))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from rich.style import Style
 from rich.text import Text
@@ -12,18 +13,13 @@ from backends.models import ConnectionState, InstanceStatus
 from backends.remotes import remote_warnings
 
 from ..format import external, external_text
+from ..actions import ACTIONS
 from ..services.inventory import Inventory, RemoteStatus
+from ..services.status import STATE_WORDS, state_word
 from .colors import theme_colors
 from .member_rows import STATE_VAR, describe_member, member_cells, member_key, split_key
 
-LABELS = {
-    ConnectionState.CONNECTED: "connected",
-    ConnectionState.CONNECTING: "connecting",
-    ConnectionState.DISCONNECTED: "offline",
-    ConnectionState.NOT_RESPONDING: "no answer",
-    ConnectionState.UNTRUSTED: "untrusted",
-    ConnectionState.ERROR: "error",
-}
+LABELS = STATE_WORDS
 """Short state words for the narrow pane; the full reason is shown below the table."""
 
 _STATE_VAR = {
@@ -37,7 +33,11 @@ _STATE_VAR = {
 
 
 class RemoteList(DataTable):
-    """One row per remote; the selected remote's problem is shown below the table."""
+    """One row per remote; the selected remote's problem is shown below the table. With
+    the focus here, the footer shows the remotes' keys (reconnect, add, remove)."""
+
+    BINDINGS = [replace(a, show=True).binding("screen.") for a in ACTIONS
+                if a.name in ("retry", "add-remote", "remove-remote")]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", show_header=True, cell_padding=0)
@@ -164,7 +164,7 @@ class RemoteList(DataTable):
                     self._rendered.pop(name, None)
                 continue
             kind = (st.server.server if st.server else st.remote.kind)
-            label = LABELS[st.state]
+            label = state_word(st)
             if st.state is ConnectionState.CONNECTED and st.operations:
                 label = f"busy ({len(st.operations)})"
             stale = not st.listed and st.cached_at is not None
