@@ -111,7 +111,7 @@ class CorralApp(App[None]):
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
             if self.keys.admit(event) and self._screen_stack:  # (none: quitting)
                 await super().on_event(event)
-                self.keys.dispatched()
+                self.keys.dispatched(event)
             return
         await super().on_event(event)
 

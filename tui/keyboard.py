@@ -85,11 +85,28 @@ class KeyGate:
         self._queue.append(event)
         return False
 
-    def dispatched(self) -> None:
-        """The app has handled the key it was told to: settle, then the next one."""
+    def dispatched(self, event: events.Event | None = None) -> None:
+        """The app has handled the key it was told to: settle, then the next one (at once
+        after text typed into a text box or a console: that moves nothing)."""
+        if event is not None and self._typed_text(event) and not self._queue \
+                and not self._holds and (self._task is None or self._task.done()):
+            self._busy = False
+            return
         self._busy = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    def _typed_text(self, event: events.Event) -> bool:
+        """A printable key (or a paste) that the focused text box or console takes as
+        text: it cannot move the focus nor open anything, so the next key needs no wait
+        (a paste typed as keys would otherwise wait a settling per key)."""
+        if isinstance(event, events.Key) and not event.is_printable:
+            return False
+        from textual.widgets import Input, TextArea
+
+        from .widgets.view_messages import ConsoleView
+
+        return isinstance(self._app.focused, (Input, TextArea, ConsoleView))
 
     def open(self) -> None:
         """The UI is ready for keys (the main screen is up): those typed so far go now."""
@@ -115,17 +132,22 @@ class KeyGate:
 
     async def _pump(self) -> None:
         try:
+            settle = True
             while not self._closing:
-                await self.settle()
+                if settle:
+                    await self.settle()
+                settle = True
                 if self._holds:
                     await self._wait_holds()
                     continue
                 if not self._queue:
                     break
                 released = _again(self._queue.popleft(), self._app)
+                text = self._typed_text(released)  # (the focus it goes to, now)
                 self._app.post_message(released)
                 # The app handles it and calls dispatched(); settle after it
                 await self._handled(released)
+                settle = not text  # text into a text box: the next key at once, in order
         except Exception:  # noqa: BLE001 - never leave the keyboard shut
             log.exception("key gate")
             self._queue.clear()
