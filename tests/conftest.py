@@ -177,16 +177,16 @@ def _socket_guard(fake_host):
 
 @pytest.fixture(autouse=True)
 def hermetic_env(_socket_guard, tmp_path, tmp_path_factory, monkeypatch):
-    """The one hermetic environment, applied to ``os.environ`` for every test and returned
-    for app and backend set-ups: HOME, XDG_*, the lxc/incus CLI configs, sockets and global
-    configs all inside the test's temp dirs; nothing of the developer's own (corral config,
-    Textual devtools, LXD_DIR/INCUS_DIR, libvirt URI)."""
+    """The one hermetic environment (tests/hermetic.py), returned for app and backend
+    set-ups, and in ``os.environ`` for every test: HOME and XDG_RUNTIME_DIR in temp dirs,
+    LXD_DIR/INCUS_DIR where no daemon is; nothing of the developer's own (XDG dirs, CLI
+    config and socket variables, corral config, Textual devtools, a libvirt URI)."""
     runtime = hermetic.runtime_dir()
     env = hermetic.environment(tmp_path_factory.mktemp("home"), runtime)
     for var in (*hermetic.HOST_VARS, "TEXTUAL", "TEXTUAL_DEVTOOLS_PORT"):
         monkeypatch.delenv(var, raising=False)
-    for var, value in env.items():
-        monkeypatch.setenv(var, value)
+    for var in hermetic.OS_VARS:
+        monkeypatch.setenv(var, env[var])
     monkeypatch.setenv("CORRAL_CONFIG_FILE", str(tmp_path / "no-corral-config.toml"))
-    yield dict(os.environ)
+    yield {**os.environ, **env}
     shutil.rmtree(runtime, ignore_errors=True)

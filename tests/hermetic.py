@@ -3,9 +3,11 @@
 Three layers keep every test away from the host's own daemons and files:
 
 1. :func:`environment` - the one environment for app and backend set-ups: ``HOME``, every
-   ``XDG_*`` directory, the ``lxc``/``incus`` CLI config dirs, their sockets and their global
-   config dirs all name paths inside the test's own temp dirs. ``tests/conftest.py`` applies
-   it to ``os.environ`` for every test and hands it out as the ``hermetic_env`` fixture.
+   ``XDG_*`` directory, the LXD/Incus daemon dirs and their global config dirs all name
+   paths inside the test's own temp dirs (the ``lxc``/``incus`` CLI configs follow ``HOME``).
+   ``tests/conftest.py`` hands it out as the ``hermetic_env`` fixture and puts ``HOME``,
+   ``XDG_RUNTIME_DIR``, ``LXD_DIR`` and ``INCUS_DIR`` of it into ``os.environ`` for every
+   test, with every other such variable of the host removed.
 2. :class:`FakeHost` - the system defaults code falls back to when an environment names
    nothing (``/var/lib/lxd/unix.socket``, ``/run/incus/unix.socket``, ``/etc/lxd``,
    ``/var/lib/lxc``, libvirt's ``/run/libvirt/*-sock`` ...) are redirected under a session temp dir, so an environment built
@@ -55,8 +57,10 @@ LAB_PREFIXES = ("corral-lab-", "corral-lxd-cluster-", "corral-incus-cluster-", "
 def environment(home: Path, runtime: Path) -> dict[str, str]:
     """Every variable that says where corral and the CLIs look, inside ``home``/``runtime``.
 
-    The sockets and global config dirs named here do not exist: a test that wants a daemon
-    passes its own environment (``lab.env()``)."""
+    The daemon dirs and global config dirs named here do not exist: a test that wants a
+    daemon passes its own environment (``lab.env()``), or overrides ``LXD_DIR`` (a
+    variable that loses to nothing else here, so ``{**env, "LXD_DIR": d}`` reaches ``d``).
+    The CLI config dirs follow ``HOME`` and ``XDG_CONFIG_HOME`` by the CLIs' own rules."""
     nowhere = home / "no-system"
     return {
         "HOME": str(home),
@@ -65,18 +69,23 @@ def environment(home: Path, runtime: Path) -> dict[str, str]:
         "XDG_STATE_HOME": str(home / ".local" / "state"),
         "XDG_CACHE_HOME": str(home / ".cache"),
         "XDG_RUNTIME_DIR": str(runtime),
-        "LXD_CONF": str(home / ".config" / "lxc"),
-        "INCUS_CONF": str(home / ".config" / "incus"),
-        "LXD_SOCKET": str(nowhere / "lxd.socket"),
-        "INCUS_SOCKET": str(nowhere / "incus.socket"),
+        "LXD_DIR": str(nowhere / "lxd"),
+        "INCUS_DIR": str(nowhere / "incus"),
         "LXD_GLOBAL_CONF": str(nowhere / "etc-lxd"),
         "INCUS_GLOBAL_CONF": str(nowhere / "etc-incus"),
     }
 
 
-# variables of the host that must not leak into a test (``environment`` sets its own)
+OS_VARS = ("HOME", "XDG_RUNTIME_DIR", "LXD_DIR", "INCUS_DIR")
+"""What of :func:`environment` goes into ``os.environ`` for every test. The rest follows
+from ``HOME`` there, so ``{**os.environ, "HOME": x}`` still means "the CLIs' configs under
+x", as it did before the hermetic environment; the fake host covers the global configs."""
+
+# variables of the host that must not leak into a test
 HOST_VARS = ("LXD_DIR", "INCUS_DIR", "LXD_SOCKET", "INCUS_SOCKET", "LXD_CONF", "INCUS_CONF",
-             "LXD_GLOBAL_CONF", "INCUS_GLOBAL_CONF", "LIBVIRT_DEFAULT_URI")
+             "LXD_GLOBAL_CONF", "INCUS_GLOBAL_CONF", "LIBVIRT_DEFAULT_URI", "XDG_CONFIG_HOME",
+             "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_DIRS",
+             "XDG_DATA_DIRS")
 
 
 def runtime_dir() -> Path:

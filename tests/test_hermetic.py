@@ -154,15 +154,21 @@ def test_a_connection_from_a_thread_fails_the_test_too(fake_host, _socket_guard)
 
 
 def test_environment_names_nothing_of_the_host(hermetic_env, fake_host):
-    """os.environ during a test names only temp dirs; a hand-built environment's defaults
+    """os.environ during a test names only temp dirs (and an LXD_DIR that a test's own
+    ``{**os.environ, "LXD_DIR": d}`` overrides); a hand-built environment's defaults
     are the fake host's, not the real system's (looked up at call time: the fake host
     patches the module attributes)."""
-    for var in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
-                "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "LXD_CONF", "INCUS_CONF",
-                "LXD_SOCKET", "INCUS_SOCKET"):
+    for var in hermetic.OS_VARS:
         assert os.environ[var] == hermetic_env[var]
         assert os.environ[var].startswith("/tmp/"), (var, os.environ[var])
-    assert "LXD_DIR" not in os.environ and "INCUS_DIR" not in os.environ
+    for var in hermetic.HOST_VARS:
+        if var not in hermetic.OS_VARS:
+            assert var not in os.environ, var
+    for var, value in hermetic_env.items():
+        if var.startswith(("XDG_", "LXD_", "INCUS_")) or var == "HOME":
+            assert value.startswith("/tmp/"), (var, value)
+    assert not os.path.exists(os.environ["LXD_DIR"]) and not os.path.exists(os.environ["INCUS_DIR"])
+    assert [r.name for r in discover(os.environ).remotes] == []
     bare = {"HOME": hermetic_env["HOME"]}
     root = str(fake_host.root) + "/"
     assert remotes.lxd_socket_path(bare).startswith(root)
