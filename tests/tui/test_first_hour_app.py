@@ -428,3 +428,13 @@ async def test_remotes_pane_keys_reconnect_report_words_and_read_only(fake_env):
         table = app.screen.query_one(ResourcePane).table
         states = {table.items[k].name: table.items[k].cell("state") for k in table.shown}
         assert states == {"alpha": "read-only", "beta": "connected"}
+
+
+async def test_footer_keeps_help_filter_new_and_quit_at_any_width(fake_env):  # noqa: F811
+    for size in ((80, 24), (60, 15), (200, 50)):
+        async with running(fake_env, size=size) as (app, pilot):
+            footer = " ".join(screen_lines(app)[-1].split())
+            for key in ("? Help", "/ Filter", "N New", "q Quit"):
+                assert key in footer, (size, footer)
+            if size == (60, 15):
+                await look(app, pilot, "footer")

@@ -1,6 +1,6 @@
 """The footer: rebuilt only when the keys it shows change, and never cutting a key label:
 when the keys do not fit beside the palette key, the least useful ones are left out whole
-(sorting first, the essentials last)."""
+(sorting first; help, filter, new and quit last)."""
 
 from __future__ import annotations
 
@@ -71,12 +71,16 @@ class QuietFooter(Footer):
 
 
 DROP_FIRST = (
-    "cycle_sort", "edit_limits", "new_snapshot", "pause_instance", "restart_instance",
-    "open_shell", "instance_actions", "open_console", "filter", "new_instance",
-    "start_instance", "delete_instance", "stop_instance",
+    "cycle_sort", "edit_yaml", "edit_profiles", "edit_limits", "new_snapshot",
+    "pause_instance", "restart_instance", "open_shell", "instance_actions", "open_console",
+    "mark_visible", "mark", "start_instance", "delete_instance", "stop_instance",
 )
-"""Actions whose keys give way first, in that order; any other key (quit, help, the keys of
-other screens) goes only after these, from the right."""
+"""Actions whose keys give way first, in that order; any other key (the keys of other
+screens, marks, views) goes only after these, from the right."""
+
+KEEP_LAST = ("new_instance", "filter", "help", "quit")
+"""What a newcomer needs first: these keys give way last of all (``quit`` the very last),
+so that any width that can show them does."""
 
 
 class FittingFooter(QuietFooter):
@@ -106,8 +110,11 @@ class FittingFooter(QuietFooter):
 
         def rank(item: tuple[int, FooterKey]) -> tuple[int, int]:
             index, key = item
-            if key.action in DROP_FIRST:
-                return (0, DROP_FIRST.index(key.action))
+            action = key.action.removeprefix("screen.")  # a widget's key for the screen's
+            if action in DROP_FIRST:
+                return (0, DROP_FIRST.index(action))
+            if action in KEEP_LAST:
+                return (2, KEEP_LAST.index(action))
             return (1, -index)
 
         shown = set(keys)
