@@ -41,6 +41,7 @@ from ..format import external, external_text
 from ..widgets.plain import Plain, PlainInput, PlainLabel
 from .dialogs import ConfirmDialog
 from .paths import PathInput
+from . import wizard_preview as preview
 from .placement import AUTO, AUTO_LABEL, chosen_target, load_placements
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
@@ -67,6 +68,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 tooltip="Leave the wizard (cancels a running creation where possible)"),
         Binding("ctrl+n", "next", "Next", id="wizard.next", tooltip="Next step"),
         Binding("ctrl+b", "back", "Back", id="wizard.back", tooltip="Previous step"),
+        Binding("x", "cancel(True)", "Stop", show=False, tooltip="Cancel a running creation"),
     ]
 
     def __init__(self, backends: dict, *, preferred: str | None = None) -> None:
@@ -192,12 +194,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         src = self.source
         self.query_one("#wizard-path").display = bool(src and src.needs_path)
         if src and src.needs_path:
-            self.query_one("#wizard-path", Input).placeholder = {
-                "disk-image": "path of a disk image (qcow2 or raw)",
-                "iso": "path of the installer ISO",
-                "kernel": "path of the kernel (vmlinuz)",
-                "tarball": "path of an LXD-style image tarball",
-            }.get(src.kind, "path")
+            self.query_one("#wizard-path", Input).placeholder = preview.placeholder(src.kind)
         self.query_one("#wizard-kernel").display = bool(src and src.kind == "kernel")
         self.query_one("#wizard-firmware").display = bool(
             src and src.kind in ("disk-image", "iso", "pxe"))
@@ -307,7 +304,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             return None
         if self.step == "cloud-init":
             return user_data_problem(self.query_one("#wizard-user-data", TextArea).text)
-        return None
+        return preview.problem(self) if self.step == "summary" else None
 
     def validate(self) -> bool:
         problem = self.problems()
@@ -347,7 +344,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         assert src is not None
         if src.needs_path:
             path = os.path.expanduser(self.query_one("#wizard-path", Input).value.strip())
-            src = CreateSource(src.kind, src.label, path, src.type, src.detail, True)
+            src = replace(src, value=path)
         cpus = self.query_one("#wizard-cpus", Input).value.strip()
         memory = self.query_one("#wizard-memory", Input).value.strip()
         disk = self.query_one("#wizard-disk", Input).value.strip()
@@ -414,7 +411,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         for label, value in rows:
             text.append(f"{label:>10}  ", style="bold")
             text.append(f"{value}\n")
-        return text
+        return text.append_text(preview.lines(self))
 
     # Navigation --------------------------------------------------------------------------
 
@@ -429,9 +426,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             return
         steps = self.steps()
         following = steps[steps.index(self.step) + 1]
-        if self.step == "where":
-            self.run_worker(self._enter_what(), exclusive=True, group="wizard-load",
-                            exit_on_error=False)
+        if self.step == "where" or self.step == "what" and self.source.preview:
+            work = self._enter_what() if self.step == "where" else preview.enter(self)
+            self.run_worker(work, exclusive=True, group="wizard-load", exit_on_error=False)
             return
         self.show(following)
 
@@ -457,9 +454,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         else:
             self.action_cancel()
 
-    def action_cancel(self) -> None:
+    def action_cancel(self, running_only: bool = False) -> None:
         if self._create_task is not None and not self._create_task.done():
-            if not self.options.can_cancel:
+            if not preview.can_cancel(self):
                 self.query_one("#wizard-problem", Plain).update(external(
                     f"{self.remote} cannot stop a creation half way; wait for it to end.",
                     "bold"))
@@ -467,7 +464,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             self.query_one("#wizard-progress", Plain).update("Cancelling…")
             self._create_task.cancel()
             return
-        self.dismiss(None)
+        if not running_only:
+            self.dismiss(None)
 
     # Creating ----------------------------------------------------------------------------
 
@@ -477,7 +475,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         progress = self.query_one("#wizard-progress", Plain)
         progress.update(f"Creating {request.name} on {self.remote}…")
         self.query_one("#cancel", Button).label = (
-            "Cancel creation" if self.options.can_cancel else "Cancel")
+            "Cancel creation (x)" if preview.can_cancel(self) else "Cancel")
 
         def report(text: str) -> None:
             progress.update(f"Creating {request.name} on {self.remote}: {text}")
@@ -516,5 +514,6 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#next", Button).display = False
 
     def on_unmount(self) -> None:
+        preview.drop(self)
         if self._create_task is not None and not self._create_task.done():
             self._create_task.cancel()

@@ -1,0 +1,114 @@
+"""The launch wizard's look at a source before the summary (a foreign VM to import, for
+one): for a source the backend marks ``preview``, leaving the *What* step asks the
+backend's ``preview_source`` (with its progress shown, and cancelled by leaving), fills
+the name, CPU and memory fields with what the source says, and the summary lists what was
+understood and what not; a source that cannot be created from keeps *Create* disabled
+with the reason. Also the path field's hint per source kind, and whether a running
+creation can be cancelled."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from rich.text import Text
+from textual.widgets import Input
+
+from backends.create_preview import SourcePreview
+from backends.errors import BackendError
+
+from ..format import external
+from ..widgets.plain import Plain
+
+PLACEHOLDERS = {
+    "disk-image": "path of a disk image (qcow2 or raw)",
+    "iso": "path of the installer ISO",
+    "kernel": "path of the kernel (vmlinuz)",
+    "tarball": "path of an LXD-style image tarball",
+    "vm-import": "an .ova, .ovf or .vbox file, an OVF or VirtualBox machine folder, or a "
+                 "libvirt domain .xml",
+}
+
+
+def placeholder(kind: str) -> str:
+    return PLACEHOLDERS.get(kind, "path")
+
+
+def _path(screen) -> str:  # noqa: ANN001 - the WizardScreen
+    return os.path.expanduser(screen.query_one("#wizard-path", Input).value.strip())
+
+
+def current(screen) -> SourcePreview | None:  # noqa: ANN001
+    """The preview of the source and path now chosen (None: none, or another one's)."""
+    kept = screen.__dict__.get("_preview")
+    src = screen.source
+    if kept is None or src is None or not src.preview:
+        return None
+    key, result = kept
+    return result if key == (screen.remote, src.kind, _path(screen)) else None
+
+
+async def enter(screen) -> None:  # noqa: ANN001
+    """Leave the *What* step through the backend's preview of the chosen source."""
+    src, remote = screen.source, screen.remote
+    path = _path(screen)
+    chosen = replace(src, value=path)
+    problem = screen.query_one("#wizard-problem", Plain)
+    screen.query_one("#next").disabled = True
+    drop(screen)
+
+    def report(text: str) -> None:
+        problem.update(external(f"Reading {path}: {text}", "italic"))
+
+    report("…")
+    try:
+        result = await screen.backend.preview_source(chosen, report)
+    except BackendError as e:
+        problem.update(external(f"{e.title}: {e.message}", "bold"))
+        return
+    finally:
+        screen.query_one("#next").disabled = False
+    screen.__dict__["_preview"] = ((remote, src.kind, path), result)
+    screen.__dict__["_previewed"] = (screen.backend, chosen)
+    fields = {"name": "#wizard-name", "cpus": "#wizard-cpus", "memory": "#wizard-memory"}
+    for key, widget in fields.items():
+        value = result.defaults.get(key)
+        if value:
+            screen.query_one(widget, Input).value = value
+    problem.update("")
+    screen.show("name")
+
+
+def lines(screen) -> Text:  # noqa: ANN001
+    """The summary's lines of the preview (empty when there is none)."""
+    result = current(screen)
+    text = Text()
+    if result is not None:
+        text.append("\n")
+        for line in result.lines:
+            text.append_text(external(line))
+            text.append("\n")
+    return text
+
+
+def problem(screen) -> str | None:  # noqa: ANN001
+    """Why the summary's source cannot be created from (None: it can)."""
+    result = current(screen)
+    if result is None:
+        src = screen.source
+        return "Go back to 'What': the source must be read again." if src and src.preview \
+            else None
+    return "; ".join(result.problems) or None
+
+
+def can_cancel(screen) -> bool:  # noqa: ANN001
+    return bool(screen.options.can_cancel or screen.source and screen.source.cancellable)
+
+
+def drop(screen) -> None:  # noqa: ANN001
+    """Let the backend forget what it read for the last preview."""
+    previewed = screen.__dict__.pop("_previewed", None)
+    screen.__dict__.pop("_preview", None)
+    if previewed is not None:
+        backend, source = previewed
+        backend.drop_preview(source)
