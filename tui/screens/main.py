@@ -100,6 +100,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         """Recent usage per instance, for the details sparklines."""
         self._dirty: dict[str, set[InstanceRef] | None] = {}
         self._apply_scheduled = False
+        self._filter_scheduled = False
         self._sample_soon_scheduled = False
         self._ready = False  # once mounted; changes before that are shown by on_mount
         self._bindings_key: tuple | None = None
@@ -306,6 +307,14 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        """Once per burst of typed characters (each would sync every row again): after
+        the changes already queued."""
+        if not self._filter_scheduled:
+            self._filter_scheduled = True
+            self.call_later(self._apply_filter_once)
+
+    def _apply_filter_once(self) -> None:
+        self._filter_scheduled = False
         self.apply_filter()
 
     @on(Input.Submitted, "#filter")
