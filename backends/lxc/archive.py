@@ -14,7 +14,10 @@ archive is someone else's container, and settings such as hooks, includes, host 
 capabilities, AppArmor/seccomp overrides, devices or autostart would run code on this host
 or expose it when the container starts. A config without the distribution's common
 include gets corral's baseline (:func:`with_baseline`): LXC's common capability drops,
-device cgroup and seccomp policy."""
+device cgroup and seccomp policy.
+
+An LXD-style unified image (:class:`UnifiedImage`), which a container is created from,
+is read by the same reader: its ``rootfs/`` by the same rules as a container's."""
 
 from __future__ import annotations
 
@@ -250,6 +253,47 @@ def _device_problem(name: str, member: tarfile.TarInfo) -> str | None:
             f"may not use: only FIFOs and the character devices of LXC's common settings "
             f"(null, zero, full, random, urandom, tty, console, ptmx, ptys, fuse) are "
             f"accepted")
+
+
+class UnifiedImage(Policy):
+    """The :class:`~backends.archive.Policy` of an LXD-style unified image: a
+    ``metadata.yaml`` (kept in memory, never written), ``templates/`` (directories and
+    plain files, LXD's own, not used by LXC) and ``rootfs/``, a root file system with the
+    same rules as a container's (links strictly inside, FIFOs and the character devices of
+    LXC's common settings). Nothing else, and nothing outside ``rootfs/`` is a link or a
+    device; ``rootfs`` itself is a directory."""
+
+    where = "the image"
+
+    def root_of(self, name: str) -> str | None:
+        return "rootfs" if name.startswith("rootfs/") else None
+
+    def is_root(self, name: str) -> bool:
+        return name == "rootfs"
+
+    def check(self, name: str, member: tarfile.TarInfo) -> str | None:
+        top = name.split("/")[0]
+        if top not in ("metadata.yaml", "templates", "rootfs"):
+            return (f"'{name}' is not part of an LXD-style image (metadata.yaml, "
+                    f"templates/, rootfs/)")
+        if self.root_of(name):
+            return _device_problem(name, member) if member.isdev() else None
+        if name == "metadata.yaml" and not member.isreg():
+            return "'metadata.yaml' is not a plain file"
+        if member.issym() or member.islnk():
+            return f"'{name}' is a link, outside the image's root file system"
+        if not (member.isdir() or member.isreg()):
+            return f"'{name}' is a device or special file outside the root file system"
+        if name in ("rootfs", "templates") and not member.isdir():
+            return f"'{name}' is a file where a directory belongs"
+        return None
+
+    def keep(self, name: str) -> bool:
+        return name == "metadata.yaml"
+
+    def finish(self, seen: dict[str, bytes]) -> None:
+        if "metadata.yaml" not in seen or "rootfs" not in seen:
+            raise ArchiveRefused("it has no metadata.yaml and rootfs/ at its top")
 
 
 def read_container_archive(worker: Worker, path: str, into) -> dict[str, bytes]:

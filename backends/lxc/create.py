@@ -1,5 +1,6 @@
-"""Creating LXC containers: from an offline template or an LXD-style image tarball (through
-the ``local`` template), and the launch wizard's sources, options and name check."""
+"""Creating LXC containers: from an offline template or an LXD-style image tarball (checked
+and unpacked by corral's one archive reader), and the launch wizard's sources, options and
+name check."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import asyncio
 import os
 import shlex
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Callable
 
+from ..archive import ArchiveRefused, read_archive
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, OperationFailed
 from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceStatus
+from ..work import Worker, in_thread
+from .archive import UnifiedImage
 from .limits import cgroup_pairs, cgroup_version, host_supports
 from .tools import LXCTools, words
 
@@ -63,23 +66,82 @@ class Create(Backend):
             raise
         return self.lxc.instance(name, InstanceStatus.STOPPED)
 
-    async def create_from_image(self, name: str, image: str, *,
-                                bridge: str | None = None) -> Instance:
-        """Create a container from an LXD-style unified image tarball (``metadata.yaml`` and
-        ``rootfs/``, gzip or xz), through the ``local`` template, offline.
+    async def create_from_image(self, name: str, image: str, *, bridge: str | None = None,
+                                progress: Callable[[str], None] | None = None) -> Instance:
+        """Create a container from an LXD-style unified image tarball (``metadata.yaml``,
+        ``templates/``, ``rootfs/``; any compression tarfile reads), offline.
+
+        The image is read once by the one archive reader (:mod:`backends.archive`, the
+        rules of :class:`~backends.lxc.archive.UnifiedImage`) into a private directory in
+        the lxcpath: a refused image creates nothing and leaves nothing. Then
+        ``lxc-create -t none`` makes the container's directory and config from LXC's
+        defaults, corral moves the checked ``rootfs/`` into it (a rename: nothing reads
+        the image again, and no tool walks the tree on the host, as LXC's ``local``
+        template would through the tree's own links) and adds to the config what that
+        template did: LXC's common include, the architecture, the rootfs and the name.
 
         Raises:
-            InvalidInput: the file is missing or is not such an image (nothing is created).
+            InvalidInput: bad name, missing bridge, missing file, or not such an image or
+                refused (in words); nothing is created.
+            Conflict: the name is taken.
+            OperationFailed: writing or ``lxc-create`` failed (nothing is left behind).
         """
+        self.lxc.check_new_name(name)
+        if bridge is not None and not os.path.isdir(f"/sys/class/net/{bridge}/bridge"):
+            raise InvalidInput(f"There is no bridge named '{bridge}' on this host.")
+        image = os.path.abspath(image)
         if not os.path.isfile(image):
             raise InvalidInput(f"The image {image} does not exist.")
-        with tempfile.TemporaryDirectory(prefix="corral-lxc-") as tmp:
+        os.makedirs(self.lxc.path, exist_ok=True)
+        work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".corral-image-",
+                                            dir=self.lxc.path))
+        directory = self.lxc.dir(name)
+        try:
             try:
-                meta, fstree = await asyncio.to_thread(_split_unified_image, image, Path(tmp))
-            except (OSError, tarfile.TarError, ValueError) as e:
-                raise InvalidInput(f"{image} is not an LXD-style image tarball: {e}") from e
-            return await self.create(name, template="local", bridge=bridge,
-                                     template_args=["-m", str(meta), "-f", str(fstree)])
+                await in_thread(_read_image, image, work, progress=progress)
+            except ArchiveRefused as e:
+                raise InvalidInput(f"{image} is not an LXD-style image tarball: {e}.") \
+                    from None
+            except OSError as e:
+                raise OperationFailed(f"Unpacking {image} failed: "
+                                      f"{e.strerror or e} ({e.filename or image}).") from e
+            try:
+                rc, _, err = await self.lxc.run("lxc-create", "-n", name, "-t", "none",
+                                                timeout=120)
+                if rc != 0:
+                    raise OperationFailed(f"Creating {name} failed: {words(err)}")
+                await asyncio.to_thread(self._place_rootfs, name, work / "rootfs")
+                self._set_network(name, bridge)
+            except BaseException:
+                if directory.exists():
+                    await asyncio.shield(self.lxc.run("lxc-destroy", "-n", name, timeout=120))
+                if directory.exists():
+                    await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
+                raise
+        finally:
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
+        return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+    def _place_rootfs(self, name: str, checked: Path) -> None:
+        """Move the checked root file system into the new container ``name`` (made by
+        ``lxc-create -t none``) and add to its config what LXC's ``local`` template
+        adds."""
+        rootfs = self.lxc.dir(name) / "rootfs"
+        try:
+            os.rmdir(rootfs)  # an LXC that makes an empty one
+        except FileNotFoundError:
+            pass
+        os.rename(checked, rootfs)
+        kept = [line for line in self.lxc.config(name).splitlines()
+                if line.split("=")[0].strip() not in ("lxc.rootfs.path", "lxc.uts.name")]
+        self.lxc.write_config(name, [
+            "# corral: created from an LXD-style image, checked and unpacked by corral",
+            "lxc.include = /usr/share/lxc/config/common.conf",
+            f"lxc.arch = {os.uname().machine}",
+            *kept,
+            f"lxc.rootfs.path = dir:{rootfs}",
+            f"lxc.uts.name = {name}",
+        ])
 
     # The launch wizard (CREATE) --------------------------------------------------------
 
@@ -100,8 +162,8 @@ class Create(Backend):
             return []
 
     async def create_sources(self) -> list[CreateSource]:
-        """Each installed template (busybox first; ``local`` is offered as ``tarball``),
-        and an LXD-style image tarball."""
+        """Each installed template (busybox first; not ``local``: an image tarball is
+        unpacked by corral), and an LXD-style image tarball."""
         try:
             names = sorted(p.name[4:] for p in self._TEMPLATES.glob("lxc-*") if p.is_file())
         except OSError:
@@ -110,10 +172,9 @@ class Create(Backend):
         sources = [CreateSource("template", n, value=n,
                                 detail=self._TEMPLATE_DETAIL.get(n, f"the lxc-{n} template"))
                    for n in names]
-        if "local" in {p.name[4:] for p in self._TEMPLATES.glob("lxc-*")}:
-            sources.append(CreateSource(
-                "tarball", "LXD-style image tarball", needs_path=True,
-                detail="metadata.yaml + rootfs/ (gzip or xz), through the local template"))
+        sources.append(CreateSource(
+            "tarball", "LXD-style image tarball", needs_path=True,
+            detail="metadata.yaml + rootfs/ (gzip or xz), checked and unpacked by corral"))
         return sources
 
     async def create_options(self) -> CreateOptions:
@@ -210,7 +271,7 @@ class Create(Backend):
             if not path:
                 raise InvalidInput("Give the path of an image tarball.")
             say("unpacking image…")
-            await self.create_from_image(name, path, bridge=bridge)
+            await self.create_from_image(name, path, bridge=bridge, progress=say)
         else:
             raise InvalidInput(f"An LXC container cannot be made from a '{source.kind}' "
                                f"source.")
@@ -245,26 +306,7 @@ class Create(Backend):
         self.lxc.write_config(name, lines)
 
 
-def _split_unified_image(image: str, workdir: Path) -> tuple[Path, Path]:
-    """LXD unified tarball -> the ``local`` template's metadata and rootfs tarballs."""
-    meta = workdir / "meta.tar.xz"
-    fstree = workdir / "rootfs.tar.xz"
-    found = False
-    with tarfile.open(image) as src, tarfile.open(fstree, "w:xz") as dst:
-        for member in src:
-            path = member.name.lstrip("./")
-            if path == "rootfs" or not path.startswith("rootfs/"):
-                continue
-            found = True
-            member.name = "./" + path[len("rootfs/"):]
-            if member.islnk() and member.linkname.lstrip("./").startswith("rootfs/"):
-                member.linkname = "./" + member.linkname.lstrip("./")[len("rootfs/"):]
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-    if not found:
-        raise ValueError("it has no rootfs/ directory")
-    config = workdir / "config"
-    config.write_text("lxc.include = /usr/share/lxc/config/common.conf\n"
-                      f"lxc.arch = {os.uname().machine}\n")
-    with tarfile.open(meta, "w:xz") as dst:
-        dst.add(config, arcname="config")
-    return meta, fstree
+def _read_image(worker: Worker, image: str, into: Path) -> dict[str, bytes]:
+    """Check and unpack the unified image ``image`` into the private directory ``into``
+    (in a thread); returns its ``metadata.yaml``, never written."""
+    return read_archive(worker, image, into, UnifiedImage(), label="unpacking image")
