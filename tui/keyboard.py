@@ -77,13 +77,24 @@ class KeyGate:
     def admit(self, event: events.Key | events.Paste) -> bool:
         """True: the app handles ``event`` now. False: it waits its turn (the gate posts
         it to the app again when it is due)."""
-        if getattr(event, _RELEASED, False):
+        if getattr(event, _RELEASED, False) or self._quits(event):
             return True
         if self.idle:
             self._busy = True
             return True
         self._queue.append(event)
         return False
+
+    def _quits(self, event: events.Event) -> bool:
+        """A key the app itself binds, with priority, to quitting (Ctrl+Q): never held
+        behind a flow that waits for a remote, whatever the keys ahead of it."""
+        if not isinstance(event, events.Key):
+            return False
+        try:
+            bindings = self._app._bindings.key_to_bindings.get(event.key, ())
+        except AttributeError:  # (Textual's bindings map, by another name)
+            return False
+        return any(b.priority and b.action in ("quit", "app.quit") for b in bindings)
 
     def dispatched(self, event: events.Event | None = None) -> None:
         """The app has handled the key it was told to: settle, then the next one (at once

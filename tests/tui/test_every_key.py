@@ -294,3 +294,24 @@ async def test_a_verb_on_a_remote_that_fails_is_refused_in_words(fake_env):
     calls, seen = await _verb_while_connecting(fake_env, fail=True)
     assert not calls
     assert any("Stop alpha:web1 was not done: alpha is" in m for m in seen), seen
+
+
+async def test_ctrl_q_quits_even_while_keys_are_held(fake_env):
+    """A flow that waits for a remote holds the keys typed after it; the app's own quit
+    key is never held behind it."""
+    async with running(fake_env) as (app, pilot):
+        never = asyncio.Event()
+
+        async def hangs(ctx):
+            await never.wait()
+
+        from tui.actions import BY_NAME
+        app.main_screen.run_worker(hangs(None), group="test-hold")
+        worker = next(w for w in app.workers if w.group == "test-hold")
+        app.keys.hold(worker, BY_NAME["new"].label)
+        burst(app, "j", "ctrl+q")
+        for _ in range(40):
+            if not app.is_running:
+                break
+            await pilot.pause(0.05)
+        assert app._exit, "ctrl+q waited behind a held flow"
