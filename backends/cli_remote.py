@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import OperationFailed, Unreachable
-from .trust import ServerCert, _pinned_session, ensure_client_certificate, write_private
+from .trust import ServerCert, ensure_client_certificate, pinned_session, write_private
 
 _IMAGES = {"addr": "https://images.linuxcontainers.org", "protocol": "simplestreams",
            "public": True}
@@ -132,7 +132,7 @@ def trust_client(cert: ServerCert, crt: Path, key: Path, client_pem: str, name: 
 
     der = ssl.PEM_cert_to_DER_cert(client_pem)
     fingerprint = hashlib.sha256(der).hexdigest()
-    with _pinned_session(cert, crt, key) as session:
+    with pinned_session(cert, crt, key) as session:
         try:
             r = session.get(f"{cert.address}/1.0/certificates/{fingerprint}", timeout=timeout)
             if r.ok:
@@ -158,7 +158,7 @@ def revoke(cert: ServerCert, crt: Path, key: Path, fingerprint: str, timeout: fl
     effort: a failure here must not hide the one that led to it)."""
     import requests
 
-    with _pinned_session(cert, crt, key) as session:
+    with pinned_session(cert, crt, key) as session:
         try:
             session.delete(f"{cert.address}/1.0/certificates/{fingerprint}", timeout=timeout)
         except requests.exceptions.RequestException:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .errors import AuthError, InvalidInput, OperationFailed, Unreachable
+from .errors import AuthError, InvalidInput, Unreachable
 from .paths import UntrustedFile, check_owned, owned_directory
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def write_private(path: Path, data: bytes, *, mode: int) -> None:
 
 
 @contextlib.contextmanager
-def _pinned_session(cert: ServerCert, crt: Path, key: Path):
+def pinned_session(cert: ServerCert, crt: Path, key: Path):
     """A requests session that trusts only ``cert`` (whatever names it holds) and presents
     our client certificate; closed on the way out."""
     import requests
@@ -247,7 +247,7 @@ def present(cert: ServerCert, crt: Path, key: Path, token: Token | None, name: s
     """
     import requests
 
-    with _pinned_session(cert, crt, key) as session:
+    with pinned_session(cert, crt, key) as session:
         try:
             info = _get(session, cert.address, timeout)
             if info.get("auth") != "trusted" and token is not None:
@@ -288,29 +288,3 @@ def _send_token(session: requests.Session, url: str, info: dict, token: Token, n
             last = r.reason
     raise AuthError(f"{url} refused the trust token: {last}. A token works once and "
                     f"expires; ask the server for a new one (`lxc config trust add`).")
-
-
-def new_token(cert: ServerCert, crt: Path, key: Path, name: str,
-              timeout: float = 10.0) -> str:
-    """Blocking: have the server (which trusts us) issue a trust token for ``name``, so
-    the ``lxc``/``incus`` CLI can be added with its own certificate."""
-    import requests
-
-    with _pinned_session(cert, crt, key) as session:
-        try:
-            r = session.post(cert.address + "/1.0/certificates",
-                             json={"type": "client", "name": name, "token": True},
-                             timeout=timeout)
-            data = r.json()
-            if not r.ok:
-                raise OperationFailed(f"The server would not issue a token: "
-                                      f"{data.get('error') or r.reason}")
-            meta = (data.get("metadata") or {}).get("metadata") or {}
-            if "secret" in meta and "fingerprint" in meta:
-                payload = {k: meta.get(k) for k in
-                           ("fingerprint", "addresses", "secret", "expires_at")}
-                payload["client_name"] = (meta.get("request") or {}).get("name") or name
-                return base64.b64encode(json.dumps(payload).encode()).decode()
-            raise OperationFailed("The server's answer held no token.")
-        except requests.exceptions.RequestException as e:
-            raise Unreachable(f"Talking to {cert.address} failed: {e}") from None
