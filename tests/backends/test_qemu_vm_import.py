@@ -487,3 +487,20 @@ async def test_wizard_preview_suggests_values_and_create_reuses_what_it_read(qem
     qemu.drop_preview(chosen)
     assert preview.defaults["name"] == ""  # taken now
     assert leftovers(qemu) == ["deb-vm"]
+
+
+async def test_what_is_not_an_importable_vm_is_said(qemu, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidInput, match="holds no .ovf descriptor and no VirtualBox"):
+        await qemu.plan_import(str(tmp_path / "empty"))
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    with pytest.raises(InvalidInput, match="is not something corral imports"):
+        await qemu.plan_import(str(other))
+    with pytest.raises(InvalidInput, match="is not a regular file or a folder"):
+        await qemu.plan_import("/dev/null")
+    fake = tmp_path / "fake.ova"
+    fake.write_bytes(b"not a tar at all" * 100)
+    with pytest.raises(InvalidInput, match="damaged or not a tar archive"):
+        await qemu.plan_import(str(fake))
+    assert leftovers(qemu) == []

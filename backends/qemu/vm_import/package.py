@@ -71,8 +71,11 @@ def kind_of(path: str) -> tuple[str, str]:
     for suffix, kind in ((".ova", OVA), (".ovf", OVF), (".vbox", VBOX), (".xml", LIBVIRT)):
         if lower.endswith(suffix):
             return kind, path
-    with open(path, "rb") as f:
-        head = f.read(512)
+    try:
+        with os.fdopen(open_regular(path), "rb") as f:  # never a device, even if swapped
+            head = f.read(512)
+    except (OSError, NotRegular):
+        raise InvalidInput(f"{path} cannot be read as a regular file.") from None
     if head[257:262] == b"ustar":
         return OVA, path
     text = head.decode("utf-8", "replace")
