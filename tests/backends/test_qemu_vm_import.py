@@ -504,3 +504,23 @@ async def test_what_is_not_an_importable_vm_is_said(qemu, tmp_path):
     with pytest.raises(InvalidInput, match="damaged or not a tar archive"):
         await qemu.plan_import(str(fake))
     assert leftovers(qemu) == []
+
+
+async def test_vmware_ova_with_uefi_gets_its_own_firmware_variables(qemu, tmp_path):
+    raw = fx.pattern_disk(tmp_path / "d.raw", 4 * MiB)
+    vmdk = fx.convert(raw, tmp_path / "web-disk1.vmdk", "vmdk")
+    ova = fx.make_ova(tmp_path / "web.ova", [
+        ("web.ovf", fx.vmware_ovf("web", [(vmdk.name, 0, vmdk.stat().st_size)], cpus=1,
+                                  memory_mib=128, efi=True)),
+        (vmdk.name, vmdk)])
+    plan = await qemu.plan_import(str(ova))
+    assert not plan.problems, plan.summary()
+    assert "understood: firmware: UEFI (OVMF)" in plan.summary()
+    await qemu.import_vm(plan, "web", accel="tcg")
+    directory = Path(qemu.remote.address) / "web"
+    d = qemu.vms.definition("web")
+    assert (d.firmware, d.mac, d.memory_mib) == ("uefi", "00:50:56:ab:cd:ef", 128)
+    assert (directory / "OVMF_VARS.fd").stat().st_size == Path(
+        "/usr/share/OVMF/OVMF_VARS_4M.fd").stat().st_size
+    assert same_data(directory / "disk0.qcow2", raw)
+    assert "debian11_64Guest" in d.description
