@@ -219,7 +219,7 @@ ACTIONS: tuple[Action, ...] = (
            "console.screen", "open_screen", (Cap.DISPLAY, Cap.SPICE), consoles.screen,
            show=False, one_at_a_time="console-screen"),
     Action("screenshot", "Screenshot", "Save the graphical screen of the current console tab "
-           "as PNG", C, "P", "console.screenshot", "screenshot", flow=consoles.screenshot,
+           "as PNG", C, "y", "console.screenshot", "screenshot", flow=consoles.screenshot,
            show=False, palette="Screenshot of the current screen", background=True),
     Action("viewer", "Open the screen in a viewer…", "Show the VM's screen in an external "
            "VNC viewer on this desktop", I, needs=(Cap.DISPLAY,), flow=consoles.external_viewer,

@@ -438,3 +438,28 @@ async def test_footer_keeps_help_filter_new_and_quit_at_any_width(fake_env):  # 
                 assert key in footer, (size, footer)
             if size == (60, 15):
                 await look(app, pilot, "footer")
+
+
+async def test_help_in_sections_without_widget_noise_and_fits_80x24(fake_env):  # noqa: F811
+    from tui.screens.help import HelpScreen
+
+    async with running(fake_env, size=(80, 24)) as (app, pilot):
+        await press(pilot, app, "question_mark")
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        titles = [title for title, _ in help_screen.sections]
+        assert titles[0] == "Everywhere" and "Instance table" in titles
+        assert "Console tabs" in titles and "Views (:)" in titles
+        assert "Snapshots tab (i)" in titles
+        rows = help_screen.rows
+        keys = [k for k, _, _ in rows]
+        descs = " ".join(d for _, d, _ in rows)
+        assert "ctrl+]" in keys and ":volumes" not in keys  # the fakes have no storage
+        assert any(k == ":remotes" for k in keys)
+        assert "Move cursor" not in descs and "select" not in descs.lower().split()
+        assert sum(1 for k in keys if "P" in k.split(", ")) == 1, "P means one thing"
+        assert "^q" not in keys
+        lines = screen_lines(app)
+        top = next(line for line in lines if "corral keys" in line)
+        assert top.rstrip()[-1] in "▜┓╗┐╮▌▐█", "its right border is on the screen"
+        await look(app, pilot, "help")

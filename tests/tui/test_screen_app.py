@@ -167,9 +167,9 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
                            == (0, 0, 0), timeout=20, what="tty2 shown (the red band gone)")
             assert app.focused is view
 
-            # P (outside the screen: detach first) saves the screen as PNG
+            # y (outside the screen: detach first) saves the screen as PNG
             await pilot.press("ctrl+right_square_bracket")
-            await pilot.press("P")
+            await pilot.press("y")
             await wait_for(pilot, lambda: list(shots.glob("qemu-gfx-*.png")), what="a PNG")
             await qmp.execute(ref, "screendump", filename=str(dump_path), format="png")
             shot = Image.open(next(shots.glob("qemu-gfx-*.png"))).convert("RGB")
