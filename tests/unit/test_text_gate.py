@@ -209,13 +209,7 @@ def tui_files():
         yield rel, path.read_text()
 
 
-PENDING = {
-    ("tui/screens/main.py", 'yield Static("\\n".join(self.problems), id="problems", markup=False,'),
-    ("tui/screens/main.py", 'yield Static("", id="remote-info", markup=False)'),
-    ("tui/screens/main.py", 'yield Static("", id="activity", markup=False)'),
-    ("tui/views/switching.py",
-     'self.sub_title = f"view: {spec.title.lower()}{where}"  # type: ignore[attr-defined]'),
-}
+PENDING: set[tuple[str, str]] = set()
 """Places in files being changed by someone else right now, to take the gate next (two of
 main.py's statics are updated through ``details.update_if_changed``, which gates)."""
 

@@ -43,6 +43,7 @@ from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
 from ..widgets.plain import PlainInput
+from ..widgets.plain import Plain
 from ..widgets.remote_list import RemoteList
 from ..widgets.view_messages import ConsoleView
 from ..views.command import CommandLine
@@ -108,12 +109,12 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("\n".join(self.problems), id="problems", markup=False,
+        yield Plain("\n".join(self.problems), id="problems",
                      classes="-visible" if self.problems else "")
         with Horizontal(id="body"):
             with Vertical(id="remotes"):
                 yield RemoteList(id="remote-list")
-                yield Static("", id="remote-info", markup=False)
+                yield Plain("", id="remote-info")
             with Vertical(id="main-column"):
                 yield PlainInput(placeholder=PLACEHOLDER, id="filter")
                 yield InstanceTable(id="instances")
@@ -123,7 +124,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
         yield CommandLine(self.offered_views, id="command")
-        yield Static("", id="activity", markup=False)
+        yield Plain("", id="activity")
         yield FittingFooter()
 
     def on_mount(self) -> None:

@@ -10,7 +10,7 @@ from textual.widgets import Input
 
 from ..actions import Action, Scope
 from ..filter import FilterError, parse, why_empty
-from ..format import external
+from ..format import external, markup_safe
 from ..widgets.footer import FittingFooter
 from .command import CommandLine
 from .pane import ResourcePane
@@ -65,7 +65,8 @@ class ViewSwitching:
         box.set_class(bool(text), "-visible")
         empty = self.query_one("#empty")  # type: ignore[attr-defined]
         where = f" of {parent}" if parent else ""
-        self.sub_title = f"view: {spec.title.lower()}{where}"  # type: ignore[attr-defined]
+        self.sub_title = markup_safe(  # type: ignore[attr-defined]
+            f"view: {spec.title.lower()}{where}")
         # display flags, not a class on the screen: a screen class restyles every widget
         # (~100 ms with a full table), a flag only lays out again
         instances = self.query_one("#instances")  # type: ignore[attr-defined]
