@@ -40,8 +40,10 @@ class AddRemoteDialog(FormDialog):
                         "config trust add NAME`); empty: check the certificate's "
                         "fingerprint yourself", classes="hint")
             yield PlainInput(id="remote-token", password=True, placeholder="paste the token")
-            yield Checkbox("Also add it to the lxc / incus CLI (through that CLI)", False,
-                           id="remote-cli")
+            yield Checkbox("Also add it to the lxc / incus CLI", False, id="remote-cli")
+            yield Plain("corral trusts the CLI's own certificate over its pinned "
+                        "connection, then writes the CLI's config", classes="hint",
+                        id="remote-cli-hint")
             yield Plain("", id="dialog-problem")
             yield dialog_buttons("Add", disabled=True)
 
