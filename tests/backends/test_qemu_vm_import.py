@@ -347,6 +347,7 @@ def small_fs(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.qemu  # a QEMU backend of its own, on a tmpfs it mounts (root)
 async def test_full_disk_is_said_before_and_during_and_leaves_nothing(tmp_path, small_fs,
                                                                        monkeypatch):
     from backends.local import qemu_remote
