@@ -166,15 +166,35 @@ class Control:
         self.proc.kill()
 
 
-def launch(control: Control, cfg: Path, n: int, timeout: float = 30.0):
-    """Start corral in tmux; return (painted, fresh, connected) seconds after the start."""
-    session = f"corral-start-{os.getpid()}-{next(_launches)}"
+def start_corral(control: "Control", cfg: Path, what: str) -> tuple[str, float]:
+    """Start the ``corral`` command in a new tmux session; (session, start time)."""
+    session = f"corral-{what}-{os.getpid()}-{next(_launches)}"
     corral = str(ROOT / ".venv" / "bin" / "corral")
-    total = re.compile(rf"Instances \({n}\)")
-    painted = fresh = connected = None
     t0 = time.perf_counter()
     control.command(f"new-session -d -s {session} -x 160 -y 45 "
                     f"'{corral} --config {cfg}'")
+    return session, t0
+
+
+def quit_corral(control: "Control", session: str, *first: str) -> None:
+    """Send ``first`` (then ``q``), let corral save its cache and quit, end the session."""
+    for key in first:
+        control.command(f"send-keys -t {session} {key}")
+        time.sleep(0.3)  # a lone Esc followed at once by q would be alt+q
+    control.command(f"send-keys -t {session} q")
+    end = time.monotonic() + 15
+    while time.monotonic() < end and subprocess.run(
+            [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
+        time.sleep(0.05)
+    subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
+                   stderr=subprocess.DEVNULL)
+
+
+def launch(control: Control, cfg: Path, n: int, timeout: float = 30.0):
+    """Start corral in tmux; return (painted, fresh, connected) seconds after the start."""
+    total = re.compile(rf"Instances \({n}\)")
+    painted = fresh = connected = None
+    session, t0 = start_corral(control, cfg, "start")
     try:
         while time.perf_counter() - t0 < timeout:
             screen = "\n".join(control.command(f"capture-pane -p -t {session}"))
@@ -188,13 +208,7 @@ def launch(control: Control, cfg: Path, n: int, timeout: float = 30.0):
                         break
             time.sleep(0.002)
     finally:
-        control.command(f"send-keys -t {session} q")
-        end = time.monotonic() + 15  # let it save its cache and quit
-        while time.monotonic() < end and subprocess.run(
-                [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
-            time.sleep(0.05)
-        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
-                       stderr=subprocess.DEVNULL)
+        quit_corral(control, session)
     return painted, fresh, connected
 
 
@@ -204,14 +218,10 @@ def launch_typing(control: Control, cfg: Path, n: int, probe: str, shown: int,
     (``/probe`` and Enter, as a fast typist or a paste); return (rows, applied) seconds
     after the start: when the rows appeared, and when the table shows only the probe's
     ``shown`` rows (None: the filter was lost)."""
-    session = f"corral-type-{os.getpid()}-{next(_launches)}"
-    corral = str(ROOT / ".venv" / "bin" / "corral")
     total = re.compile(rf"Instances \({n}\)")
     one = re.compile(rf"Instances \({shown}/{n}\)")
     rows = applied = None
-    t0 = time.perf_counter()
-    control.command(f"new-session -d -s {session} -x 160 -y 45 "
-                    f"'{corral} --config {cfg}'")
+    session, t0 = start_corral(control, cfg, "type")
     try:
         while time.perf_counter() - t0 < timeout:
             screen = "\n".join(control.command(f"capture-pane -p -t {session}"))
@@ -224,15 +234,7 @@ def launch_typing(control: Control, cfg: Path, n: int, probe: str, shown: int,
                 break
             time.sleep(0.002)
     finally:
-        control.command(f"send-keys -t {session} Escape")
-        time.sleep(0.3)
-        control.command(f"send-keys -t {session} q")
-        end = time.monotonic() + 15
-        while time.monotonic() < end and subprocess.run(
-                [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
-            time.sleep(0.05)
-        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
-                       stderr=subprocess.DEVNULL)
+        quit_corral(control, session, "Escape")
     return rows, applied
 
 
@@ -240,14 +242,10 @@ def early_events(control: Control, lab, cfg: Path, n: int, at: tuple[float, ...]
     """Start corral cold and launch a container with the ``lxc`` CLI ``at`` seconds after
     the start; for each, the seconds from the CLI's return to its row in corral's table
     (the row sorts first: ``aaa-ev-N``). None: not shown within 10 s."""
-    session = f"corral-events-{os.getpid()}-{next(_launches)}"
-    corral = str(ROOT / ".venv" / "bin" / "corral")
     for i in range(len(at)):
         lab.lxd1.cli("delete", "--force", f"aaa-ev-{i}", check=False)
     latencies: list[float | None] = []
-    t0 = time.perf_counter()
-    control.command(f"new-session -d -s {session} -x 160 -y 45 "
-                    f"'{corral} --config {cfg}'")
+    session, t0 = start_corral(control, cfg, "events")
     try:
         for i, when in enumerate(at):
             while time.perf_counter() - t0 < when:
@@ -263,10 +261,7 @@ def early_events(control: Control, lab, cfg: Path, n: int, at: tuple[float, ...]
                 time.sleep(0.002)
             latencies.append(seen)
     finally:
-        control.command(f"send-keys -t {session} q")
-        time.sleep(1)
-        subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
-                       stderr=subprocess.DEVNULL)
+        quit_corral(control, session)
         for i in range(len(at)):
             lab.lxd1.cli("delete", "--force", f"aaa-ev-{i}", check=False)
     return latencies
