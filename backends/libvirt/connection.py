@@ -1,8 +1,8 @@
 """The plumbing of a libvirt remote: one ``virConnect``, its thread pool, libvirt's event
 loop, the connection's close and domain lifecycle callbacks, and libvirt errors in words.
 
-- Every libvirt call blocks, so each runs in this remote's own small thread pool
-  (:meth:`Connection.call`), bounded by the remote's time-out: a daemon that does not answer
+- Every libvirt call blocks, so each runs in this remote's own thread
+  (:meth:`Connection.call`, one at a time: see ``__init__``), bounded by the remote's time-out: a daemon that does not answer
   is :class:`~backends.errors.NotResponding`, never a frozen UI.
 - libvirt delivers events (domain lifecycle, keepalive, the connection closing, console
   streams) only while an event loop runs: :func:`ensure_event_loop` registers libvirt's
@@ -73,6 +73,9 @@ def _run_events() -> None:
             log.warning("libvirt event loop iteration failed")
 
 
+GIVEN_UP = "\0given up"
+"""Marks an open the caller stopped waiting for (see ``open``)."""
+
 CLOSED = object()
 """Put on a listener's queue when the connection closed (then the reason follows)."""
 
@@ -95,21 +98,28 @@ class Connection:
         self.remote = remote
         self.uri = uris.effective(remote.address)
         self.timeout = timeout
+        # One thread: libvirt 9.0's client crashes the process when keepalive closes a
+        # connection while several threads have calls in flight on it (seen here, with a
+        # daemon stopped by SIGSTOP). Calls to one daemon are one at a time anyway.
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix=f"libvirt-{remote.name}")
+            max_workers=1, thread_name_prefix=f"libvirt-{remote.name}")
         self.conn: libvirt.virConnect | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners: set[asyncio.Queue] = set()
         self.close_reason = ""
         self._opening: asyncio.Lock | None = None
         self._callbacks: list[int] = []
+        self._dead: list[libvirt.virConnect] = []
 
     # -- calls -------------------------------------------------------------------------
     async def call(self, fn: Callable[..., Any], *args: Any, what: str = "",
                    within: float | None = None) -> Any:
         """``fn(*args)`` in the pool; libvirt errors become BackendErrors in words."""
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.pool, fn, *args)
+        try:
+            future = loop.run_in_executor(self.pool, fn, *args)
+        except RuntimeError:  # the pool is shut down: this remote was closed
+            raise Unreachable(f"the connection to '{self.remote.name}' is closed") from None
         try:
             return await asyncio.wait_for(future, within or self.timeout)
         except asyncio.TimeoutError:
@@ -150,6 +160,8 @@ class Connection:
                 conn = await self.call(self._open_blocking, asked, what="connecting",
                                        within=max(self.timeout, 15))
             except BackendError as e:
+                if isinstance(e, NotResponding):
+                    asked.append(GIVEN_UP)  # the open may still end: it then closes itself
                 raise self._open_error(e, asked) from None
             self.conn, self.close_reason = conn, ""
             return conn
@@ -168,6 +180,9 @@ class Connection:
         except libvirt.libvirtError:
             conn.close()
             raise
+        if GIVEN_UP in asked:  # the caller timed out meanwhile: nobody will use it
+            self._close_blocking(conn)
+            raise libvirt.libvirtError("connection given up on")
         return conn
 
     @staticmethod
@@ -178,14 +193,26 @@ class Connection:
         return -1
 
     async def close(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            self.close_reason = "client"
-            try:
-                await self.call(self._close_blocking, conn, what="closing", within=5)
-            except BackendError:
-                pass
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """Close every connection this remote opened, once the calls in flight have ended:
+        a ``virConnect`` freed under a call in another thread would crash the process."""
+        conns = [c for c in (self.conn, *self._dead) if c is not None]
+        self.conn, self._dead = None, []
+        self.close_reason = "client"
+        pool = self.pool
+        pool.shutdown(wait=False, cancel_futures=True)
+
+        def finish() -> None:
+            pool.shutdown(wait=True)
+            for conn in conns:
+                try:
+                    self._close_blocking(conn)
+                except libvirt.libvirtError:
+                    pass
+
+        closer = threading.Thread(target=finish, name=f"libvirt-close-{self.remote.name}",
+                                  daemon=True)
+        closer.start()
+        await asyncio.to_thread(closer.join, 5)  # a hung call: it closes in the background
 
     def _close_blocking(self, conn: libvirt.virConnect) -> None:
         for callback in self._callbacks:
@@ -209,13 +236,15 @@ class Connection:
         for queue in list(self.listeners):
             queue.put_nowait(item)
 
-    def _lifecycle(self, _conn, dom, event: int, detail: int, _opaque) -> None:
+    def _lifecycle(self, conn, dom, event: int, detail: int, _opaque) -> None:
         action = lifecycle_action(event, detail)
-        if action:
+        if action and conn is self.conn:  # not a connection given up on (a late open)
             self._post(BackendEvent(EventKind.LIFECYCLE, self.remote.name, action=action,
                                     ref=InstanceRef(self.remote.name, dom.name())))
 
-    def _rebooted(self, _conn, dom, _opaque) -> None:
+    def _rebooted(self, conn, dom, _opaque) -> None:
+        if conn is not self.conn:
+            return
         self._post(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                 action="instance-restarted",
                                 ref=InstanceRef(self.remote.name, dom.name())))
@@ -229,6 +258,7 @@ class Connection:
     def _lost(self, conn: libvirt.virConnect, why: str) -> None:
         if self.conn is conn:
             self.conn = None
+            self._dead.append(conn)  # closed with the others (calls may still hold it)
         if why != "client":
             self.close_reason = why
         self._deliver(CLOSED)
@@ -286,6 +316,7 @@ class Connection:
             return AuthError(f"The SSH host key of {host} is not known ({where}): corral "
                              "accepts no key it has not seen. Pin it first (connect once "
                              "with ssh, or ssh-keyscan into that file).")
+        asked = [q for q in asked if q != GIVEN_UP]
         if any(q for q in asked) or "password" in text.lower() or "passphrase" in text.lower():
             return AuthError(f"{host} asks for a password or passphrase; corral never types "
                              "one. Use an SSH key the server accepts (an agent, or "

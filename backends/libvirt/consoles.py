@@ -103,7 +103,10 @@ class StreamConsole:
         self._closed.set()
         stream, self.stream = self.stream, None
         if stream is not None:
-            self.lv.pool.submit(_drop, stream)
+            try:
+                self.lv.pool.submit(_drop, stream)
+            except RuntimeError:  # the remote is closed: its connection takes the stream
+                pass
         if self._sink is not None:
             self._sink.closed(reason)
 

@@ -1,0 +1,66 @@
+"""A libvirt remote in corral's inventory (``tui/services/inventory.py``, the service the
+table is drawn from), over qemu+ssh to the private libvirt: its domains are listed, a verb
+shows its outcome through the lifecycle events, and a daemon that stops answering is
+``not responding`` and then connected again by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+
+import lab_libvirt
+from backends.models import ConnectionState, InstanceRef, InstanceStatus, Remote
+
+
+async def _until(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+async def test_inventory_lists_follows_and_survives_a_silent_daemon(request, guest):
+    from tui.services.inventory import Inventory
+
+    vlab = lab_libvirt.session_lab(request)
+    name = f"lvi-{uuid.uuid4().hex[:6]}"
+    lab_libvirt.define(vlab, lab_libvirt.guest_xml(name, *guest))
+    remote = Remote(name="server", kind="libvirt", address=vlab.ssh_uri())
+    changes: list[str] = []
+    inv = Inventory([remote], on_change=lambda r, refs: changes.append(r), reconnect_cap=2)
+    ref = InstanceRef("server", name)
+    task = asyncio.ensure_future(inv.run_remote("server"))
+    status = inv.statuses["server"]
+    try:
+        await _until(lambda: status.state is ConnectionState.CONNECTED and ref in inv.instances,
+                     30, f"listed ({status.state}, {status.message})")
+        assert inv.instances[ref].status is InstanceStatus.STOPPED
+        assert status.server is not None and status.server.server == "libvirt"
+
+        await inv.act(ref, "start", "starting…")
+        await _until(lambda: inv.instances[ref].status is InstanceStatus.RUNNING, 20,
+                     "running after start")
+        assert any(what == "started" for _, what in inv.history[ref])
+
+        os.kill(vlab.daemon.pid, signal.SIGSTOP)
+        try:
+            await _until(lambda: status.state is ConnectionState.NOT_RESPONDING, 40,
+                         f"not responding ({status.state}, {status.message})")
+            assert "not responding" in status.message
+        finally:
+            os.kill(vlab.daemon.pid, signal.SIGCONT)
+        await _until(lambda: status.state is ConnectionState.CONNECTED, 40,
+                     f"connected again ({status.state}, {status.message})")
+        await inv.act(ref, "stop", "stopping…", force=True)
+        await _until(lambda: inv.instances[ref].status is InstanceStatus.STOPPED, 20,
+                     "stopped after the reconnect")
+        await inv.act(ref, "delete", "deleting…")
+        await _until(lambda: ref not in inv.instances, 20, "gone after delete")
+    finally:
+        task.cancel()
+        await inv.close()
