@@ -65,13 +65,18 @@ def quit_corral(pane: Pane, stty) -> None:
         time.sleep(0.1)
 
 
-def test_the_last_screen_comes_first_marked_then_the_live_one(run):
-    script, _, cache, stty = run
+def run_once(script, stty) -> None:
+    """corral started in a pane of its own and quit with q: its last frame is kept."""
     pane = Pane(script)
     try:
         quit_corral(pane, stty)
     finally:
         pane.close()
+
+
+def test_the_last_screen_comes_first_marked_then_the_live_one(run):
+    script, _, cache, stty = run
+    run_once(script, stty)
     frames = list(cache.glob("frame-*.ansi"))
     assert len(frames) == 1 and frames[0].stat().st_mode & 0o777 == 0o600
     shell_modes = stty.read_text()
@@ -117,11 +122,7 @@ def test_keys_typed_on_the_last_frame_reach_the_live_screen(run):
     """A burst typed while the last frame is on the screen (as an admin types the moment
     something appears) is replayed, in order, into the live UI."""
     script, _, cache, stty = run
-    pane = Pane(script)
-    try:
-        quit_corral(pane, stty)
-    finally:
-        pane.close()
+    run_once(script, stty)
     stty.unlink()
     pane = Pane(script)
     try:
