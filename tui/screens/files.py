@@ -31,6 +31,8 @@ from ..widgets.footer import FittingFooter
 from ..widgets.plain import Plain, PlainLabel
 from .dialogs import InputDialog
 
+DETAILS_WAIT = 0.1
+"""Seconds a listing waits for its entries' details before showing the names alone."""
 EDIT_LIMIT = 1024 * 1024
 """Files larger than this are not opened in the editor (pull them instead)."""
 
@@ -122,11 +124,20 @@ class FilesScreen(ModalScreen[None]):
             if names_of is not None and stat is not None:
                 # the names in one round trip, shown; their details after
                 names = await names_of(self.ref, path)
-                self._show(path, [], select, pending=names)
-                if not keep_status:
-                    self.say(f"{len(names)} entries · reading their details…")
-                select = self._cursor_key() or select
-                entries = await stat(self.ref, path, names)
+                details = asyncio.ensure_future(stat(self.ref, path, names))
+                try:
+                    # details that come at once are shown with the names (one fill)
+                    entries = await asyncio.wait_for(asyncio.shield(details), DETAILS_WAIT)
+                except TimeoutError:
+                    self._show(path, [], select, pending=names)
+                    if not keep_status:
+                        self.say(f"{len(names)} entries · reading their details…")
+                    select = self._cursor_key() or select
+                    try:
+                        entries = await details
+                    except asyncio.CancelledError:
+                        details.cancel()  # another directory was chosen meanwhile
+                        raise
             else:
                 entries = await self.backend.list_files(self.ref, path)
         except BackendError as e:
