@@ -226,7 +226,8 @@ ACTIONS: tuple[Action, ...] = (
            menu=True, available=consoles.has_desktop, background=True),
     Action("console-focus", "To console", "Go back into the current console tab", C, "t",
            "console.focus", "focus_console", show=False),
-    Action("console-zoom", "Zoom", "Consoles full screen, or beside the table again", C, "z",
+    Action("console-zoom", "Zoom", "Consoles full screen, or beside the table again (in a "
+           "console: its leave key first, which keeps them full screen)", C, "z",
            "console.zoom", "zoom_console", show=False),
     Action("console-close", "Close tab", "Close the current console tab (local consoles keep running)", C, "x",
            "console.close", "close_console", show=False),

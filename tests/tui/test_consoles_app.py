@@ -122,7 +122,11 @@ async def test_lxd_and_incus_shell_and_console_in_tabs(lab, lab_env, unique, tmp
             await pilot.press("ctrl+right_square_bracket")
             await pilot.press("z")  # consoles full screen, then back
             assert app.main_screen.has_class("-console-zoom")
-            await pilot.press("ctrl+right_square_bracket")
+            await pilot.press("ctrl+right_square_bracket")  # out of the console, zoomed
+            await pilot.pause(0.1)
+            assert app.main_screen.has_class("-console-zoom")
+            await pilot.press("z")
+            await pilot.pause(0.1)
             assert not app.main_screen.has_class("-console-zoom")
     finally:
         lab.lxd1.cli("delete", "--force", a)

@@ -463,3 +463,66 @@ async def test_help_in_sections_without_widget_noise_and_fits_80x24(fake_env):  
         top = next(line for line in lines if "corral keys" in line)
         assert top.rstrip()[-1] in "▜┓╗┐╮▌▐█", "its right border is on the screen"
         await look(app, pilot, "help")
+
+
+class EchoSession:
+    """A console session that keeps what it is sent (no guest: the keys' way is tested)."""
+
+    def __init__(self) -> None:
+        self.sent = b""
+
+    async def start(self, sink) -> None:
+        self.sink = sink
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.sent += data
+
+    async def send_special(self, name: str) -> None:
+        pass
+
+    async def resize(self, width: int, height: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def history(self) -> bytes:
+        return b""
+
+
+async def test_zoomed_consoles_keep_z_brackets_and_help_as_the_help_says(fake_env):  # noqa: F811
+    from backends.models import InstanceRef
+    from tui.widgets.console_dock import ConsoleDock
+    from tui.widgets.view_messages import ConsoleView
+
+    async with running(fake_env, size=(80, 24)) as (app, pilot):
+        dock = app.screen.query_one(ConsoleDock)
+        sessions = [EchoSession(), EchoSession()]
+        for name, session in zip(("web1", "db1"), sessions):
+            async def opener(w, h, session=session):
+                return session
+            await dock.open(InstanceRef("alpha" if name == "web1" else "beta", name),
+                            "console", opener)
+            await settle(pilot, app)
+        await press(pilot, app, "z")  # typed into the console
+        assert sessions[1].sent == b"z" and not app.screen.has_class("-console-zoom")
+        await press(pilot, app, "ctrl+right_square_bracket", "z")  # out, then zoom
+        assert app.screen.has_class("-console-zoom")
+        assert isinstance(app.focused, ConsoleView), "z goes into the current console"
+        footer = " ".join(screen_lines(app)[-1].split())
+        assert "^] Leave console" in footer and "q Quit" not in footer, footer
+        await press(pilot, app, "ctrl+right_square_bracket")  # out of it, still zoomed
+        assert app.screen.has_class("-console-zoom")
+        assert not isinstance(app.focused, ConsoleView)
+        footer = " ".join(screen_lines(app)[-1].split())
+        for key in ("z Zoom", "] Next tab", "t To console"):
+            assert key in footer, footer
+        await look(app, pilot, "zoomed-tabs")
+        first = dock.active
+        await press(pilot, app, "right_square_bracket")  # the next tab, not the guest's
+        assert dock.active is not first and b"]" not in sessions[1].sent
+        await press(pilot, app, "question_mark")
+        assert app.screen.__class__.__name__ == "HelpScreen"
+        await press(pilot, app, "escape", "z")  # back beside the table
+        assert not app.screen.has_class("-console-zoom")
+        assert b"?" not in sessions[0].sent + sessions[1].sent

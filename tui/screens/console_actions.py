@@ -28,6 +28,11 @@ class ConsoleActions:
         self.query_one(ConsoleDock).cycle(-1)
 
     def on_console_dock_detached(self) -> None:
+        """The console's leave key: out of the console, to the table; zoomed, the consoles
+        stay full screen with the focus on their tab bar, where ``z``, ``[``, ``]``, ``x``
+        and ``t`` work as the help says (and the footer shows them)."""
+        if self.has_class("-console-zoom") and self.query_one(ConsoleDock).focus_tabs():
+            return
         self.remove_class("-console-zoom")
         self.query_one(InstanceTable).focus()
 

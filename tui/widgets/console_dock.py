@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -21,12 +21,13 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane, Tabs
 
 from backends.base import ConsoleSession
 from backends.errors import BackendError
 from backends.models import InstanceRef
 
+from ..actions import ACTIONS, Scope
 from ..format import printable
 from . import view_messages
 
@@ -54,6 +55,12 @@ class ConsoleTab:
 
 class ConsoleDock(Vertical):
     """Console tabs. Hidden while there is none."""
+
+    BINDINGS = [replace(a, show=True).binding("screen.") for name in (
+        "console-zoom", "console-focus", "console-next", "console-previous", "console-close",
+        "special-keys", "screenshot") for a in ACTIONS if a.name == name and a.key]
+    """The console tabs' keys, in the footer while the tab bar has the focus (inside a
+    console the screen offers none of them: every key goes to the console)."""
 
     DEFAULT_CSS = """
     ConsoleDock {
@@ -189,6 +196,13 @@ class ConsoleDock(Vertical):
         current = self.active
         index = ids.index(current.pane_id) if current else 0
         self.tabbed.active = ids[(index + step) % len(ids)]
+
+    def focus_tabs(self) -> bool:
+        """Focus the tab bar (keys go to the screen, not to a console); False: no tab."""
+        if not self.tabs:
+            return False
+        self.tabbed.query_one(Tabs).focus()
+        return True
 
     def focus_active(self) -> bool:
         tab = self.active

@@ -20,6 +20,7 @@ from pathlib import Path
 from rich.segment import Segment
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
@@ -48,6 +49,10 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
     priority bindings; the mouse is the guest's pointer."""
 
     ALLOW_SELECT = False
+
+    BINDINGS = [Binding("q", "leave_hint", show=False),
+                Binding("question_mark", "leave_hint", show=False)]
+    """q and ? go to the guest: the footer does not offer them as corral's quit and help."""
 
     DEFAULT_CSS = """
     GraphicView {
@@ -88,6 +93,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         self.session = session
         self.title = title
         self.detach_key = detach_key
+        self._bindings.bind(detach_key, "leave_hint", "Leave console")  # ConsoleView
         self.mode = mode
         self.fps = max(1.0, min(60.0, fps))
         self.close_on_unmount = close_on_unmount

@@ -12,7 +12,14 @@ from textual.widget import Widget
 
 class ConsoleView:
     """What both console views are (a marker: the screen asks whether the focus is in a
-    console without importing the views, which load with the first console)."""
+    console without importing the views, which load with the first console).
+
+    Each view binds its leave (detach) key to ``leave_hint``, which does nothing: the
+    binding names the key in the footer, the view's ``on_key`` leaves (every other key is
+    the guest's)."""
+
+    def action_leave_hint(self) -> None:
+        """Nothing: the view's ``on_key`` handles the leave key."""
 
 
 class ViewMessage(Message):
