@@ -2,7 +2,8 @@
 summary says what was understood and what not before anything is made, the imported VM
 is created, starts and boots (its serial console prints the guest's marker); a refused
 package keeps Create disabled with the reason; a running conversion stops on x and
-leaves nothing."""
+leaves nothing. A VirtualBox machine folder and a libvirt domain XML file each become a
+VM that boots and answers typed commands on its serial console tab."""
 
 from __future__ import annotations
 
@@ -140,4 +141,73 @@ async def test_import_wizard_summary_boot_refusal_and_cancel(tmp_path, monkeypat
         pid = Path(run) / "corral" / "qemu" / "boot-me" / "qemu.pid"  # as the serial log
         if pid.exists():
             os.kill(int(pid.read_text()), signal.SIGKILL)
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def vbox_folder(tmp_path: Path, raw: Path, name: str) -> Path:
+    """A VirtualBox machine folder: the ``.vbox`` file and its VDI beside it."""
+    folder = tmp_path / "VirtualBox VMs" / name
+    folder.mkdir(parents=True)
+    fx.convert(raw, folder / f"{name}.vdi", "vdi")
+    (folder / f"{name}.vbox").write_bytes(fx.vbox_file(name, [(f"{name}.vdi", "VDI")]))
+    return folder / f"{name}.vbox"
+
+
+def libvirt_xml(tmp_path: Path, raw: Path, name: str) -> Path:
+    """A libvirt domain XML file whose first (boot order 1) disk is a qcow2 of ``raw``."""
+    (tmp_path / "images").mkdir(exist_ok=True)
+    disk = fx.convert(raw, tmp_path / "images" / f"{name}.qcow2", "qcow2")
+    xml = tmp_path / f"{name}.xml"
+    xml.write_bytes(fx.libvirt_domain(name, [(str(disk), "qcow2")]))
+    return xml
+
+
+@pytest.mark.qemu  # starts it itself (tests/tiers.py)
+async def test_vbox_folder_and_libvirt_xml_import_and_answer_on_the_serial_console(
+        tmp_path, monkeypatch):
+    """A VirtualBox machine folder and a libvirt domain XML file, each through "Import a
+    VM…" by keys, become VMs that boot under TCG; typed on each one's serial console tab,
+    ``echo import-$((6*7))`` answers ``import-42``; the sources are left as they were."""
+    from test_consoles_app import open_tab, type_line, wait_screen
+
+    run = f"/tmp/cq-wimp2-{os.getpid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+    app = make_app(write_config(tmp_path),
+                   env={"HOME": str(tmp_path), "PATH": os.environ["PATH"],
+                        "XDG_RUNTIME_DIR": run})
+    raw = fx.boot_disk()
+    sources = [("vbox-boot", vbox_folder(tmp_path, raw, "VBox_Boot"),
+                ("VirtualBox machine", "disk 1: VBox_Boot.vdi (SATA port 0) — vdi")),
+               ("lv-boot", libvirt_xml(tmp_path, raw, "lv-boot"),
+                ("libvirt domain", "disk 1: ", "lv-boot.qcow2", "not mapped: a SPICE"))]
+    before = {path: path.read_bytes() for _n, path, _w in sources}
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: app.inventory.statuses["qemu"].state.value
+                           == "connected", what="qemu remote")
+            for name, path, needles in sources:
+                await to_summary(pilot, app, str(path))
+                assert app.screen.query_one("#wizard-name").value == name
+                text = summary(app)
+                for needle in (*needles, "firmware: BIOS (SeaBIOS)"):
+                    assert needle in text, (needle, text)
+                await pilot.press("ctrl+n")
+                await wait_for(pilot, lambda: rows(app).get(f"qemu:{name}", [None] * 4)[3]
+                               == "running", timeout=120, what=f"{name} running")
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: app.screen is app.main_screen,
+                               what="the wizard closed")
+                await open_tab(pilot, app, f"qemu:{name}", "c")
+                await wait_screen(pilot, app, "corral-guest ready", timeout=120)
+                await type_line(pilot, "echo import-$((6*7))")
+                await wait_screen(pilot, app, "import-42", timeout=30)
+                await pilot.press("ctrl+right_square_bracket")
+        assert {path: path.read_bytes() for _n, path, _w in sources} == before
+    finally:
+        import shutil
+        import signal
+        for name, _p, _w in sources:
+            pid = Path(run) / "corral" / "qemu" / name / "qemu.pid"
+            if pid.exists():
+                os.kill(int(pid.read_text()), signal.SIGKILL)
         shutil.rmtree(run, ignore_errors=True)
