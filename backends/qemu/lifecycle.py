@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ..base import Backend
+from ..console.orphans import end_servers
 from ..console.serial_log import trim as trim_serial_log
 from ..errors import (
     BackendError,
@@ -32,7 +33,7 @@ from .definition import QEMU
 from .files import sweep
 from .host_paths import open_boot_files
 from .kvm import SILENT_BOOT, expects_serial_output
-from .machines import Machines
+from .machines import Machines, runtime_root
 
 
 
@@ -74,9 +75,18 @@ class Lifecycle(Backend):
         await asyncio.to_thread(sweep, self.vms.root)  # what a killed corral left
         for name in self.vms.names():  # VMs that outlived an earlier corral
             await self.vms.adopt(name)
+        await asyncio.to_thread(self._end_orphan_servers)
         version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
         self.vms.kvm.fallback.qemu_version = version
         return ServerInfo(server="qemu", version=version, auth="local")
+
+    def _end_orphan_servers(self) -> None:
+        """Console servers of VMs that are gone or not running: nobody can use them."""
+        root = runtime_root()
+        for run in root.iterdir() if root.is_dir() else ():
+            if run.is_dir() and (not self.vms.exists(run.name)
+                                 or self.vms.pid(run.name) is None):
+                end_servers(run)
 
     async def close(self) -> None:
         await self.vms.close()
@@ -153,6 +163,7 @@ class Lifecycle(Backend):
             raise Conflict(f"{ref} is already running.")
         vms.refuse_if_busy(ref)
         vms.refuse_if_base(ref, "started")
+        await asyncio.to_thread(end_servers, vms.run_dir(ref.name))  # of an earlier run
         with await asyncio.to_thread(open_boot_files, d, f"{ref} was not started") as boot:
             await vms.launch(ref, boot.definition, boot.fds)
         if ref.name in vms.kvm.started and expects_serial_output(d.kernel, d.cmdline):
@@ -232,6 +243,7 @@ class Lifecycle(Backend):
             if not force:
                 raise Conflict(f"{ref} is running. Stop it first, or delete it with force.")
             await self.stop(ref, force=True)
+        await asyncio.to_thread(end_servers, vms.run_dir(ref.name))  # its consoles end
         shutil.rmtree(vms.dir(ref.name))
         shutil.rmtree(vms.run_dir(ref.name), ignore_errors=True)
         for d in (vms.status, vms.why):
