@@ -7,6 +7,7 @@ sent from the remote's thread pool."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import libvirt
@@ -47,12 +48,16 @@ class StreamConsole:
         self.stream: libvirt.virStream | None = None
         self._sink: ConsoleSink | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._context: contextvars.Context | None = None
         self._closed = asyncio.Event()
         self.exit_reason = ""
 
     async def start(self, sink: ConsoleSink) -> None:
         conn = await self.lv.live()
         self._sink, self._loop = sink, asyncio.get_running_loop()
+        # the sink is fed in the context of whoever started the session (libvirt's thread
+        # has none: a UI that keeps its state in context variables would lose it)
+        self._context = contextvars.copy_context()
 
         def attach() -> libvirt.virStream:
             stream = conn.newStream(libvirt.VIR_STREAM_NONBLOCK)
@@ -86,7 +91,8 @@ class StreamConsole:
             ended = ended or "the console closed"
         loop = self._loop
         if loop is not None and not loop.is_closed() and (chunks or ended):
-            loop.call_soon_threadsafe(self._deliver, b"".join(chunks), ended)
+            loop.call_soon_threadsafe(self._deliver, b"".join(chunks), ended,
+                                      context=self._context)
 
     def _deliver(self, data: bytes, ended: str) -> None:
         if data:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import subprocess
 import time
 import uuid
@@ -30,13 +31,20 @@ from backends.models import (
 live = pytest.mark.asyncio(loop_scope="module")
 
 
+STARTER = contextvars.ContextVar("starter", default="")
+"""Set by the code that starts a console; the sink must see it (Textual keeps its app in
+such variables: a sink fed outside that context repainted nothing)."""
+
+
 class Sink:
     def __init__(self) -> None:
         self.data = b""
         self.reason: str | None = None
+        self.contexts: set[str] = set()
 
     def feed(self, data: bytes) -> None:
         self.data += data
+        self.contexts.add(STARTER.get())
 
     def closed(self, reason: str) -> None:
         self.reason = reason
@@ -176,10 +184,12 @@ async def test_serial_console_answers_and_the_guest_powers_off(lv, domain):
     await lv.start(domain)
     session = await lv.open_console(domain)
     sink = Sink()
+    STARTER.set("the starter")
     await session.start(sink)
     try:
         await typed_until(session, sink, b"echo k$((6*7))\r", b"k42")
         assert b"k42" in await session.history()
+        assert sink.contexts == {"the starter"}  # fed in the context that started it
         mark = w.mark()
         await session.send_bytes(b"poweroff -f\r")  # the guest's own shutdown
         await w.wait(mark, action="instance-stopped", ref=domain, timeout=60)
