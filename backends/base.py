@@ -21,6 +21,7 @@ from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkabl
 
 from .cluster_verbs import ClusterVerbs
 from .create_preview import PreviewVerbs
+from .portable import PortableVerbs, portable_problems
 from .errors import Unsupported
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 from .screen import ScreenSession
@@ -45,7 +46,7 @@ from .models import (
 )
 
 
-class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, abc.ABC):
+class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, abc.ABC):
     """Base class of every backend (the verbs on profiles, networks, storage, projects and
     YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 
@@ -428,6 +429,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.CLONE: ("clone_instance",),
     Capability.LINKED_CLONE: ("clone_instance",),
     Capability.COPY_MOVE: ("copy_to",),
+    Capability.PORTABLE: ("portable_vm",),
     Capability.PUBLISH: ("publish_image",),
     Capability.IMAGES: ("list_images", "delete_image"),
     Capability.PASSWORD: ("set_password",),
@@ -482,7 +484,7 @@ def contract_problems(cls: type[Backend]) -> list[str]:
         problems.append("declares vga but 'vga' is not in console_kinds")
     if Capability.CONSOLE in declared and "console" not in cls.console_kinds:
         problems.append("declares console but 'console' is not in console_kinds")
-    return problems
+    return problems + portable_problems(cls)
 
 
 class ConsoleSink(Protocol):

@@ -84,6 +84,9 @@ class Capability(str, enum.Enum):
     """``clone_instance(..., linked=True)``: a copy sharing the source's disk."""
     COPY_MOVE = "copy-move"
     """Copy or move an instance to another remote of a compatible kind."""
+    PORTABLE = "portable"
+    """A stopped VM can be handed to another backend (``portable_vm``: its own description
+    and its disk files; ``backends.portable``), e.g. to become a local QEMU VM."""
     PUBLISH = "publish"
     IMAGES = "images"
     PASSWORD = "password"

@@ -7,6 +7,7 @@ event loop thread, errors in words):
 - ``lifecycle.py``: connect, list, usage, start/shut down/force off/reboot/pause/delete
 - ``events.py``: ``watch`` (domain lifecycle callbacks, the connection closing)
 - ``consoles.py``: the serial console on a libvirt stream
+- ``portable.py``: a stopped domain as its XML and disk files (``portable_vm``)
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
 libvirt's numbers into corral's models.
@@ -20,16 +21,17 @@ from .connection import Connection
 from .consoles import Consoles
 from .events import Events
 from .lifecycle import Lifecycle
+from .portable import Portable
 
 
-class LibvirtBackend(Lifecycle, Events, Consoles, Backend):
+class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Backend):
     """The domains of one libvirt connection URI."""
 
     kind = "libvirt"
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS, Capability.CONSOLE,
+        Capability.METRICS, Capability.CONSOLE, Capability.PORTABLE,
     })
     console_kinds = frozenset({"console"})
 

@@ -161,6 +161,7 @@ CALLS: dict[str, Call] = {
                                                             r.name + "-i"),
     "clone_instance": lambda b, r, s, d: b.clone_instance(r, r.name + "-c"),
     "copy_to": lambda b, r, s, d: b.copy_to(r, b, r.name + "-c"),
+    "portable_vm": lambda b, r, s, d: b.portable_vm(r),
     "rename_instance": lambda b, r, s, d: b.rename_instance(r, r.name + "-r"),
     "set_description": lambda b, r, s, d: b.set_description(r, "contract"),
     "publish_image": lambda b, r, s, d: b.publish_image(r),

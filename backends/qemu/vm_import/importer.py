@@ -62,8 +62,10 @@ async def _measure(disk: PlannedDisk) -> int:
 
 class Importer(Backend):
     """``plan_import`` and ``import_vm``; the launch wizard's ``vm-import`` source goes
-    through :meth:`create_from_import`."""
+    through :meth:`create_from_import`, which also takes another backend's
+    :class:`~backends.portable.PortableVM` written to a file."""
 
+    imports_portable = frozenset({"libvirt-domain"})
     vms: Machines
 
     async def plan_import(self, path: str,
