@@ -526,3 +526,40 @@ async def test_zoomed_consoles_keep_z_brackets_and_help_as_the_help_says(fake_en
         await press(pilot, app, "escape", "z")  # back beside the table
         assert not app.screen.has_class("-console-zoom")
         assert b"?" not in sessions[0].sent + sessions[1].sent
+
+
+async def test_wizard_cancel_button_asks_before_discarding_filled_steps(fake_env):  # noqa: F811
+    from tui.screens.dialogs import ConfirmDialog
+    from tui.screens.wizard import WizardScreen
+
+    backends = fake_env[3]
+    async with running(fake_env, size=(80, 24)) as (app, pilot):
+        await press(pilot, app, "N")
+        wizard = app.screen
+        assert isinstance(wizard, WizardScreen)
+        wizard.remote = "alpha"
+        await press(pilot, app, "enter")
+        await pilot.press("ctrl+n")
+        await press(pilot, app, *"draft1", "enter")
+        for _ in range(2):  # resources, network: on cloud-init now
+            await press(pilot, app, "ctrl+n")
+        assert wizard.step == "cloud-init"
+        wizard.query_one("#cancel").focus()  # where Tab from the text area lands
+        await press(pilot, app, "enter")
+        assert isinstance(app.screen, ConfirmDialog), "asked, not closed"
+        assert "filled in is lost" in str(app.screen.message)
+        await look(app, pilot, "wizard-leave")
+        await press(pilot, app, "enter")  # its focus is on its Cancel: the wizard stays
+        assert app.screen is wizard and wizard.step == "cloud-init"
+        assert wizard.query_one("#wizard-name").value == "draft1"
+        wizard.query_one("#cancel").focus()
+        await press(pilot, app, "enter")
+        await pilot.click("#confirm")
+        await settle(pilot, app)
+        assert not isinstance(app.screen, WizardScreen)
+        assert "draft1" not in backends["alpha"].data
+        # on its first steps nothing was typed: Cancel leaves at once
+        await press(pilot, app, "N")
+        app.screen.query_one("#cancel").focus()
+        await press(pilot, app, "enter")
+        assert not isinstance(app.screen, (WizardScreen, ConfirmDialog))

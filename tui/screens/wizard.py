@@ -40,6 +40,7 @@ from backends.units import format_size, parse_size
 from ..format import external, external_text
 from ..widgets.plain import Plain, PlainInput, PlainLabel
 from .dialogs import ConfirmDialog
+from .wizard_leave import leave
 from .paths import PathInput
 from . import wizard_preview as preview
 from .placement import AUTO, AUTO_LABEL, chosen_target, load_placements
@@ -452,7 +453,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         elif event.button.id == "back":
             self.action_back()
         else:
-            self.action_cancel()
+            leave(self)  # the Cancel button asks first once something was filled in
 
     def action_cancel(self, running_only: bool = False) -> None:
         if self._create_task is not None and not self._create_task.done():
