@@ -45,10 +45,10 @@ class _FlowModule:
         return _Lazy(self._module, name)
 
 
-(cluster, consoles, create, files, guest, images, lifecycle, limits, objects, remotes,
- snapshots, transfer) = map(_FlowModule, (
-    "cluster", "consoles", "create", "files", "guest", "images", "lifecycle", "limits",
-    "objects", "remotes", "snapshots", "transfer"))
+(cluster, consoles, convert_vm, create, files, guest, images, lifecycle, limits, objects,
+ remotes, snapshots, transfer) = map(_FlowModule, (
+    "cluster", "consoles", "convert_vm", "create", "files", "guest", "images", "lifecycle",
+    "limits", "objects", "remotes", "snapshots", "transfer"))
 
 
 class Scope(str, enum.Enum):
@@ -251,6 +251,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("move", "Move to another remote…", "Cold move to another LXD/Incus remote "
            "(removed here once it is there)", I, needs=(Cap.COPY_MOVE,), flow=transfer.move,
            menu=True, available=transfer.has_copy_target),
+    Action("convert_vm", "Convert to a local QEMU VM…", "Make a local QEMU VM from this "
+           "stopped VM's definition and copies of its disks (the original is left as it is)",
+           I, needs=(Cap.PORTABLE,), flow=convert_vm.convert, menu=True,
+           available=convert_vm.has_convert_target),
     Action("publish", "Publish as an image…", "Make an image (with an alias) from it or one "
            "of its snapshots", I, needs=(Cap.PUBLISH,), flow=images.publish, menu=True),
     Action("password", "Change a password…", "Set a user's password inside the running "
