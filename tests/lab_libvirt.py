@@ -144,6 +144,7 @@ def session_lab(request) -> "LibvirtLab":
     if reason:
         config._corral_libvirt_lab = f"the private libvirt cannot run here: {reason}"
         pytest.fail(config._corral_libvirt_lab, pytrace=False)
+    sweep_stale()
     lab = LibvirtLab()
     config.add_cleanup(lab.stop)
     try:
@@ -206,6 +207,7 @@ class LibvirtLab:
 
     # -- starting and stopping
     def start(self) -> None:
+        (self.root / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
         for sub in BINDS:
             (self.root / sub).mkdir(mode=0o755)
         (self.root / "etc" / "libvirtd.conf").write_text(LIBVIRTD_CONF)
@@ -336,11 +338,61 @@ class LibvirtLab:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _start_time(pid: int) -> str:
+    """When ``pid`` started (field 22 of its stat): a pid reused later is another process."""
+    stat = labmod._read_proc(pid, "stat").decode(errors="replace")
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def sweep_stale() -> list[str]:
+    """Stop and remove the labs of test runs that died without stopping them (killed by a
+    time-out or SIGKILL): every process in such a lab's namespace, then its directory. A
+    lab whose owner still runs is left alone. Returns the directories removed."""
+    removed = []
+    tmp = Path("/tmp")
+    for root in tmp.glob(f"{ROOT_PREFIX}*"):
+        try:
+            pid, started = (root / "owner").read_text().split()
+            alive = labmod._pid_alive(int(pid)) and _start_time(int(pid)) == started
+        except (OSError, ValueError):
+            alive = True  # no owner written (yet): not ours to judge
+        if alive:
+            continue
+        mine = os.readlink("/proc/self/ns/mnt")
+        pids = labmod._all_pids()
+        seeds = [p for p in pids if str(root).encode() in labmod._read_proc(p, "cmdline")]
+        spaces = set()
+        for p in seeds:
+            with contextlib.suppress(OSError):
+                spaces.add(os.readlink(f"/proc/{p}/ns/mnt"))
+        spaces.discard(mine)
+        victims = set(seeds)
+        for p in pids:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{p}/ns/mnt") in spaces:
+                    victims.add(p)
+        for p in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGCONT)
+                os.kill(p, signal.SIGKILL)
+        labmod._wait_dead(victims, 10)
+        shutil.rmtree(root, ignore_errors=True)
+        removed.append(str(root))
+    return removed
+
+
 def main() -> int:
     reason = unavailable_reason()
     if reason:
         print(reason)
         return 1
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # also when started in the background
+    sweep_stale()
     lab = LibvirtLab()
     try:
         lab.start()
