@@ -305,7 +305,12 @@ class Connection:
         text = e.message
         known = dict(p.split("=", 1) for p in self.uri.partition("?")[2].split("&")
                      if "=" in p).get("known_hosts", "")
-        if "HOST KEY VERIFICATION FAILED" in text or "Host key verification failed" in text:
+        if "Host key verification failed" in text:  # the ssh program, in batch mode
+            return AuthError(f"ssh could not verify the host key of {host} (not in your "
+                             "known_hosts, or changed): corral refuses the connection. "
+                             "Connect once with ssh to check and pin it, or name a pinned "
+                             "file with known_hosts= in the URI.")
+        if "HOST KEY VERIFICATION FAILED" in text:
             where = f" ({known})" if known else ""
             return AuthError(f"The SSH host key of {host} is not the one pinned for it{where}: "
                              "corral refuses the connection. If the server's key really "

@@ -61,6 +61,15 @@ async def test_an_unknown_host_key_is_refused_not_accepted(vlab):
 
 
 @live
+async def test_the_ssh_program_refuses_a_host_key_it_cannot_verify_without_asking(vlab):
+    """Without known_hosts= the ``ssh`` program runs in batch mode: the lab's host key is in
+    no known_hosts of this user, so ssh refuses it at once instead of asking."""
+    uri = f"qemu+ssh://root@127.0.0.1:{vlab.port}/system?keyfile={vlab.ssh / 'id_ed25519'}"
+    err = await _refused(uri)
+    assert "could not verify the host key" in err.message and "127.0.0.1" in err.message
+
+
+@live
 async def test_a_host_that_asks_for_a_password_is_reported(vlab):
     err = await _refused(vlab.ssh_uri(keyfile=vlab.ssh / "stranger_ed25519"))
     assert "password" in err.message and "never types" in err.message
