@@ -3,7 +3,8 @@
 # (Debian packages when root: LXD, Incus, LXC, QEMU, busybox; Python deps in .venv) and
 # runs `ruff check` and every test against real daemons, which the suite starts and stops
 # itself.
-# Extra arguments go to pytest (e.g. -k stop, -m "not lab").
+# Extra arguments go to pytest (e.g. -k stop, -m "not lab"); without any, the tier without
+# daemons runs in three parallel processes and then the lab tier in one.
 #
 # Run it as it is, as root or not: the lab needs root (private LXD/Incus daemons, LXC, Debian
 # packages), so a user who is not root re-runs it through sudo when sudo is there. Without
@@ -42,4 +43,13 @@ fi
 # Lint first (pyflakes and bugbear catch real bugs; rules in pyproject.toml [tool.ruff.lint])
 .venv/bin/ruff check .
 
-exec .venv/bin/python -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+# The whole suite: the tier without daemons in parallel processes (its tests share no
+# state: each has its own temp HOME, runtime dir and fake host), then the lab tier in one
+# process (its tests share the session's daemons).
+status=0
+.venv/bin/python -m pytest -m "not lab" -n 3 -p no:cacheprovider || status=$?
+.venv/bin/python -m pytest -m lab -p no:cacheprovider || status=$?
+exit "$status"
