@@ -36,7 +36,7 @@ class ConvertScreen(ModalScreen[Instance | None]):
     def __init__(self, ref: InstanceRef, target: str, backend, source: CreateSource) -> None:  # noqa: ANN001
         super().__init__()
         self.ref, self.target, self.backend, self.source = ref, target, backend, source
-        self.ready = False
+        self.summary_ready = False
         self._task: asyncio.Task | None = None
 
     def compose(self) -> ComposeResult:
@@ -70,7 +70,7 @@ class ConvertScreen(ModalScreen[Instance | None]):
             self.query_one("#convert-problem", Plain).update(external(
                 f"It cannot be converted: {'; '.join(preview.problems)}.", "bold"))
             return
-        self.ready = True
+        self.summary_ready = True
         box = self.query_one("#convert-name", Input)
         box.value = preview.defaults.get("name", "")
         box.focus()
@@ -80,9 +80,10 @@ class ConvertScreen(ModalScreen[Instance | None]):
     def _check(self) -> None:
         name = self.query_one("#convert-name", Input).value.strip()
         problem = (self.backend.check_name(name) if name else "A name is needed.") \
-            if self.ready else None
+            if self.summary_ready else None
         self.query_one("#convert-problem", Plain).update(external(problem or ""))
-        self.query_one("#confirm", Button).disabled = not self.ready or problem is not None
+        self.query_one("#confirm", Button).disabled = (not self.summary_ready
+                                                       or problem is not None)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "confirm":
@@ -95,7 +96,7 @@ class ConvertScreen(ModalScreen[Instance | None]):
         self.action_convert()
 
     def action_convert(self) -> None:
-        if self.query_one("#confirm", Button).disabled or self._running():
+        if self.query_one("#confirm", Button).disabled or self._converting():
             return
         name = self.query_one("#convert-name", Input).value.strip()
         self.query_one("#convert-name", Input).disabled = True
@@ -121,11 +122,11 @@ class ConvertScreen(ModalScreen[Instance | None]):
 
         self._task = asyncio.ensure_future(run())
 
-    def _running(self) -> bool:
+    def _converting(self) -> bool:
         return self._task is not None and not self._task.done()
 
     def action_cancel(self, running_only: bool = False) -> None:
-        if self._running():
+        if self._converting():
             self._say("Stopping…")
             self._task.cancel()  # type: ignore[union-attr]
             return
@@ -133,6 +134,6 @@ class ConvertScreen(ModalScreen[Instance | None]):
             self.dismiss(None)
 
     def on_unmount(self) -> None:
-        if self._running():
+        if self._converting():
             self._task.cancel()  # type: ignore[union-attr]
         self.backend.drop_preview(self.source)
