@@ -315,3 +315,22 @@ async def test_ctrl_q_quits_even_while_keys_are_held(fake_env):
                 break
             await pilot.pause(0.05)
         assert app._exit, "ctrl+q waited behind a held flow"
+
+
+async def test_palette_burst_runs_what_was_typed(fake_env):
+    """ctrl+p, the entry's words and enter in one write: the palette takes them all."""
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
+        burst(app, "ctrl+p", *typed("Stop beta:db1"))
+        for _ in range(40):  # the palette searches as it is typed
+            await pilot.pause(0.05)
+            if "Stop beta:db1" in str(getattr(app.focused, "value", "")):
+                break
+        await pilot.pause(0.5)
+        burst(app, "enter")
+        for _ in range(60):
+            if backends["beta"].calls:
+                break
+            await pilot.pause(0.05)
+        assert backends["beta"].calls and backends["beta"].calls[0][:2] == ("stop", "db1")
+        assert not backends["alpha"].calls  # no letter of it reached the table as a verb
