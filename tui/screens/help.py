@@ -119,7 +119,7 @@ class HelpScreen(ModalScreen[None]):
         for index, (section, rows) in enumerate(self.sections):
             if index:
                 table.add_row()
-            table.add_row(Text(section, style="bold underline"))
+            table.add_row(external(section, "bold underline"))
             for keys, desc, bid in rows:
                 table.add_row(external(keys), external(desc), external(bid))
         with VerticalScroll(id="help") as scroll:
