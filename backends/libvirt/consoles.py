@@ -30,7 +30,7 @@ class Consoles(Backend):
         if kind not in self.console_kinds:
             raise self._unsupported(f"show a {kind} console")
         dom = await self.lv.domain(ref)
-        if await self.lv.status(dom) is not InstanceStatus.RUNNING:
+        if await self.lv.status(dom) not in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
             raise Conflict(f"{ref} is not running: its serial console is closed")
         return StreamConsole(self.lv, dom, str(ref))
 

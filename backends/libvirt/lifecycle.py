@@ -115,8 +115,12 @@ class Lifecycle(Backend):
             return
         queue = self.lv.subscribe()
         try:
-            if await self.lv.status(dom) is InstanceStatus.STOPPED:
+            status = await self.lv.status(dom)
+            if status is InstanceStatus.STOPPED:
                 return
+            if status is InstanceStatus.FROZEN:
+                raise Conflict(f"{ref} is paused: a paused guest cannot shut down. Resume "
+                               "it first, or force it off.")
             await self.lv.call(dom.shutdownFlags, libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN,
                                what=f"shutting {ref.name} down")
             if not await self._stopped_within(dom, ref, queue, timeout):

@@ -160,6 +160,8 @@ async def test_start_pause_resume_shutdown_force_with_events(lv, domain):
     await w.wait(mark, action="instance-paused", ref=domain)
     assert (await lv.get_instance(domain)).status is InstanceStatus.FROZEN
     assert domain not in await lv.get_states([domain])
+    with pytest.raises(Conflict, match="paused"):
+        await lv.stop(domain, timeout=2)  # said in words, not libvirt's error
     mark = w.mark()
     await lv.unfreeze(domain)
     await w.wait(mark, action="instance-resumed", ref=domain)
