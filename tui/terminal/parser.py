@@ -37,6 +37,11 @@ _OSC_END = re.compile(r"[\x07\x18\x1a\x1b\x9c]")
 _STRING_END = re.compile(r"[\x18\x1a\x1b\x9c]")
 _STRINGS = {"]": "osc", "P": "dcs", "X": "sos", "^": "pm", "_": "apc"}
 _MAX_PENDING = 256
+_MAX_PARAMS = 30
+"""Parameters of a CSI sequence acted on (xterm's NPARAM; what follows is ignored)."""
+_MAX_NUMBER = 65535
+"""A parameter's value is clamped to this (xterm's MAX_I_PARAM), then to the screen."""
+_CSI_HEAD = re.compile(r"\x1b\[[0-?]*")
 _MAX_OSC = 4096
 
 _CONTROLS = {
@@ -44,6 +49,16 @@ _CONTROLS = {
     "\x0b": "linefeed", "\x0c": "linefeed", "\x0d": "carriage_return",
     "\x0e": "shift_out", "\x0f": "shift_in",
 }
+
+def _number(digits: str) -> int:
+    """A CSI parameter's value, clamped (no conversion of thousands of digits)."""
+    if not digits.isdigit():
+        return 0
+    digits = digits.lstrip("0")  # leading zeros are allowed, and as many as sent
+    if len(digits) > 5:
+        return _MAX_NUMBER
+    return min(int(digits), _MAX_NUMBER) if digits else 0
+
 
 # CSI final -> screen method, for sequences without a private marker or intermediates.
 _CSI_METHODS = {
@@ -185,6 +200,11 @@ class Parser:
             return i
         if len(seq) <= _MAX_PENDING:
             self._pending = seq
+        elif csi and _CSI_HEAD.fullmatch(seq):
+            # parameters longer than anything a program means (a stream gone wrong): only
+            # their head is kept, and the sequence still ends at its final byte, so that
+            # neither its tail nor the text after it is lost (xterm reads on, too)
+            self._pending = seq[:_MAX_PENDING]
         return n
 
     # -- strings ---------------------------------------------------------------------------
@@ -261,7 +281,7 @@ class Parser:
             return  # CSI > 4 ; 2 m (modifyOtherKeys) and friends
         if ":" in params:
             return
-        args = [min(int(p), 9999) if p else 0 for p in params.split(";")] if params else []
+        args = [_number(p) for p in params.split(";")[:_MAX_PARAMS]] if params else []
         if prefix == "?":
             if final in "hl":
                 (s.set_mode if final == "h" else s.reset_mode)(*args, private=True)

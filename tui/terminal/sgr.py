@@ -68,7 +68,12 @@ def _direct(r: int, g: int, b: int) -> str | None:
 
 
 def _number(s: str) -> int:
-    return int(s) if s.isdigit() else 0
+    if not s.isdigit():
+        return 0
+    s = s.lstrip("0")
+    if len(s) > 5:  # clamped as xterm does, and never thousands of digits converted
+        return 65535
+    return int(s) if s else 0
 
 
 def _extended(groups: list[str], i: int) -> tuple[str | None, int]:
