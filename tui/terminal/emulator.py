@@ -29,7 +29,6 @@ import codecs
 from collections.abc import Callable
 from itertools import groupby, repeat
 
-from pyte.screens import wcwidth
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
@@ -53,6 +52,7 @@ from .parser import Parser
 from .screen import Screen
 from .scrollback import Scrollback
 from .sgr import Char
+from .widths import char_width
 from .style import Styles
 
 __all__ = [
@@ -243,6 +243,14 @@ class TerminalEmulator:
         return ["".join(t for t, _ in row_runs(s.buffer.get(y) or {}, s.columns)).rstrip()
                 for y in range(s.lines)]
 
+    def shown_text(self) -> list[str]:
+        """The visible lines as drawn: :meth:`screen_text` with concealed text (SGR 8) as
+        the blanks it shows as."""
+        s = self._screen
+        return ["".join(_blank(t) if key[9] else t
+                        for t, key in row_runs(s.buffer.get(y) or {}, s.columns)).rstrip()
+                for y in range(s.lines)]
+
     def screen_runs(self) -> list[tuple[Run, ...]]:
         """The visible lines as canonical styled runs."""
         s = self._screen
@@ -285,7 +293,7 @@ class TerminalEmulator:
             for text, _ in hist[absolute]:
                 for ch in text:
                     cells.append(ch)
-                    if not ch.isascii() and wcwidth(ch[0]) == 2:
+                    if not ch.isascii() and char_width(ch[0]) == 2:
                         cells.append("")
             return cells
         y = absolute - len(hist)

@@ -10,7 +10,9 @@ from itertools import groupby, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from pyte.screens import StaticDefaultDict, wcwidth
+from pyte.screens import StaticDefaultDict
+
+from .widths import cell_display, char_width
 
 # --------------------------------------------------------------------------------------------
 # Palettes
@@ -157,8 +159,11 @@ def visible_cells(cells: Iterable) -> Iterable[tuple[int, str, tuple]]:
                 prev_wide = False
                 continue
             data = " "
+        elif not data.isascii():
+            prev_wide = char_width(data[0]) == 2
+            data = cell_display(data, 2 if prev_wide else 1)
         else:
-            prev_wide = not data.isascii() and wcwidth(data[0]) == 2
+            prev_wide = False
         yield x, data, c
 
 

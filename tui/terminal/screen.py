@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 import pyte
 from pyte import modes as mo
-from pyte.screens import Margins, StaticDefaultDict, wcwidth
+from pyte.screens import Margins, StaticDefaultDict
 
 from .charsets import designate
 from .lines import row_runs
+from .widths import char_width
 from .resize import resize_screen
 from .sgr import DEFAULT_CHAR, Char, apply_sgr
 
@@ -107,6 +108,7 @@ class Screen(pyte.Screen):
                     x = cursor.x
                 take = min(columns - x, n - i)
                 line = self.buffer[cursor.y]
+                self._split_wide(line, x, x + take)
                 line.update(zip(range(x, x + take), map(getc, data[i:i + take])))
                 x += take
                 i += take
@@ -116,7 +118,7 @@ class Screen(pyte.Screen):
             return
 
         for char in data:
-            width = wcwidth(char)
+            width = char_width(char)
             if width == 0:
                 # Combining marks (also enclosing ones such as U+20DD), zero-width joiners and
                 # variation selectors join the character before them, as in xterm and tmux.
@@ -135,12 +137,28 @@ class Screen(pyte.Screen):
             if mo.IRM in mode:
                 self.insert_characters(width)
             line = self.buffer[cursor.y]
+            self._split_wide(line, cursor.x, cursor.x + width)
             line[cursor.x] = cursor.attrs._replace(data=char)
             if width == 2 and cursor.x + 1 < self.columns:
                 line[cursor.x + 1] = cursor.attrs._replace(data="")
             cursor.x = min(cursor.x + width, self.columns)
             self._last_char = char
         self.dirty.add(cursor.y)
+
+    def _split_wide(self, line: dict, start: int, end: int) -> None:
+        """Cells ``start``..``end - 1`` are about to be written: a wide character cut by
+        either edge loses its other half, which becomes a blank (xterm blanks that cell
+        only; left alone, the half would still draw the whole character)."""
+        if start > 0:
+            cell = line.get(start)
+            if cell is not None and cell.data == "":
+                left = line.get(start - 1)
+                if left is not None and left.data:
+                    line[start - 1] = left._replace(data=" ")
+        if end < self.columns:
+            cell = line.get(end)
+            if cell is not None and cell.data == "":
+                line[end] = cell._replace(data=" ")
 
     def _combine(self, char: str) -> None:
         cursor = self.cursor
@@ -269,9 +287,30 @@ class Screen(pyte.Screen):
     def select_graphic_rendition(self, *attrs: int, **kwargs) -> None:
         self.sgr(";".join(map(str, attrs)))
 
+    def _settle_wrap(self) -> None:
+        """A wrap pending at the right margin ends: the cursor is in the last column again.
+        The cursor waits there after a character written in it (here: one column past it);
+        xterm's edits act on that column and cancel the wrap (its ResetWrap), so the next
+        character lands in it, not on the next line."""
+        if self.cursor.x >= self.columns:
+            self.cursor.x = self.columns - 1
+
+    def erase_in_line(self, how: int = 0, *args, **kwargs) -> None:
+        self._settle_wrap()
+        super().erase_in_line(how, *args, **kwargs)
+
+    def erase_characters(self, count: int | None = None) -> None:
+        self._settle_wrap()
+        super().erase_characters(count)
+
+    def insert_characters(self, count: int | None = None) -> None:
+        self._settle_wrap()
+        super().insert_characters(count)
+
     def delete_characters(self, count: int = 0) -> None:
         """DCH: the rest of the line moves left, blanks in the current colours come in at
         the right (pyte stopped at the first unwritten cell and left the rest in place)."""
+        self._settle_wrap()
         columns = self.columns
         x0 = min(self.cursor.x, columns - 1)
         count = min(max(count, 1), columns - x0)
@@ -340,6 +379,8 @@ class Screen(pyte.Screen):
             self._emu._history.clear()  # xterm/tmux: ED 3 erases the saved lines only
             self._emu._history_changed = True
             return
+        if how in (0, 1):
+            self._settle_wrap()
         # pyte only rewrites the cells a row happens to hold (``for x in line``), so an erase
         # with a background colour left unwritten cells default. Fill whole rows (xterm's BCE).
         if how == 0:
