@@ -321,6 +321,10 @@ def main() -> None:
     write("hpa_cbt.bin", hpa_cbt())
     write("origin_mode.bin", origin_mode())
     write("combining.bin", combining())
+    from xterm_cases import CASES, stream  # the cases where xterm's behaviour is documented
+
+    for name in CASES:
+        write(f"{name}.bin", stream(name))
     if "--dialog" in sys.argv or "--real" in sys.argv:
         dialogs()
     if "--real" in sys.argv:

@@ -29,9 +29,14 @@ TMUX = shutil.which("tmux")
 _ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[()][0-~]|[ -/]*[0-~])")
 
 
+_NOT_DRAWN = re.compile("[\u200b-\u200d\u2060\ufeff\ufe00-\ufe0f]")
+"""Zero-width characters and variation selectors: kept in cells, never drawn."""
+
+
 def normalise(lines: list[str]) -> list[str]:
-    """Screens compared as NFC text, right-trimmed, without trailing blank lines."""
-    out = [unicodedata.normalize("NFC", line.rstrip()) for line in lines]
+    """Screens compared as drawn: NFC text without the characters that take no column and
+    draw nothing (tui/terminal/widths.py), right-trimmed, without trailing blank lines."""
+    out = [unicodedata.normalize("NFC", _NOT_DRAWN.sub("", line).rstrip()) for line in lines]
     while out and not out[-1]:
         out.pop()
     return out
@@ -127,4 +132,4 @@ def emulator_screen(data: bytes, width: int, height: int) -> list[str]:
         i += step
         step = step * 3 % 65521 + 1
     emulator.flush()
-    return emulator.screen_text()
+    return emulator.shown_text()
