@@ -283,8 +283,10 @@ def _extra_remote(spec: Mapping[str, Any], source: str, out: Discovery) -> Remot
 
 # libvirt ---------------------------------------------------------------------------------
 
-LIBVIRT_SYSTEM_SOCKETS = ("/run/libvirt/virtqemud-sock", "/run/libvirt/libvirt-sock")
-"""Where a system libvirt (modular ``virtqemud`` or monolithic ``libvirtd``) listens."""
+_REAL_SYSTEM_SOCKETS = ("/run/libvirt/virtqemud-sock", "/run/libvirt/libvirt-sock")
+LIBVIRT_SYSTEM_SOCKETS = _REAL_SYSTEM_SOCKETS
+"""Where a system libvirt (modular ``virtqemud`` or monolithic ``libvirtd``) listens. A
+test that moves them elsewhere gets a remote naming the socket it found."""
 
 
 def libvirt_system_socket(env: Mapping[str, str]) -> str | None:
@@ -355,7 +357,9 @@ def libvirt_remotes(env: Mapping[str, str], out: Discovery) -> dict[str, Remote]
     socket = libvirt_system_socket(env)
     out.looked_in.extend(LIBVIRT_SYSTEM_SOCKETS)
     if socket:
-        r = _libvirt_remote("libvirt", "qemu:///system", f"socket {socket}", out)
+        uri = ("qemu:///system" if socket in _REAL_SYSTEM_SOCKETS
+               else f"qemu+unix:///system?socket={socket}")
+        r = _libvirt_remote("libvirt", uri, f"socket {socket}", out)
         if r is not None:
             found[r.name] = r
     config = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config") / "libvirt"

@@ -81,6 +81,27 @@ def test_uri_aliases_of_libvirt_conf_are_remotes(tmp_path):
     assert str(conf) in found.looked_in
 
 
+async def test_the_system_libvirt_is_a_remote_when_its_socket_is_there(request, tmp_path,
+                                                                        monkeypatch):
+    from backends import get_backend
+
+    vlab = lab_libvirt.session_lab(request)
+    monkeypatch.setattr(remotes, "LIBVIRT_SYSTEM_SOCKETS",
+                        (str(tmp_path / "virtqemud-sock"), str(vlab.socket)))
+    found = {r.name: r for r in remotes.discover({"HOME": str(tmp_path)}).remotes}
+    system = found["libvirt"]
+    assert system.kind == "libvirt" and system.problem is None
+    assert system.address == f"qemu+unix:///system?socket={vlab.socket}"
+    backend = get_backend(system)
+    try:
+        assert (await backend.connect()).server == "libvirt"
+    finally:
+        await backend.close()
+
+    monkeypatch.setattr(remotes, "LIBVIRT_SYSTEM_SOCKETS", (str(tmp_path / "none-sock"),))
+    assert "libvirt" not in {r.name for r in remotes.discover({"HOME": str(tmp_path)}).remotes}
+
+
 def _list_remotes(env: dict[str, str], *, block_binding: bool) -> subprocess.CompletedProcess:
     prelude = "import sys; sys.modules['libvirt'] = None; " if block_binding else "import sys; "
     code = prelude + "from tui.cli import main; sys.exit(main(['--list-remotes']))"
