@@ -21,6 +21,8 @@ is read by the same reader: its ``rootfs/`` by the same rules as a container's."
 
 from __future__ import annotations
 
+import grp
+import pwd
 import re
 import tarfile
 
@@ -39,7 +41,7 @@ class SettingsRefused(ArchiveRefused):
 _FREE = re.compile(
     r"lxc\.(arch|uts\.name|rootfs\.path|signal\.(halt|reboot|stop)|autodev|"
     r"autodev\.tmpfs\.size|tty\.max|tty\.dir|pty\.max|console\.size|console\.rotate|"
-    r"cap\.drop|no_new_privs|idmap|init\.(cmd|uid|gid|cwd)|execute\.cmd|ephemeral|"
+    r"cap\.drop|no_new_privs|init\.(cmd|uid|gid|cwd)|execute\.cmd|ephemeral|"
     r"log\.level|prlimit\.\w+|start\.(delay|order)|time\.offset\.\w+|"
     r"net\.\d+\.(link|flags|hwaddr|name|mtu|ipv4\.address|ipv4\.gateway|ipv6\.address|"
     r"ipv6\.gateway|veth\.pair))")
@@ -57,6 +59,11 @@ _FS_MOUNTS = {"tmpfs", "mqueue", "devpts"}  # kernel file systems, no host data
 _RO_BINDS = {"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/sys/kernel/security"}
 _INCLUDE = re.compile(r"/usr/share/lxc/config/(\w+\.)?(common|userns)\.conf")
 _COMMON = re.compile(r"/usr/share/lxc/config/(\w+\.)?common\.conf")
+_USERNS = re.compile(r"/usr/share/lxc/config/(\w+\.)?userns\.conf")
+_LXC_COMMON = "/usr/share/lxc/config/common.conf"
+# An id map's host ids lie above the 16-bit id space where the system's users, groups
+# and nobody live (LXC's and LXD's subordinate ids start at 100000).
+FIRST_MAPPED_ID = 65536
 
 # corral's baseline for a config without the common include: what LXC's common.conf
 # restricts (capabilities, the device cgroup for cgroup v1 and v2, its seccomp policy).
@@ -90,18 +97,62 @@ def _mount_entry_ok(value: str) -> bool:
     return fstype in _FS_MOUNTS and not source.startswith("/")
 
 
+def _known_ids() -> tuple[set[int], set[int]]:
+    """The uids and gids of this host's users and groups (as NSS lists them)."""
+    users = pwd.getpwall()
+    return ({u.pw_uid for u in users},
+            {u.pw_gid for u in users} | {g.gr_gid for g in grp.getgrall()})
+
+
+def _idmap(value: str) -> tuple[str, int, int, int] | None:
+    fields = value.split()
+    if len(fields) != 4 or fields[0] not in ("u", "g") or \
+            not all(f.isdigit() for f in fields[1:]):
+        return None
+    kind, (inside, host, count) = fields[0], (int(f) for f in fields[1:])
+    return (kind, inside, host, count) if count > 0 else None
+
+
+def _idmap_ok(value: str, known: tuple[set[int], set[int]]) -> bool:
+    """Whether an ``lxc.idmap`` maps the container's ids onto host ids nobody on this
+    host has: a map onto root or a local user's (or group's) id would give that user
+    the container's root, its directory and its setuid files on the host."""
+    idmap = _idmap(value)
+    if idmap is None:
+        return False
+    kind, _, host, count = idmap
+    ids = known[0] if kind == "u" else known[1]
+    return FIRST_MAPPED_ID <= host and host + count <= 1 << 32 and \
+        not any(host <= i < host + count for i in ids)
+
+
+def _maps_root(settings: list[tuple[str, str]]) -> bool:
+    """Whether the container's root user and group are both mapped (a user namespace)."""
+    kinds = set()
+    for key, value in settings:
+        idmap = _idmap(value) if key == "lxc.idmap" else None
+        if idmap and idmap[1] <= 0 < idmap[1] + idmap[3]:
+            kinds.add(idmap[0])
+    return kinds == {"u", "g"}
+
+
 def config_problems(text: str) -> list[str]:
     """The settings of an imported container's config that are not allowed, each as
     ``key = value`` (empty: acceptable). Allowed: what a container needs to run and what
     corral itself writes (architecture, name, rootfs, signals, ttys, NICs of type empty or
     veth, corral's cgroup limits, dropped capabilities, the generated AppArmor profile, the
-    distribution's common/userns includes, mounts of tmpfs/mqueue/devpts, the busybox
+    distribution's common include, its userns include only for a container whose root
+    user and group are mapped (it clears the capability drops and the device cgroup), id
+    maps only onto host ids above 65535 that no user or group of this host has, mounts of tmpfs/mqueue/devpts, the busybox
     template's read-only binds of system libraries, and the exact lines of corral's
     :data:`BASELINE`). Everything else is refused: hooks and net scripts, other
     includes, host mounts and fstabs, kept capabilities, AppArmor, SELinux and seccomp
     overrides, devices, namespaces shared with the host, sysctls, host log/console files
     and autostart."""
     problems = []
+    settings = _settings(text)
+    known = _known_ids() if any(key == "lxc.idmap" for key, _ in settings) else ((), ())
+    userns = _maps_root(settings)
     for line in text.splitlines():
         key, eq, value = line.partition("=")
         key, value = key.strip(), value.strip()
@@ -117,8 +168,10 @@ def config_problems(text: str) -> list[str]:
             ok = all(token in _MOUNT_AUTO for token in value.split())
         elif key == "lxc.mount.entry":
             ok = _mount_entry_ok(value)
-        elif key == "lxc.include":
-            ok = bool(_INCLUDE.fullmatch(value))
+        elif key == "lxc.include":  # userns.conf clears the drops and the device cgroup
+            ok = bool(_INCLUDE.fullmatch(value)) and (userns or not _USERNS.fullmatch(value))
+        elif key == "lxc.idmap":
+            ok = _idmap_ok(value, known)
         elif key == "lxc.cap.drop":  # empty would clear the drops of the includes
             ok = bool(value)
         else:
@@ -137,14 +190,31 @@ def _settings(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _includes_common(value: str) -> bool:
+    """Whether ``lxc.include = value`` brings LXC's common.conf: that file itself, or a
+    ``<dist>.common.conf`` of this host that includes it (not any file of that name:
+    ``oci.common.conf`` holds only comments)."""
+    if value == _LXC_COMMON:
+        return True
+    if not _COMMON.fullmatch(value):
+        return False
+    try:
+        with open(value, encoding="utf-8", errors="replace") as f:
+            included = _settings(f.read(1 << 20))
+    except OSError:
+        return False
+    return ("lxc.include", _LXC_COMMON) in included
+
+
 def with_baseline(text: str) -> str:
-    """A config that includes the distribution's common settings
-    (``lxc.include = /usr/share/lxc/config/[<dist>.]common.conf``), or already holds
+    """A config that includes LXC's common settings (``lxc.include =
+    /usr/share/lxc/config/common.conf``, or a ``<dist>.common.conf`` of this host that
+    includes it: :func:`_includes_common`), or already holds
     every line of corral's :data:`BASELINE`, as it is; any other one with the baseline
     added at its end (an archive's config, e.g. of LXC's busybox template, that would
     otherwise run with every capability, no device cgroup and no seccomp filter)."""
     settings = _settings(text)
-    if any(key == "lxc.include" and _COMMON.fullmatch(value) for key, value in settings):
+    if any(key == "lxc.include" and _includes_common(value) for key, value in settings):
         return text
     if set(_settings("\n".join(BASELINE))) <= set(settings):
         return text

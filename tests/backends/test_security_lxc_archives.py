@@ -328,3 +328,37 @@ async def test_the_archive_swapped_while_it_is_read_changes_nothing(backend, lxc
     assert swapped
     assert "lxc.hook" not in (lxc_path / "imp/snaps/snap0/config").read_text()
     assert "lxc.hook" not in (lxc_path / "imp/config").read_text()
+
+
+async def test_settings_that_undo_the_baseline_or_map_onto_host_ids_are_refused(
+        backend, lxc_path, tmp_path):
+    """One step aside from the allow-list: ``userns.conf`` clears the capability drops
+    and the device cgroup (refused without a map of the container's root), an id map onto
+    host root or a local user's ids would hand that user the container's directory and
+    its setuid files, and a ``<dist>.common.conf`` that does not include LXC's common.conf
+    (``oci.common.conf`` holds only comments) does not stand in for the baseline."""
+    src, cfg, _ = await source(backend, lxc_path)
+    common = "lxc.include = /usr/share/lxc/config/common.conf\n"
+    userns = "lxc.include = /usr/share/lxc/config/userns.conf\n"
+    corpus = {
+        "userns-privileged": (cfg + common + userns, "lxc[.]include = .*userns[.]conf"),
+        "idmap-onto-root": (cfg + "lxc.idmap = u 0 0 65536\nlxc.idmap = g 0 0 65536\n",
+                            "lxc[.]idmap = u 0 0 65536"),
+        "idmap-onto-a-user": (cfg + "lxc.idmap = u 0 100000 65536\n"
+                              "lxc.idmap = g 0 1000 1\n", "lxc[.]idmap = g 0 1000 1"),
+        "idmap-garbage": (cfg + "lxc.idmap = u 0 100000\n", "lxc[.]idmap = u 0 100000"),
+    }
+    before = left_behind(lxc_path)
+    for name, (config, why) in corpus.items():
+        archive = container_tar(tmp_path / f"{name}.tar", src, drop=["config"],
+                                extra=[("./config", REG, config)])
+        with pytest.raises(InvalidInput, match=why):
+            await backend.import_instance(str(archive), "imp")
+        assert left_behind(lxc_path) == before, name
+    oci = cfg + "lxc.include = /usr/share/lxc/config/oci.common.conf\n"
+    archive = container_tar(tmp_path / "oci.tar", src, drop=["config"],
+                            extra=[("./config", REG, oci)])
+    await backend.import_instance(str(archive), "oci")
+    lines = {" ".join(line.split())
+             for line in (lxc_path / "oci" / "config").read_text().splitlines()}
+    assert set(BASELINE) <= lines
