@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from backends.models import BackendEvent, EventKind, Resource
+from backends.models import BackendEvent, ConnectionState, EventKind, Resource
 
 from .. import format as fmt
 from ..services import projects
@@ -222,9 +222,12 @@ class ResourcePane(Vertical):
         if connection:
             for name in remotes:
                 # only once its instances are listed (the listing notifies again when it
-                # lands): read beside the listing, the views slowed the first table down
+                # lands): read beside the listing, the views slowed the first table down;
+                # and only once its event stream is open (connected), or a change made
+                # between this read and the stream's opening would stay in the cache
                 status = self.inventory.statuses.get(name)
-                if name in self.inventory.backends and status is not None and status.listed:
+                if name in self.inventory.backends and status is not None and status.listed \
+                        and status.state is ConnectionState.CONNECTED:
                     self.prefetch(name)
         spec = self.spec
         if spec is None or not self.is_shown:
