@@ -130,7 +130,15 @@ def _qcow2(f, head: bytes) -> Header:  # noqa: ANN001 - a binary file
     return Header("qcow2", backing, backing_format, data_file)
 
 
-def _vmdk_sparse(head: bytes) -> Header:
+def _vmdk_sparse(f, head: bytes) -> Header:  # noqa: ANN001 - a binary file
+    if len(head) < 36:
+        return Header("vmdk", problem="is a truncated VMDK file")
+    capacity, _grain, desc_offset = struct.unpack("<QQQ", head[12:36])
+    if capacity == 0 and desc_offset:
+        # QEMU then reads the embedded descriptor (at desc_offset sectors) instead, and
+        # its extents, like a descriptor file's, are other files or devices
+        f.seek(desc_offset << 9)
+        return Header("vmdk", problem=_descriptor_problem(f.read(65536)))
     # QEMU reads a sparse VMDK's embedded descriptor at 0x200 for its parent
     desc = head[0x200:0x200 + 20 * 512]
     at = desc.find(b"parentFileNameHint")
@@ -172,5 +180,5 @@ def read_header(path: str, fmt: str | None = None, fd: int | None = None) -> Hea
         if found == "qcow2":
             return _qcow2(f, head)
         if found == "vmdk":
-            return _vmdk_sparse(head)
+            return _vmdk_sparse(f, head)
         return Header(found)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,12 @@ async def test_protocols_json_devices_pipes_and_descriptors_are_refused(tmp_path
     bare = tmp_path / "bare.img"  # what QEMU's own probe takes for a descriptor
     bare.write_text(f'version=1\nRW 1 FLAT "{key}" 0\n')
     cases.append((bare, "VMDK descriptor"))
+    embedded = tmp_path / "embedded.vmdk"  # a sparse header of capacity 0: QEMU reads
+    header = b"KDMV" + struct.pack("<IIQQQQIQQQ", 1, 3, 0, 128, 1, 20, 512, 0, 0, 0)
+    embedded.write_bytes(header.ljust(512, b"\0") + (  # its embedded descriptor instead
+        f'# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\n'
+        f'createType="monolithicFlat"\nRW 1 FLAT "{key}" 0\n').encode().ljust(10240, b"\0"))
+    cases.append((embedded, f'VMDK descriptor.*FLAT "{key}"'))
     parent = tmp_path / "child.vmdk"  # a sparse VMDK naming a json: parent
     qemu_img("create", "-f", "vmdk", str(parent), "1M")
     data = bytearray(parent.read_bytes())
