@@ -508,8 +508,9 @@ async def _fake_subject(request, stack: contextlib.AsyncExitStack, kind: str) ->
 
 SETUPS = {"lxd": _lxd_subject, "incus": _lxd_subject, "lxc": _lxc_subject,
           "qemu": _qemu_subject, "libvirt": _libvirt_subject, "fake": _fake_subject}
-PARAMS = [pytest.param(k, marks=pytest.mark.lab) if k in ("lxd", "incus") else k
-          for k in KINDS]
+PARAMS = [pytest.param(k, marks=pytest.mark.lab) if k in ("lxd", "incus") else
+          pytest.param(k, marks=(pytest.mark.libvirt, pytest.mark.qemu)) if k == "libvirt"
+          else k for k in KINDS]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=PARAMS)

@@ -11,6 +11,8 @@ import signal
 import time
 import uuid
 
+import pytest
+
 import lab_libvirt
 from backends.models import ConnectionState, InstanceRef, InstanceStatus, Remote
 
@@ -24,10 +26,14 @@ async def _until(check, timeout: float, what: str):
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
-async def test_inventory_lists_follows_and_survives_a_silent_daemon(request, guest):
+@pytest.fixture(scope="module")
+def vlab(request):
+    return lab_libvirt.session_lab(request)
+
+
+async def test_inventory_lists_follows_and_survives_a_silent_daemon(vlab, guest):
     from tui.services.inventory import Inventory
 
-    vlab = lab_libvirt.session_lab(request)
     name = f"lvi-{uuid.uuid4().hex[:6]}"
     lab_libvirt.define(vlab, lab_libvirt.guest_xml(name, *guest))
     remote = Remote(name="server", kind="libvirt", address=vlab.ssh_uri())

@@ -81,11 +81,15 @@ def test_uri_aliases_of_libvirt_conf_are_remotes(tmp_path):
     assert str(conf) in found.looked_in
 
 
-async def test_the_system_libvirt_is_a_remote_when_its_socket_is_there(request, tmp_path,
+@pytest.fixture(scope="module")
+def vlab(request):
+    return lab_libvirt.session_lab(request)
+
+
+async def test_the_system_libvirt_is_a_remote_when_its_socket_is_there(vlab, tmp_path,
                                                                         monkeypatch):
     from backends import get_backend
 
-    vlab = lab_libvirt.session_lab(request)
     monkeypatch.setattr(remotes, "LIBVIRT_SYSTEM_SOCKETS",
                         (str(tmp_path / "virtqemud-sock"), str(vlab.socket)))
     found = {r.name: r for r in remotes.discover({"HOME": str(tmp_path)}).remotes}
@@ -110,8 +114,7 @@ def _list_remotes(env: dict[str, str], *, block_binding: bool) -> subprocess.Com
 
 
 @pytest.mark.parametrize("block_binding", [False, True])
-def test_list_remotes_shows_libvirt_or_says_why_it_cannot(request, tmp_path, block_binding):
-    vlab = lab_libvirt.session_lab(request)
+def test_list_remotes_shows_libvirt_or_says_why_it_cannot(vlab, tmp_path, block_binding):
     config = Path(os.environ["CORRAL_CONFIG_FILE"])
     config.write_text('[qemu]\nenabled = false\n[lxc]\nenabled = false\n'
                       f'[[remote]]\nname = "virt"\nkind = "libvirt"\nuri = "{vlab.unix_uri}"\n')
