@@ -19,9 +19,11 @@ named before any tool opens them:
    file it reports (layers, children, extents) must be the image or a named reference,
    in the formats corral expected, and every node below them a plain file.
 
-The image is opened once (a regular file, reached without opening any device) and a
-self-contained one is read through that descriptor by every tool afterwards
-(``/dev/fd/N``), so a path swapped after the check changes nothing. One that others may
+The image, and every file it references, is opened once (a regular file, reached without
+opening any device) and read through that descriptor by every tool afterwards
+(``/dev/fd/N``; a chain as a ``json:`` description over the descriptors, every layer's
+format, backing and data file given: :func:`pinned`), so a path swapped after the check
+changes nothing. One that others may
 rewrite in place is first copied privately (:func:`settled`). Every later use gives the
 format explicitly (``-f``/``-F``/``format=``)."""
 
@@ -56,6 +58,9 @@ class Reference:
     """The image (or layer) that names it."""
     format: str = ""
     """The format the layer is read as (a data file: ``raw``)."""
+    fd: int = dataclasses.field(default=-1, compare=False, repr=False)
+    """The file, open since corral read its header (closed with its :class:`GatedImage`):
+    tools read it through this descriptor, never by its name again."""
 
     def words(self) -> str:
         return f"the {self.kind} {self.path}"
@@ -78,18 +83,23 @@ class GatedImage:
 
     @property
     def source(self) -> str:
-        """What tools are to open: the checked descriptor for a self-contained image;
-        the path when references are resolved relative to its folder."""
-        return f"/dev/fd/{self.fd}" if self.self_contained and self.fd >= 0 else self.path
+        """What tools are to open: the checked descriptor (``/dev/fd/N``); for an image
+        with references, a ``json:`` description of the whole chain over the checked
+        descriptors, each layer's format, backing and data file given (:func:`pinned`),
+        so no file is found by its name again, nor a format probed."""
+        if self.fd < 0:
+            return self.path
+        return f"/dev/fd/{self.fd}" if self.self_contained else pinned(self)
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
-        return (self.fd,) if self.fd >= 0 else ()
+        return tuple(fd for fd in (self.fd, *(r.fd for r in self.references)) if fd >= 0)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        for fd in self.pass_fds:
+            os.close(fd)
+        self.fd = -1
+        self.references = tuple(dataclasses.replace(r, fd=-1) for r in self.references)
 
     def __enter__(self) -> GatedImage:
         return self
@@ -105,6 +115,35 @@ class GatedImage:
     @property
     def self_contained(self) -> bool:
         return not self.references
+
+
+_BACKED = ("qcow2", "vmdk")  # formats whose layer may have a backing file
+
+
+def pinned(image: GatedImage) -> str:
+    """The ``json:`` filename of ``image``'s chain over its checked descriptors: every
+    layer's driver, its file, its data file and its backing (none below the last layer)
+    given by corral, so QEMU reads exactly the files corral checked, in the formats it
+    read them as, even if a name, or a header naming files, changed since."""
+    layers = [(image.path, image.format, image.fd),
+              *((r.path, r.format, r.fd) for r in image.references
+                if r.kind == "backing file")]
+    data = {r.of: r.fd for r in image.references if r.kind == "external data file"}
+    node: dict | None = None
+    for path, fmt, fd in reversed(layers):
+        layer: dict = {"driver": fmt, "file": {"driver": "file", "filename": f"/dev/fd/{fd}"}}
+        if fmt in _BACKED:
+            layer["backing"] = node
+        if path in data:
+            layer["data-file"] = {"driver": "file", "filename": f"/dev/fd/{data[path]}"}
+        node = layer
+    return "json:" + json.dumps(node)
+
+
+def _close_refs(refs: Collection[Reference]) -> None:
+    for r in refs:
+        if r.fd >= 0:
+            os.close(r.fd)
 
 
 def has_protocol(name: str) -> bool:
@@ -147,7 +186,15 @@ def _reference(path: str, of: str, kind: str, name: str) -> Reference:
         what = ("a device" if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode)
                 else "not a regular file")
         raise _refuse(path, f"{who} names the {kind} {full}, which is {what}")
-    return Reference(kind, full, of)
+    try:
+        fd = open_regular(full)  # the file checked is the file every tool reads
+    except NotRegular:
+        raise _refuse(path, f"{who} names the {kind} {full}, which is not a regular "
+                            f"file") from None
+    except OSError as e:
+        raise _refuse(path, f"{who} names the {kind} {full}, which cannot be used "
+                            f"({e.strerror})") from None
+    return Reference(kind, full, of, fd=fd)
 
 
 def _header(path: str, of_label: str, fmt: str | None, fd: int | None) -> Header:
@@ -161,9 +208,18 @@ def _walk(path: str, fmt: str | None, fd: int) -> tuple[str, list[Reference]]:
     """The image's format and everything it references, from corral's own reading of the
     headers (no tool has opened anything yet). Blocking: run in a thread."""
     refs: list[Reference] = []
+    try:
+        return _chain(path, fmt, fd, refs)
+    except BaseException:
+        _close_refs(refs)
+        raise
+
+
+def _chain(path: str, fmt: str | None, fd: int, refs: list[Reference]
+           ) -> tuple[str, list[Reference]]:
     layer, layer_fmt, top_fmt = path, fmt, ""
     for _depth in range(MAX_CHAIN):
-        header = _header(path, layer, layer_fmt, fd if layer == path else None)
+        header = _header(path, layer, layer_fmt, fd if layer == path else refs[-1].fd)
         if header.problem:
             raise _refuse(path, header.problem if layer == path else
                           f"its backing file {layer} {header.problem}")
@@ -177,9 +233,9 @@ def _walk(path: str, fmt: str | None, fd: int) -> tuple[str, list[Reference]]:
         if header.backing is None:
             return top_fmt, refs
         ref = _reference(path, layer, "backing file", header.backing)
-        if ref.path in (path, *(r.path for r in refs)):
-            raise _refuse(path, f"its chain of backing files loops at {ref.path}")
         refs.append(ref)
+        if ref.path in (path, *(r.path for r in refs[:-1])):
+            raise _refuse(path, f"its chain of backing files loops at {ref.path}")
         layer, layer_fmt = ref.path, header.backing_format
     raise _refuse(path, f"it has more than {MAX_CHAIN} backing files")
 
@@ -266,6 +322,7 @@ async def inspect_image(path: str, *, fmt: str | None = None,
         raise _refuse(path, "it is not a regular file (a device, pipe or directory)") from None
     except OSError as e:
         raise InvalidInput(f"The image {path} cannot be used ({e.strerror}).") from None
+    refs: list[Reference] = []
     try:
         found, refs = await asyncio.to_thread(_walk, path, fmt, fd)
         if refs:
@@ -276,6 +333,7 @@ async def inspect_image(path: str, *, fmt: str | None = None,
         size = await _qemu_img_check(path, found, refs, fd)
     except BaseException:
         os.close(fd)
+        _close_refs(refs)
         raise
     return GatedImage(path, found, size, tuple(refs), fd)
 

@@ -131,7 +131,8 @@ async def test_backing_and_data_files_are_asked_about_by_name(tmp_path):
     with await inspect_image(str(top), confirmed={str(base), str(data)}) as gated:
         assert [(r.kind, r.path, r.format) for r in gated.references] == [
             ("backing file", str(base), "qcow2"), ("external data file", str(data), "raw")]
-        assert gated.source == str(top)  # relative names resolve from its folder
+        assert gated.source.startswith("json:")  # the chain over the checked files
+        assert str(tmp_path) not in gated.source and len(gated.pass_fds) == 3
     with pytest.raises(NeedsConfirmation):
         await inspect_image(str(top), confirmed={str(base)})
     with pytest.raises(NeedsConfirmation, match=f"backing file {key}.*format raw"):
@@ -139,6 +140,30 @@ async def test_backing_and_data_files_are_asked_about_by_name(tmp_path):
     # the user's word that it is raw: read as bytes, nothing referenced
     with await inspect_image(str(trap), fmt="raw") as gated:
         assert (gated.format, gated.references) == ("raw", ())
+
+
+async def test_a_confirmed_chain_is_read_as_checked_after_its_names_change(tmp_path):
+    """The check/use boundary of an image with references: once checked (and agreed
+    to), the image and its backing file are swapped for qcow2 files backed by a secret;
+    the copy still holds the checked files' bytes, read through their descriptors, with
+    the formats corral read them as."""
+    key = secret(tmp_path)
+    base = tmp_path / "base.raw"
+    base.write_bytes(b"checked-base".ljust(1 << 20, b"\0"))
+    top = tmp_path / "top.qcow2"
+    qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", str(base), str(top))
+    before = open_fds()
+    out = tmp_path / "out.qcow2"
+    with await inspect_image(str(top), confirmed=True) as gated:
+        for name in (top, base):
+            name.rename(name.with_suffix(".old"))
+            qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", str(key), str(name), "1M")
+        await image_gate.copy_to_qcow2(gated, str(out))
+    assert open_fds() == before
+    flat = tmp_path / "out.raw"
+    qemu_img("convert", "-f", "qcow2", "-O", "raw", str(out), str(flat))
+    content = flat.read_bytes()
+    assert content.startswith(b"checked-base") and b"secret" not in content
 
 
 async def test_a_header_qemu_img_reads_differently_is_refused(tmp_path, monkeypatch):
