@@ -286,9 +286,11 @@ async def test_lifecycle_actions_on_qemu_and_lxc(tmp_path, monkeypatch):
                            what="the VM and the container")
             # QEMU: export, import under a new name, clone, rename
             archive = tmp_path / "vm1.tar"
+            vm1 = next(r for r in app.inventory.instances if str(r) == "qemu:vm1")
+            await wait_for(pilot, lambda: app.inventory.instances[vm1].snapshot_count == 0,
+                           what="vm1's snapshots counted")
             await action(pilot, app, "qemu:vm1", "export")
-            await answer(pilot, app, str(archive))
-            await pick(pilot, app, "with")
+            await answer(pilot, app, str(archive))  # no snapshot: nothing to choose
             await wait_for(pilot, lambda: any("Exported" in n for n in notes(app)),
                            timeout=60, what=f"exported ({notes(app)})")
             await action(pilot, app, "qemu:vm1", "import")
