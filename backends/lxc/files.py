@@ -163,7 +163,9 @@ class Files(Backend):
                     done += len(chunk)
                     if progress is not None:
                         loop.call_soon_threadsafe(progress, done)
-                os.fchmod(dst, entry.mode)
+                # the container's permission bits, never its setuid, setgid or sticky
+                # bits: the copy is this user's (root's), on the host
+                os.fchmod(dst, entry.mode & 0o777)
             except BaseException as e:
                 os.unlink(local)
                 if isinstance(e, OSError):

@@ -239,6 +239,27 @@ async def test_stopped_container_through_its_rootfs_dir(lxc_path, tmp_path):
         await backend.close()
 
 
+async def test_a_pulled_file_never_keeps_setuid_bits_on_the_host(lxc_path, tmp_path):
+    """A file the container's root made setuid (its mode as listed, 04755) is pulled as
+    this user's file with its permission bits only: a setuid-root copy of the container's
+    program in a folder other users can reach would be their way to host root."""
+    backend = LXCBackend(lxc_remotes([str(lxc_path)])[0], timeout=10)
+    await backend.connect()
+    try:
+        await backend.create("s2")
+        ref = InstanceRef("lxc", "s2")
+        tool = lxc_path / "s2" / "rootfs" / "tool"
+        tool.write_text("#!/bin/sh\n")
+        os.chmod(tool, 0o6755)
+        [entry] = [e for e in await backend.list_files(ref, "/") if e.name == "tool"]
+        assert entry.mode == 0o6755
+        dest = tmp_path / "pulled"
+        await backend.read_file(ref, entry, str(dest))
+        assert stat.S_IMODE(os.stat(dest).st_mode) == 0o755
+    finally:
+        await backend.close()
+
+
 def test_openat2_helper_on_a_plain_tree(tmp_path):
     from backends.rootfs import RESOLVE_NO_MAGICLINKS, Root, open_root, openat2
 
