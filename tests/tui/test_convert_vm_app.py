@@ -2,8 +2,8 @@
 (tests/lab_libvirt.py), by keys: the actions menu offers it, the conversion screen shows
 the import summary, Convert makes a local QEMU VM from the domain's XML and a copy of its
 raw disk (tests/import_fixtures.py's SYSLINUX boot disk), which boots under TCG and answers
-on its serial console tab; the domain's definition (``virsh dumpxml``) and its disk are
-unchanged."""
+on its serial console tab; a second conversion stopped by x leaves nothing; the domain's
+definition (``virsh dumpxml``) and its disk are unchanged."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import lab_libvirt  # noqa: E402
 from test_actions_app import action  # noqa: E402
 from test_consoles_app import open_tab, type_line, wait_screen  # noqa: E402
 from test_real_app import rows, select, wait_for, write_config  # noqa: E402
+from test_wizard_import_app import slow_qemu_img  # noqa: E402
 
 DOMAIN = """\
 <domain type='qemu'>
@@ -115,6 +116,27 @@ async def test_libvirt_domain_converts_to_a_local_qemu_vm_that_boots(vlab, tmp_p
             await wait_screen(pilot, app, "import-42", timeout=30)
             await pilot.press("ctrl+right_square_bracket")
             assert rows(app)[f"virt:{name}"][3] == "stopped"  # the original never ran
+
+            # again under a new name, stopped by x half way: nothing is left (qemu-img
+            # converts at 2 MiB/s here, so the key surely comes while it runs)
+            monkeypatch.setenv("PATH", f"{slow_qemu_img(tmp_path)}:{os.environ['PATH']}")
+            await action(pilot, app, f"virt:{name}", "convert_vm")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConvertScreen",
+                           what="the conversion screen again")
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.summary_ready, timeout=60, what="summary")
+            assert screen.query_one("#convert-name").value == ""  # its own name is taken
+            assert "A name is needed" in str(screen.query_one("#convert-problem").render())
+            await pilot.press(*"second", "ctrl+n")
+            progress = screen.query_one("#convert-progress")
+            await wait_for(pilot, lambda: "converting disk 1 of 1" in str(progress.render()),
+                           timeout=30, what=lambda: f"the conversion ({progress.render()})")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: "Stopped: second was not created"
+                           in str(progress.render()), what=lambda: str(progress.render()))
+            assert sorted(p.name for p in (tmp_path / "vms").iterdir()) == [name]
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.main_screen, what="closed")
         assert virsh(vlab, "dumpxml", name) == before
         assert digest(disk) == disk_before
         converted = tmp_path / "vms" / name

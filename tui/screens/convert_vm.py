@@ -37,7 +37,9 @@ class ConvertScreen(ModalScreen[Instance | None]):
         super().__init__()
         self.ref, self.target, self.backend, self.source = ref, target, backend, source
         self.summary_ready = False
-        self._task: asyncio.Task | None = None
+        self._conversion: asyncio.Task | None = None
+        """The conversion, while it runs."""
+        self._reading: asyncio.Task | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="-safe -wide"):
@@ -50,7 +52,7 @@ class ConvertScreen(ModalScreen[Instance | None]):
             yield dialog_buttons("Convert (ctrl+n)", disabled=True)
 
     def on_mount(self) -> None:
-        self._task = asyncio.ensure_future(self._read())
+        self._reading = asyncio.ensure_future(self._read())
 
     def _say(self, text: str) -> None:
         self.query_one("#convert-progress", Plain).update(external(text))
@@ -120,20 +122,21 @@ class ConvertScreen(ModalScreen[Instance | None]):
             self.query_one("#convert-name", Input).disabled = False
             self._check()
 
-        self._task = asyncio.ensure_future(run())
+        self._conversion = asyncio.ensure_future(run())
 
     def _converting(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._conversion is not None and not self._conversion.done()
 
     def action_cancel(self, running_only: bool = False) -> None:
         if self._converting():
             self._say("Stopping…")
-            self._task.cancel()  # type: ignore[union-attr]
+            self._conversion.cancel()  # type: ignore[union-attr]
             return
         if not running_only:
             self.dismiss(None)
 
     def on_unmount(self) -> None:
-        if self._converting():
-            self._task.cancel()  # type: ignore[union-attr]
+        for task in (self._reading, self._conversion):
+            if task is not None and not task.done():
+                task.cancel()
         self.backend.drop_preview(self.source)
