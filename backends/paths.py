@@ -240,6 +240,9 @@ def _file_problem(st: os.stat_result, private: bool) -> tuple[str, str] | None:
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file", "Remove it."
     mode = stat.S_IMODE(st.st_mode)
+    if st.st_nlink > 1:  # a hard link planted there: another file's (/etc/shadow) name too
+        return (f"has {st.st_nlink} names (hard links), so it may be another file",
+                "Remove it if you did not link it there.")
     if st.st_uid != os.geteuid():
         return (f"belongs to {_who(st.st_uid)}, not to you ({_who(os.geteuid())})",
                 "Remove it if you did not put it there, or chown it." + _sudo_hint(st.st_uid))

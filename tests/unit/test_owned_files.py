@@ -238,6 +238,23 @@ def test_append_opens_create_0600_and_never_follow_a_link(tmp_path):
     assert target.read_text() == "keep"
 
 
+def test_a_hard_link_is_neither_read_nor_appended_to_nor_chmodded(tmp_path):
+    """A name for another file (a hard link: with fs.protected_hardlinks off, anyone may
+    make one to /etc/shadow in a sticky /tmp) is one step aside from a symlink: the file
+    is this user's, so only its link count tells. It is refused, and the other file keeps
+    its bytes and mode."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    victim.chmod(0o644)
+    for name in ("corral.log", "config.toml"):
+        os.link(victim, tmp_path / name)
+    with pytest.raises(UntrustedFile, match="hard links"):
+        open_owned(tmp_path / "corral.log", "a")
+    with pytest.raises(UntrustedFile, match="hard links"):
+        read_owned(tmp_path / "config.toml")
+    assert victim.read_text() == "keep" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+
+
 _AS_NOBODY = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, sys.argv[1])
