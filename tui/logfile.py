@@ -37,7 +37,11 @@ _SECRETS = [
 ]
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# controls, line separators, bidi overrides and isolates (which reorder a line as a
+# terminal or editor shows it), and lone surrogates: a file name that is not UTF-8,
+# decoded with surrogateescape, could not be written at all and its record was lost
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                      "\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 problem: str | None = None
@@ -52,7 +56,8 @@ def redact(text: str) -> str:
 
 
 def escape(text: str, keep_newlines: bool = False) -> str:
-    """``text`` with control characters as visible escapes (``\n``, ``\x1b``, ``\u2028``)."""
+    """``text`` with control characters as visible escapes (``\n``, ``\x1b``, ``\u2028``,
+    ``\u202e``, ``\udcff``)."""
     def one(m: re.Match[str]) -> str:
         c = m.group()
         if keep_newlines and c == "\n":

@@ -110,3 +110,20 @@ def test_a_planted_log_link_is_not_followed_nor_its_target_chmodded(tmp_path):
 
     _with_log(env, refused)
     assert not (state / "corral.log").exists()
+
+
+def test_a_name_that_is_not_utf8_or_reorders_the_line_is_logged_escaped(tmp_path):
+    """A file name with undecodable bytes (a lone surrogate) made the record unwritable,
+    and the handler dropped it: a hostile name could hide the failure it caused. It is
+    written escaped, and bidi overrides with it."""
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+
+    def body(path):
+        log = logging.getLogger("corral.test")
+        log.error("pull of %s failed", os.fsdecode(b"bad\xffname") + "\u202egpj.exe")
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        text = path.read_text(encoding="utf-8")
+        assert text.rstrip("\n").endswith("pull of bad\\udcffname\\u202egpj.exe failed")
+
+    _with_log(env, body)
