@@ -563,3 +563,26 @@ async def test_wizard_cancel_button_asks_before_discarding_filled_steps(fake_env
         app.screen.query_one("#cancel").focus()
         await press(pilot, app, "enter")
         assert not isinstance(app.screen, (WizardScreen, ConfirmDialog))
+
+
+async def test_a_long_bulk_confirmation_keeps_its_buttons_on_an_80x24_screen(fake_env):  # noqa: F811
+    from tui.screens.dialogs import ConfirmDialog
+
+    cfg, env, factory, backends = fake_env
+
+    def many(remote, timeout):
+        b = factory(remote, timeout)
+        if remote.name == "alpha":
+            from backends.models import Instance, InstanceRef, InstanceStatus, InstanceType
+            for i in range(20):
+                ref = InstanceRef("alpha", f"n{i:02d}")
+                b.data[ref.name] = Instance(ref=ref, type=InstanceType.CONTAINER,
+                                            status=InstanceStatus.STOPPED, image="busybox")
+        return b
+
+    async with running((cfg, env, many, backends), size=(80, 24)) as (app, pilot):
+        await press(pilot, app, "asterisk", "d")
+        assert isinstance(app.screen, ConfirmDialog)
+        text = shown(app)
+        assert "more" in text and "Stop and delete all" in text and "Cancel" in text
+        await press(pilot, app, "escape")

@@ -48,8 +48,8 @@ async def confirm(app: App, verb: str, names: list[str], note: str = "", *,
             f"{verb.capitalize()} these {len(names)}?")
     if first:
         text += f"\n{first}"
-    if not one:
-        text += f"\n\n{listing(names)}"
+    if not one:  # as many names as leave the buttons on the screen (80x24: four)
+        text += f"\n\n{listing(names, max(3, min(12, app.size.height - 20)))}"
     if note:
         text += f"\n\n{note}"
     return bool(await app.push_screen_wait(ConfirmDialog(
