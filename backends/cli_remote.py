@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import OperationFailed, Unreachable
+from .paths import UntrustedFile, check_owned, read_owned
 from .trust import ServerCert, ensure_client_certificate, pinned_session, write_private
 
 _IMAGES = {"addr": "https://images.linuxcontainers.org", "protocol": "simplestreams",
@@ -51,7 +52,13 @@ class CliConfig:
         if self.tool == "incus":
             crt = self.directory / "clientcerts" / f"{name}.crt"
             key = self.directory / "clientcerts" / f"{name}.key"
-            if crt.is_file() and key.is_file():
+            if os.path.lexists(crt) and os.path.lexists(key):
+                # the same owner checks as the CLI's client.crt: a pair another user
+                # planted there would be trusted on the server as an administrator
+                problem = check_owned(key, private=True) or check_owned(crt)
+                if problem:
+                    raise UntrustedFile(f"The {self.tool} CLI's client certificate was not "
+                                        f"used (nothing was sent to the server): {problem}")
                 return crt, key
         return ensure_client_certificate(self.directory)
 
@@ -78,8 +85,8 @@ def load(conf: CliConfig) -> dict[str, Any]:
     Raises:
         OperationFailed: it cannot be read or is not the CLI's format.
     """
-    try:
-        text = conf.file.read_text()
+    try:  # owner-checked: it is rewritten with what it holds
+        text = read_owned(conf.file).decode(errors="replace")
     except FileNotFoundError:
         local: dict[str, Any] = {"addr": "unix://", "public": False}
         if conf.tool == "incus":

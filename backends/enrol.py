@@ -23,6 +23,7 @@ from typing import Awaitable, Callable
 from .cli_remote import CliConfig, cli_config, entry, load, revoke, save, trust_client
 from .errors import AuthError, BackendError, InvalidInput, OperationFailed, Unreachable
 from .models import Remote
+from .paths import owned_directory, read_owned
 from .remote_store import RemoteStore
 from .trust import (
     NAME_RE,
@@ -143,8 +144,13 @@ async def add_to_cli(enrolled: Enrolled, store: RemoteStore, *,
             raise OperationFailed(f"The {tool} CLI has a remote named '{name}' already "
                                   f"({conf.file}); it was left as it is.")
         try:
+            if os.path.lexists(conf.directory):
+                # nothing is sent to the server before the CLI's directory has passed
+                # corral's owner checks: its client certificate is what gets trusted
+                with owned_directory(conf.directory):
+                    pass
             cli_crt, _cli_key = conf.client_pair(name)
-            return data, cli_crt.read_text()
+            return data, read_owned(cli_crt).decode(errors="replace")
         except OSError as e:
             raise OperationFailed(f"The {tool} CLI's client certificate in "
                                   f"{conf.directory} cannot be used: "
