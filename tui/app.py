@@ -285,10 +285,10 @@ class CorralApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("quit", "help"):
-            from .widgets.terminal import TerminalView
+            from .widgets.view_messages import ConsoleView
 
-            if isinstance(self.focused, TerminalView):
-                return False  # q and ? belong to the console while it has the focus
+            if isinstance(self.focused, ConsoleView):
+                return False  # q and ? belong to the console (text or graphical) it has
         return True
 
     async def action_quit(self) -> None:
