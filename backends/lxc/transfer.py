@@ -20,8 +20,8 @@ from ..models import Instance, InstanceRef, InstanceStatus
 from ..paths import export_target, private_file
 from ..work import in_thread
 from . import parse
-from .archive import (SettingsRefused, mapped_root_gid, read_container_archive,
-                      with_baseline)
+from .archive import (SettingsRefused, config_problems, mapped_root_gid,
+                      read_container_archive, with_baseline)
 from .tools import LXCTools, read_file, replace_file
 
 
@@ -252,9 +252,9 @@ class Transfer(Backend):
         settings of :func:`~backends.lxc.archive.config_problems`' allow-list, else
         refused naming them. The configs are not unpacked: corral writes them from the
         checked bytes, last, with corral's baseline added where the distribution's common
-        include is missing (:func:`~backends.lxc.archive.with_baseline`) and their paths
-        rewritten (``lxc.rootfs.path``, ``lxc.uts.name``, other values naming the old
-        directory). NIC MAC addresses are kept. Nothing is left on failure or
+        include is missing (:func:`~backends.lxc.archive.with_baseline`), ``lxc.rootfs.path``
+        and ``lxc.uts.name`` set and nothing else changed, and checked again as written
+        (:func:`_imported_config`). NIC MAC addresses are kept. Nothing is left on failure or
         cancellation.
 
         Raises:
@@ -290,15 +290,12 @@ class Transfer(Backend):
                 raise OperationFailed(f"Importing {path} failed: "
                                       f"{e.strerror or e} ({e.filename or path}).") from e
             config = configs.pop("config").decode(errors="replace")
-            old_dir = parse.rootfs(config)[1][: -len("/rootfs")]
             for member, data in sorted(configs.items()):
                 snap = directory / os.path.dirname(member)
-                replace_file(snap / "config", _rewrite_config(
-                    with_baseline(data.decode(errors="replace")), old_dir, str(directory),
-                    name, str(snap / "rootfs")))
-            replace_file(directory / "config", _rewrite_config(
-                with_baseline(config), old_dir, str(directory), name,
-                str(directory / "rootfs")))
+                replace_file(snap / "config", _imported_config(
+                    data.decode(errors="replace"), name, snap / "rootfs"))
+            replace_file(directory / "config", _imported_config(config, name,
+                                                                directory / "rootfs"))
             _seal(directory, mapped_root_gid(config))
         except BaseException:
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
@@ -318,6 +315,24 @@ def _seal(directory: Path, root_gid: int | None) -> None:
         os.fchmod(fd, 0o770 if root_gid is None else 0o750)
     finally:
         os.close(fd)
+
+
+def _imported_config(text: str, name: str, rootfs: Path) -> str:
+    """An archive's checked config as corral writes it: the baseline where it is due,
+    ``lxc.rootfs.path`` and ``lxc.uts.name`` set, and nothing else changed — the other
+    values are the ones the allow-list passed (rewriting paths that named the archive's
+    old directory moved ``lxc.include``'s common.conf and the seccomp policy into the
+    new one, where they are not). Checked again as written.
+
+    Raises:
+        InvalidInput: what would be written does not pass the allow-list.
+    """
+    written = _rewrite_config(with_baseline(text), "", "", name, str(rootfs))
+    refused = config_problems(written)
+    if refused:  # never, while the rewrite changes only those two keys
+        raise InvalidInput(f"The archive was not imported: its config would be written "
+                           f"with settings corral does not accept: {'; '.join(refused[:5])}.")
+    return written
 
 
 def _rewrite_config(text: str, old_dir: str, new_dir: str, new_name: str,

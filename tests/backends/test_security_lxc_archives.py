@@ -362,3 +362,30 @@ async def test_settings_that_undo_the_baseline_or_map_onto_host_ids_are_refused(
     lines = {" ".join(line.split())
              for line in (lxc_path / "oci" / "config").read_text().splitlines()}
     assert set(BASELINE) <= lines
+
+
+async def test_paths_in_a_config_are_written_as_they_were_checked(backend, lxc_path,
+                                                                  tmp_path):
+    """A check and a use that read different things: the archive says its container
+    lived in ``/usr/share/lxc/config``, and rewriting the paths that named that old
+    directory moved the common include and the baseline's seccomp policy into the new
+    container's directory, where no such files are. Only ``lxc.rootfs.path`` and
+    ``lxc.uts.name`` change; what was checked is what is written."""
+    src, cfg, _ = await source(backend, lxc_path)
+    old = "lxc.rootfs.path = dir:/usr/share/lxc/config/rootfs\n"
+    moved = "".join(line + "\n" for line in cfg.splitlines()
+                    if not line.startswith("lxc.rootfs.path")) + old
+    for name, config in (("plain", moved),
+                         ("inc", moved + "lxc.include = /usr/share/lxc/config/common.conf\n")):
+        archive = container_tar(tmp_path / f"{name}.tar", src, drop=["config"],
+                                extra=[("./config", REG, config)])
+        await backend.import_instance(str(archive), name)
+        lines = {" ".join(line.split())
+                 for line in (lxc_path / name / "config").read_text().splitlines()}
+        assert f"lxc.rootfs.path = dir:{lxc_path / name / 'rootfs'}" in lines
+        if name == "plain":
+            assert set(BASELINE) <= lines
+        else:
+            assert "lxc.include = /usr/share/lxc/config/common.conf" in lines
+        assert not any(str(lxc_path / name) in line for line in lines
+                       if not line.startswith("lxc.rootfs.path")), lines
