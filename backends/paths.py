@@ -171,6 +171,61 @@ def _dir_problem(st: os.stat_result) -> str | None:
     return None
 
 
+def way_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why another user could redirect the way to ``path`` (None: nobody can): a symbolic
+    link on it (each one followed, at most 40) that lies in a directory which is not this
+    user's or root's or which others may write, or that belongs to another user (in a
+    sticky ``/tmp``). The directories a path really leads through are checked on
+    descriptors (:func:`_check_chain`); a link's own directory is not among them, so
+    ``~/.config/corral -> /etc/x`` made by the owner of ``~`` would lead corral's reads and
+    writes into a directory of root's choosing without this. A missing part ends the walk
+    (what is made there is checked when it is used)."""
+    ours = {0, os.geteuid()}
+    text = os.fspath(path)
+    pending = [c for c in (text if text.startswith("/") else
+                           os.path.join(os.getcwd(), text)).split("/") if c]
+    current, links = "/", 0
+    while pending:
+        comp = pending.pop(0)
+        if comp == ".":
+            continue
+        if comp == "..":
+            current = os.path.dirname(current)
+            continue
+        entry = os.path.join(current, comp)
+        try:
+            st = os.lstat(entry)
+        except OSError:
+            return None
+        if not stat.S_ISLNK(st.st_mode):
+            current = entry
+            continue
+        links += 1
+        if links > 40:
+            return f"{text} goes through too many symbolic links"
+        try:
+            problem = _dir_problem(os.stat(current))
+        except OSError:
+            return None
+        if problem is None and st.st_uid not in ours:
+            problem = f"holds it as a link of {_who(st.st_uid)}"
+        if problem:
+            return f"the symbolic link {entry} on the way lies in {current}, which {problem}"
+        target = os.readlink(entry)
+        if target.startswith("/"):
+            current = "/"
+        pending[:0] = [c for c in target.split("/") if c]
+    return None
+
+
+def _refuse_way(path: str | os.PathLike[str], target: str | None = None) -> None:
+    problem = way_problem(path)
+    if problem:
+        raise UntrustedFile(f"{problem}: another user could point it anywhere, so corral "
+                            f"does not use {target or os.fspath(path)}. Replace the link "
+                            f"with the directory itself, or use another one.")
+
+
 def _check_chain(fd: int, shown: str, target: str | None = None) -> None:
     """Every directory from ``fd`` (an ``O_PATH`` descriptor of ``shown``) up to ``/``,
     walked by descriptors (``..``), so what is checked is what the file is opened in.
@@ -214,6 +269,7 @@ def owned_directory(path: str | os.PathLike[str]) -> Iterator[int]:
         FileNotFoundError: it does not exist.
         UntrustedFile: it, or a directory above it, fails those checks (or is no directory).
     """
+    _refuse_way(path)
     try:
         fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except NotADirectoryError:
@@ -275,6 +331,7 @@ def open_owned(path: str | os.PathLike[str], mode: str = "rb", *,
     shown = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(shown))
     append = mode.startswith("a")
+    _refuse_way(directory, shown)
     try:
         dfd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except NotADirectoryError:

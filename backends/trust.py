@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from .errors import AuthError, InvalidInput, Unreachable
-from .paths import UntrustedFile, check_owned, owned_directory
+from .paths import UntrustedFile, check_owned, owned_directory, way_problem
 
 if TYPE_CHECKING:
     import requests  # imported where used: requests is not needed to start corral
@@ -184,6 +184,11 @@ def write_private(path: Path, data: bytes, *, mode: int) -> None:
     Raises:
         UntrustedFile: the directory fails those checks; nothing was written.
     """
+    problem = way_problem(path.parent)  # before anything is made at the link's end
+    if problem:
+        raise UntrustedFile(f"{problem}: another user could point it anywhere, so corral "
+                            f"does not write {path}. Replace the link with the directory "
+                            f"itself, or use another one.")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with owned_directory(path.parent) as dfd:
         tmp = f".{path.name}.{secrets.token_hex(8)}"

@@ -255,6 +255,34 @@ def test_a_hard_link_is_neither_read_nor_appended_to_nor_chmodded(tmp_path):
     assert victim.read_text() == "keep" and stat.S_IMODE(victim.stat().st_mode) == 0o644
 
 
+@root_only
+def test_a_link_in_another_users_directory_leads_nowhere(tmp_path):
+    """Under ``sudo -E`` corral's directories are in the invoking user's home, refused as
+    theirs; a link there (``~/.config/corral -> /etc/x``) led the checks to a directory of
+    root's, so corral read and wrote wherever that user chose. The link's own directory
+    is judged too: nothing is read, made or written through it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    real = tmp_path / "real"  # root's, private: where the link would lead corral
+    real.mkdir(mode=0o700)
+    (real / "config.toml").write_text("[ui]\n")
+    os.chmod(real / "config.toml", 0o600)
+    (home / "corral").symlink_to(real)
+    os.lchown(home / "corral", NOBODY, NOBODY)
+    with pytest.raises(UntrustedFile, match="symbolic link .*home/corral.*belongs to"):
+        read_owned(home / "corral" / "config.toml")
+    with pytest.raises(UntrustedFile, match="symbolic link"):
+        write_private(home / "corral" / "sub" / "inventory.json", b"{}", mode=0o600)
+    with pytest.raises(UntrustedFile, match="symbolic link"):
+        open_owned(home / "corral" / "corral.log", "a")
+    assert sorted(os.listdir(real)) == ["config.toml"]
+    # a link in a directory of one's own (or root's) is fine
+    mine = tmp_path / "mine"
+    mine.symlink_to(real)
+    assert read_owned(mine / "config.toml") == b"[ui]\n"
+
+
 _AS_NOBODY = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, sys.argv[1])
