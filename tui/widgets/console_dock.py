@@ -27,7 +27,7 @@ from backends.base import ConsoleSession
 from backends.errors import BackendError
 from backends.models import InstanceRef
 
-from ..actions import ACTIONS, Scope
+from ..actions import ACTIONS
 from ..format import printable
 from . import view_messages
 
