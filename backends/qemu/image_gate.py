@@ -352,14 +352,34 @@ def _sparse_copy(fd: int, target: str) -> None:
         os.close(out)
 
 
+def _refuse_loose_chain(image: GatedImage) -> None:
+    """A chain is read through its descriptors with every layer's backing pinned, but a
+    layer's header could still be rewritten in place to name an external data file,
+    which QEMU would open by its name: a layer other users may write (other than raw
+    bytes) is refused."""
+    layers = [(image.path, image.format, image.fd),
+              *((r.path, r.format, r.fd) for r in image.references if r.kind == "backing file")]
+    loose = [path for path, fmt, fd in layers
+             if fmt != "raw" and fd >= 0 and writable_by_others(os.fstat(fd))]
+    if loose:
+        raise InvalidInput(f"The image {image.path} refers to other files, and "
+                           f"{', '.join(loose)} may be rewritten by other users while corral "
+                           f"reads it (its header could name yet other files). Copy the "
+                           f"files to a directory only you can change first.")
+
+
 async def settled(image: GatedImage, scratch: str) -> GatedImage:
     """``image``, safe to read again: itself when nobody but root and this user can
     rewrite its bytes (or it is raw, whose bytes name no file), else a private copy at
     ``scratch`` (made from the checked descriptor, then gated again) — someone who may
     write the file could otherwise add a backing file between the check and the use.
-    Only for a self-contained image (references are read where they are)."""
-    if image.format == "raw" or image.references or not writable_by_others(
-            os.fstat(image.fd)):
+    An image with references is read where it is (through its descriptors), and refused
+    when a layer other than raw bytes may be written by others
+    (:func:`_refuse_loose_chain`)."""
+    if image.references:
+        _refuse_loose_chain(image)
+        return image
+    if image.format == "raw" or not writable_by_others(os.fstat(image.fd)):
         return image
     try:
         await asyncio.to_thread(_sparse_copy, image.fd, scratch)

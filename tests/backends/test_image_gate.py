@@ -166,6 +166,24 @@ async def test_a_confirmed_chain_is_read_as_checked_after_its_names_change(tmp_p
     assert content.startswith(b"checked-base") and b"secret" not in content
 
 
+async def test_a_chain_other_users_may_rewrite_is_not_read(tmp_path):
+    """Its descriptors pin each layer's backing, but not what a header rewritten in place
+    could add (an external data file, opened by name): a layer others may write is
+    refused when the chain is to be read; raw bytes name nothing and may be."""
+    base = tmp_path / "base.raw"
+    base.write_bytes(b"\0" * (1 << 20))
+    top = tmp_path / "top.qcow2"
+    qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", str(base), str(top))
+    base.chmod(0o666)
+    with await inspect_image(str(top), confirmed=True) as gated:
+        assert await image_gate.settled(gated, str(tmp_path / "s")) is gated
+    top.chmod(0o666)
+    with await inspect_image(str(top), confirmed=True) as gated:
+        with pytest.raises(InvalidInput, match="may be rewritten by other users"):
+            await image_gate.settled(gated, str(tmp_path / "s"))
+    assert not (tmp_path / "s").exists()
+
+
 async def test_a_header_qemu_img_reads_differently_is_refused(tmp_path, monkeypatch):
     """The check/use boundary: corral's header reading and qemu-img's must agree (here
     corral's reading is made to miss the backing file, as if the file changed between)."""
