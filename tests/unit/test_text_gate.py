@@ -125,15 +125,25 @@ def _gated(node: ast.expr) -> bool:
     return False
 
 
+def _cell_call(node: ast.expr) -> bool:
+    """A table cell made gated: a ``SortCell`` (which gates its text itself), or a
+    ``OneLineCell`` (which does not) of gated text."""
+    if not isinstance(node, ast.Call):
+        return False
+    if _name(node.func) == "SortCell":
+        return True
+    return _name(node.func) == "OneLineCell" and bool(node.args) and _gated(node.args[0])
+
+
 def _row_cell_gated(node: ast.expr) -> bool:
     if isinstance(node, ast.Starred):
         value = node.value
         if isinstance(value, ast.GeneratorExp):
-            return _gated(value.elt) or (isinstance(value.elt, ast.Call) and _name(
-                value.elt.func) in ("SortCell", "OneLineCell"))
+            return _gated(value.elt) or _cell_call(value.elt)
         return True
-    return _gated(node) or (isinstance(node, ast.Call)
-                            and _name(node.func) in ("SortCell", "OneLineCell"))
+    if isinstance(node, ast.Call) and _name(node.func) == "OneLineCell":
+        return _cell_call(node)
+    return _gated(node) or _cell_call(node)
 
 
 def problems_in(source: str, path: str) -> list[str]:
@@ -244,10 +254,12 @@ class Note(Static):
 title = Content(title)
 box = PlainInput(tooltip=entry.hint or None)
 select.set_options([(f"{p.label}", p.value) for p in places] or [])
+table.add_row(OneLineCell(entry.name), *(OneLineCell(c.text) for c in cells))
 '''
     found = problems_in(bad, "x.py")
     lines = sorted({int(p.split(":")[1]) for p in found})
-    assert lines == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17], found
+    assert lines == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18], found
+    assert sum(p.split(":")[1] == "18" for p in found) == 2, found  # it does not gate
     good = '''
 def compose(self, entry, e, cells):
     yield Plain(entry.name)
@@ -261,6 +273,7 @@ def compose(self, entry, e, cells):
     pool.set_options([(external(p), p) for p in pools])
     box = PlainInput(entry.path)
     text = fmt.external_text(Text.assemble((entry.name, "bold"), "x"))
+    table.add_row(OneLineCell(fmt.printable(entry.name)), *(OneLineCell(MARK) for _ in x))
 '''
     assert problems_in(good, "y.py") == []
 
