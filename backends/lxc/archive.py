@@ -53,7 +53,8 @@ _EXACT = {
     "lxc.start.auto": {"0"},
     "lxc.net.0.type": {"empty", "veth"},
 }
-_MOUNT_AUTO = {"proc", "proc:mixed", "sys", "sys:ro", "sys:mixed", "cgroup", "cgroup:mixed",
+# not a bare "cgroup": LXC reads it as cgroup:rw when the container keeps CAP_SYS_ADMIN
+_MOUNT_AUTO = {"proc", "proc:mixed", "sys", "sys:ro", "sys:mixed", "cgroup:mixed",
                "cgroup:ro"}
 _FS_MOUNTS = {"tmpfs", "mqueue", "devpts"}  # kernel file systems, no host data
 _RO_BINDS = {"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/sys/kernel/security"}

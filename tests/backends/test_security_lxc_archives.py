@@ -347,6 +347,8 @@ async def test_settings_that_undo_the_baseline_or_map_onto_host_ids_are_refused(
         "idmap-onto-a-user": (cfg + "lxc.idmap = u 0 100000 65536\n"
                               "lxc.idmap = g 0 1000 1\n", "lxc[.]idmap = g 0 1000 1"),
         "idmap-garbage": (cfg + "lxc.idmap = u 0 100000\n", "lxc[.]idmap = u 0 100000"),
+        "cgroup-rw": (cfg + "lxc.mount.auto = proc:mixed cgroup\n",
+                      "lxc[.]mount[.]auto = proc:mixed cgroup"),
     }
     before = left_behind(lxc_path)
     for name, (config, why) in corpus.items():
