@@ -120,8 +120,18 @@ def test_a_name_that_is_not_utf8_or_reorders_the_line_is_logged_escaped(tmp_path
 
     def body(path):
         log = logging.getLogger("corral.test")
-        log.error("pull of %s failed", os.fsdecode(b"bad\xffname") + "\u202egpj.exe")
-        for handler in logging.getLogger().handlers:
+        root = logging.getLogger()
+        # pytest's own capture would keep the lone surrogate in the test's report, which
+        # a parallel run (xdist) cannot send between its processes
+        captures = [h for h in root.handlers if "LogCapture" in type(h).__name__]
+        for handler in captures:
+            root.removeHandler(handler)
+        try:
+            log.error("pull of %s failed", os.fsdecode(b"bad\xffname") + "\u202egpj.exe")
+        finally:
+            for handler in captures:
+                root.addHandler(handler)
+        for handler in root.handlers:
             handler.flush()
         text = path.read_text(encoding="utf-8")
         assert text.rstrip("\n").endswith("pull of bad\\udcffname\\u202egpj.exe failed")
