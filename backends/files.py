@@ -79,7 +79,8 @@ async def pull(backend: Backend, ref: InstanceRef, entry: FileEntry, local_dir: 
 
 async def _pull(backend: Backend, ref: InstanceRef, entry: FileEntry, target: str,
                 tally: Tally, progress: Progress) -> None:
-    root = os.geteuid() == 0
+    # What lands on the host is the puller's, with permission bits only: a container's
+    # owners (its uid 1000 is a host user's) and setuid/setgid/sticky bits stay inside.
     try:
         if entry.kind == "file":
             await backend.read_file(ref, entry, target, tally.file_progress(progress))
@@ -93,12 +94,10 @@ async def _pull(backend: Backend, ref: InstanceRef, entry: FileEntry, target: st
             for child in await backend.list_files(ref, entry.path):
                 await _pull(backend, ref, child, os.path.join(target, child.name), tally,
                             progress)
-            os.chmod(target, entry.mode)
+            os.chmod(target, entry.mode & 0o777)
         else:
             tally.skipped.append(entry.path)
             return
-        if root:
-            os.lchown(target, entry.uid, entry.gid)
     except OSError as e:
         raise _os_error(e, target) from None
     progress(tally.text)

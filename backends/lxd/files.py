@@ -151,7 +151,7 @@ class Files(Backend):
                         done += len(chunk)
                         if progress is not None:
                             loop.call_soon_threadsafe(progress, done)
-                os.chmod(local, entry.mode)
+                os.chmod(local, entry.mode & 0o777)  # no setuid bits from a server
             except OSError as e:  # the local disk: full, gone, refused
                 os.unlink(local)
                 raise OperationFailed(f"Cannot write {local}: {e.strerror or e}.") from None

@@ -101,6 +101,27 @@ async def test_cli_pushes_then_pull_tree_keeps_bytes_mode_and_links(lxd_subject,
         await files.pull(backend, ref, listed["data"], str(dest))
 
 
+async def test_a_pulled_tree_is_the_pullers_with_permission_bits_only(lxd_subject, tmp_path):
+    """A container's owners and special bits stay inside: a setuid file of its uid 1000
+    and a setgid, world-writable directory land on the host as the puller's, with their
+    permission bits only (the container's uid 1000 is a host user's)."""
+    backend, daemon, ref = lxd_subject
+    (tmp_path / "tool").write_bytes(b"#!/bin/sh\n")
+    daemon.cli("exec", ref.name, "--", "mkdir", "-p", "/srv/drop")
+    daemon.cli("exec", ref.name, "--", "chmod", "2777", "/srv/drop")
+    daemon.cli("file", "push", str(tmp_path / "tool"), f"{ref.name}/srv/drop/tool")
+    daemon.cli("exec", ref.name, "--", "chown", "1000:1000", "/srv/drop/tool")
+    daemon.cli("exec", ref.name, "--", "chmod", "4755", "/srv/drop/tool")
+    listed = {e.name: e for e in await backend.list_files(ref, "/srv")}
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    await files.pull(backend, ref, listed["drop"], str(dest))
+    for path, bits in ((dest / "drop", 0o777), (dest / "drop" / "tool", 0o755)):
+        st = os.lstat(path)
+        assert st.st_mode & 0o7777 == bits, (path, oct(st.st_mode))
+        assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid()), path
+
+
 async def test_cancel_a_push_and_refusals_in_words(lxd_subject, tmp_path):
     backend, daemon, ref = lxd_subject
     big = tmp_path / "huge.bin"
