@@ -410,6 +410,18 @@ class Daemon:
         return f"<Daemon {self.name} {self.kind} pid={self.pid} {self.https_address or '-'}>"
 
     # -- the CLI
+    def delete(self, name: str) -> None:
+        """``delete --force NAME``, tried again for a few seconds while the daemon still
+        finishes a snapshot it just reported done (LXD 5.0.2 then says "Cannot remove an
+        instance volume that has snapshots")."""
+        for attempt in range(20):
+            proc = self.cli("delete", "--force", name, check=False)
+            if proc.returncode == 0 or "not found" in proc.stderr.lower():
+                return
+            if "has snapshots" not in proc.stderr or attempt == 19:
+                raise CliError([self.client, "delete", "--force", name], proc)
+            time.sleep(0.25)
+
     def cli(
         self, *args: str, check: bool = True, timeout: float = 120, input: str | None = None
     ) -> subprocess.CompletedProcess:

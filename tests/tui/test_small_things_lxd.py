@@ -43,7 +43,7 @@ async def test_stop_and_copy_offers_to_start_again(lab, lab_env, unique, tmp_pat
                            what=lambda: f"running again ({rows(app).get(f'local:{a}')})")
             assert "RUNNING" in lab.lxd1.cli("list", a, "-c", "s", "--format", "csv").stdout
     finally:
-        lab.lxd1.cli("delete", "--force", a)
+        lab.lxd1.delete(a)
         lab.lxd2.cli("delete", "--force", copy, check=False)
 
 
@@ -71,4 +71,4 @@ async def test_empty_snapshot_name_says_what_is_missing(lab, lab_env, unique, tm
             await wait_for(pilot, lambda: default in lab.lxd1.cli("info", a).stdout,
                            what="the snapshot")
     finally:
-        lab.lxd1.cli("delete", "--force", a)
+        lab.lxd1.delete(a)
