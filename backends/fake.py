@@ -202,3 +202,37 @@ class FakeBackend(Backend):
         self.calls.append(("set_limits", ref.name, dict(changes)))
         fields = {f.key: f for f in await self.get_limits(ref)}
         return {k: fields[k].applies for k in changes}
+
+
+class RecordingSession:
+    """An in-memory console session that keeps what it is sent: ``sent`` once it has
+    started, ``too_early`` before (a real session would drop those). ``start_delay``
+    plays a daemon's handshake."""
+
+    def __init__(self, start_delay: float = 0.0) -> None:
+        self.start_delay = start_delay
+        self.started = False
+        self.sent = bytearray()
+        self.too_early = bytearray()
+        self.sink = None
+
+    async def start(self, sink) -> None:
+        if self.start_delay:
+            await asyncio.sleep(self.start_delay)
+        self.sink = sink
+        self.started = True
+
+    async def send_bytes(self, data: bytes) -> None:
+        (self.sent if self.started else self.too_early).extend(data)
+
+    async def send_special(self, name: str) -> None:
+        pass
+
+    async def resize(self, width: int, height: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def history(self) -> bytes:
+        return b""

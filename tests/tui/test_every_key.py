@@ -14,8 +14,7 @@ import asyncio
 from textual import events
 from textual.widgets import Input
 
-from backends.base import ConsoleSession
-from backends.fake import FakeBackend
+from backends.fake import FakeBackend, RecordingSession
 from backends.models import Capability, InstanceStatus, InstanceType, Remote
 from tui.app import make_app
 from tui.screens.add_remote import AddRemoteDialog
@@ -160,42 +159,13 @@ async def test_keys_typed_before_the_ui_is_up_are_kept(fake_env, monkeypatch):
         assert set(table_rows(app)) == {"beta:db1"}
 
 
-class _Recorder:
-    """A console session that opens slowly (a remote far away) and records what it is
-    sent."""
-
-    def __init__(self) -> None:
-        self.sent = bytearray()
-        self.started = False
-        self.too_early = bytearray()
-
-    async def start(self, sink) -> None:
-        await asyncio.sleep(0.2)  # the websocket handshake: keys typed meanwhile wait
-        self.started = True
-
-    async def send_bytes(self, data: bytes) -> None:
-        (self.sent if self.started else self.too_early).extend(data)
-
-    async def send_special(self, name: str) -> None:
-        pass
-
-    async def resize(self, width: int, height: int) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    async def history(self) -> bytes:
-        return b""
-
-
 class ConsoleFake(FakeBackend):
     capabilities = FakeBackend.capabilities | {Capability.CONSOLE, Capability.EXEC}
-    opened: list[_Recorder] = []
+    opened: list[RecordingSession] = []
 
     async def open_console(self, ref, *, width=80, height=24, kind="console"):
         await asyncio.sleep(0.3)  # the daemon takes its time: keys typed meanwhile wait
-        session = _Recorder()
+        session = RecordingSession(start_delay=0.2)  # the handshake: keys wait
         ConsoleFake.opened.append(session)
         return session
 
@@ -211,7 +181,6 @@ async def test_text_typed_after_c_or_e_reaches_the_instance(fake_env):
                                                 InstanceStatus.RUNNING)])
 
     ConsoleFake.opened = []
-    assert isinstance(ConsoleFake.opened, list) and ConsoleSession  # the protocol it meets
     app = make_app(cfg, env=env, factory=factory)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)

@@ -465,31 +465,6 @@ async def test_help_in_sections_without_widget_noise_and_fits_80x24(fake_env):  
         await look(app, pilot, "help")
 
 
-class EchoSession:
-    """A console session that keeps what it is sent (no guest: the keys' way is tested)."""
-
-    def __init__(self) -> None:
-        self.sent = b""
-
-    async def start(self, sink) -> None:
-        self.sink = sink
-
-    async def send_bytes(self, data: bytes) -> None:
-        self.sent += data
-
-    async def send_special(self, name: str) -> None:
-        pass
-
-    async def resize(self, width: int, height: int) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    async def history(self) -> bytes:
-        return b""
-
-
 async def test_zoomed_consoles_keep_z_brackets_and_help_as_the_help_says(fake_env):  # noqa: F811
     from backends.models import InstanceRef
     from tui.widgets.console_dock import ConsoleDock
@@ -497,7 +472,9 @@ async def test_zoomed_consoles_keep_z_brackets_and_help_as_the_help_says(fake_en
 
     async with running(fake_env, size=(80, 24)) as (app, pilot):
         dock = app.screen.query_one(ConsoleDock)
-        sessions = [EchoSession(), EchoSession()]
+        from backends.fake import RecordingSession
+
+        sessions = [RecordingSession(), RecordingSession()]
         for name, session in zip(("web1", "db1"), sessions):
             async def opener(w, h, session=session):
                 return session
