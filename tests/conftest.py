@@ -46,6 +46,15 @@ def _spawn_watch():
 
 
 @pytest.fixture(autouse=True)
+def _needs_root(request):
+    """A test marked ``root`` fails without root, with the reason: it is in the lab tier,
+    which CI runs as root (never skipped)."""
+    if request.node.get_closest_marker("root") and os.geteuid() != 0:
+        pytest.fail("this test plants files as another user and needs root "
+                    "(run ./scripts/test.sh as root or through sudo)", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
 def _tier_guard(request, _spawn_watch):
     """Fails a test outside the ``lab`` tier that starts a daemon or a guest."""
     _spawn_watch.take()

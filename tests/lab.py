@@ -266,7 +266,7 @@ def _busybox_path() -> str | None:
 
 
 def unavailable_reason(kinds: tuple[str, ...] = ("lxd", "incus")) -> str | None:
-    """Why a Lab cannot run on this machine (None if it can). For pytest skip messages."""
+    """Why a Lab cannot run on this machine (None if it can). For the failure that says so (never a skip)."""
     if os.geteuid() != 0:
         return "the LXD/Incus lab needs root"
     needed = {"busybox (busybox-static)": _busybox_path()}

@@ -26,6 +26,7 @@ KINDS = {
     "lxc": "starts LXC containers in a private lxcpath",
     "cluster": "forms a 3-member LXD or Incus cluster on loopback",
     "libvirt": "starts the suite's private libvirtd (tests/lab_libvirt.py)",
+    "root": "plants files as another user, so it needs root (fails without it)",
 }
 
 STARTS: dict[str, tuple[str, ...]] = {

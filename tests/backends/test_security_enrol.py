@@ -18,8 +18,7 @@ from backends.models import Remote
 from backends.trust import ServerCert
 
 NOBODY = 65534
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's file "
-                                "needs root (the project's hosts and CI are root)")
+pytestmark = pytest.mark.root  # planting another user's file needs root (tests/tiers.py)
 
 
 def _enrolled(tmp_path: Path) -> enrol.Enrolled:
