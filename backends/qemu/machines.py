@@ -11,6 +11,8 @@ does not do: ``docs/protocols.md``, section "QMP".
 
 from __future__ import annotations
 
+from backends.paths import UntrustedFile
+
 import asyncio
 import contextlib
 import itertools
@@ -213,8 +215,8 @@ class Machines:
             try:
                 if VMDefinition.load(self.dir(other)).linked_to == name:
                     out.append(other)
-            except (OSError, ValueError, TypeError):
-                continue
+            except (OSError, ValueError, TypeError, UntrustedFile):
+                continue  # (another VM's damaged or refused file: not this one's)
         return out
 
     def refuse_if_base(self, ref: InstanceRef, what: str) -> None:

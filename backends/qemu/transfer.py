@@ -6,6 +6,8 @@ behind."""
 
 from __future__ import annotations
 
+from backends.paths import UntrustedFile
+
 import asyncio
 import contextlib
 import dataclasses
@@ -317,8 +319,8 @@ class Transfer(Backend):
                 continue
             try:
                 od = VMDefinition.load(self.vms.dir(other))
-            except (OSError, ValueError, TypeError):
-                continue
+            except (OSError, ValueError, TypeError, UntrustedFile):
+                continue  # (another VM's damaged or refused file: not this one's)
             for disk in od.disks:
                 backing = qcow2_backing(self.vms.dir(other) / disk)
                 if backing and backing.startswith(prefix):
