@@ -21,6 +21,7 @@ from .connection import Connection
 from .consoles import Consoles
 from .events import Events
 from .lifecycle import Lifecycle
+from .uri import is_remote
 from .portable import Portable
 
 
@@ -37,5 +38,7 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Backend):
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)
+        if is_remote(remote.address):  # its disks are on another machine: no convert
+            self.capabilities = type(self).capabilities - {Capability.PORTABLE}
         self.lv = Connection(remote, timeout)
         self._cpu: dict[str, tuple[int, float]] = {}
