@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable
@@ -113,11 +114,15 @@ class KeyGate:
         (a paste typed as keys would otherwise wait a settling per key)."""
         if isinstance(event, events.Key) and not event.is_printable:
             return False
-        from textual.widgets import Input, TextArea
+        from textual.widgets import Input
 
         from .widgets.view_messages import ConsoleView
 
-        return isinstance(self._app.focused, (Input, TextArea, ConsoleView))
+        kinds: tuple[type, ...] = (Input, ConsoleView)
+        text_area = sys.modules.get("textual.widgets._text_area")  # none loaded: none focused
+        if text_area is not None:
+            kinds += (text_area.TextArea,)
+        return isinstance(self._app.focused, kinds)
 
     def open(self) -> None:
         """The UI is ready for keys (the main screen is up): those typed so far go now."""
@@ -241,7 +246,9 @@ class KeyGate:
                     self._drop(hold)
                 continue
             if time.monotonic() - started > HOLD_LIMIT:
-                self._holds.pop(0)
+                self._holds.pop(0)  # opened nothing in time: its keys are not the table's
+                if self._queue:
+                    self._drop(hold)
                 continue
             await asyncio.sleep(HOLD_POLL)
 
