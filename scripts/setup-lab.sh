@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything corral's test suite needs on a fresh Debian 12 (bookworm) machine:
 # Python venv support, LXD, LXC, QEMU, busybox, tmux, SYSLINUX and mtools (the VM import
-# tests build a bootable disk), and Incus from bookworm-backports.
+# tests build a bootable disk), libvirt (its daemon, and what the libvirt-python binding
+# builds with) and OpenSSH (the lab's sshd in front of it), and Incus from bookworm-backports.
 # Idempotent; run as root. Non-root users get a message saying what to install.
 set -euo pipefail
 
-need_pkgs=(python3-venv lxd lxd-client lxc qemu-system-x86 qemu-utils ovmf busybox-static cpio tmux librsvg2-bin uidmap openssl vttest dialog syslinux syslinux-common extlinux mtools)
+need_pkgs=(python3-venv lxd lxd-client lxc qemu-system-x86 qemu-utils ovmf busybox-static cpio tmux librsvg2-bin uidmap openssl vttest dialog syslinux syslinux-common extlinux mtools
+  libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc openssh-server openssh-client)
 
 if [ "$(id -u)" != 0 ]; then
   echo "setup-lab: not root; skipping Debian packages. Needed: ${need_pkgs[*]} incus (bookworm-backports)" >&2

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import libvirt
 
 from ..base import Backend
-from ..errors import InvalidInput
+from ..errors import InvalidInput, Unsupported
 from ..models import InstanceRef, InstanceStatus
 from ..portable import PortableVM
 from .connection import Connection
@@ -25,9 +25,9 @@ class Portable(Backend):
 
     async def portable_vm(self, ref: InstanceRef) -> PortableVM:
         if is_remote(self.remote.address):
-            raise InvalidInput(f"The disks of {ref} are on {host_of(self.remote.address)}: "
-                               f"corral converts domains of a libvirt on this machine "
-                               f"only.")
+            # not declared for such a remote (see the backend): refused as any undeclared verb
+            raise Unsupported(f"The disks of {ref} are on {host_of(self.remote.address)}: "
+                              f"corral converts domains of a libvirt on this machine only.")
         dom = await self.lv.domain(ref)
         if await self.lv.status(dom) is not InstanceStatus.STOPPED:
             raise InvalidInput(f"{ref} is not shut off: shut it down first (its disks "

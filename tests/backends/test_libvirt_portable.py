@@ -12,8 +12,8 @@ import pytest
 
 import lab_libvirt
 from backends import get_backend
-from backends.errors import InvalidInput
-from backends.models import InstanceRef, Remote
+from backends.errors import InvalidInput, Unsupported
+from backends.models import Capability, InstanceRef, Remote
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,8 @@ async def test_a_shut_off_domain_is_given_as_its_xml_and_disks(vlab, guest, tmp_
 
 async def test_a_remote_libvirts_domains_are_refused_in_words(vlab):
     backend = get_backend(Remote(name="far", kind="libvirt", address=vlab.ssh_uri()))
-    with pytest.raises(InvalidInput, match=r"are on root@127\.0\.0\.1:\d+: corral converts "
+    assert Capability.PORTABLE not in backend.capabilities  # not offered at all
+    with pytest.raises(Unsupported, match=r"are on root@127\.0\.0\.1:\d+: corral converts "
                                            "domains of a libvirt on this machine only"):
         await backend.portable_vm(InstanceRef("far", "any"))
     await backend.close()
