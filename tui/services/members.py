@@ -17,8 +17,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from backends.errors import BackendError
-from backends.members import ClusterMember
-from backends.models import BackendEvent, Capability, EventKind
+from backends.members import ClusterMember, MemberStatus
+from backends.models import BackendEvent, Capability, EventKind, InstanceStatus
 
 if TYPE_CHECKING:
     from .inventory import Inventory
@@ -29,6 +29,10 @@ CONFIRM_AFTER = 3.0
 """Seconds after a member changed state before its members are read once more."""
 RETRIES = 15
 """Reads of the members tried (a second apart) before waiting for the next event."""
+STALE_READS = 10
+"""Reads (``CONFIRM_AFTER`` apart) while instances on an online member still read unknown:
+a member back online is answered for by the cluster only after its next heartbeat, so a
+listing made when corral first sees it again may still say its instances are unknown."""
 
 
 class ClusterMembers:
@@ -44,6 +48,7 @@ class ClusterMembers:
         self._scheduled: set[str] = set()
         self._again: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stale_reads: dict[str, int] = {}
 
     def of(self, remote: str) -> list[ClusterMember]:
         """The members, each with the number of instances the inventory has on it now
@@ -121,9 +126,20 @@ class ClusterMembers:
                 self.status_changed_at[(remote, m.name)] = now
                 changed = changed or m.name in before
         if changed:
+            self._stale_reads[remote] = 0
             inv.refresh_soon(remote)  # instances on an offline member: unknown, or back
             self._confirm_later(remote)
+        elif self._stale(remote, members) and self._stale_reads.get(remote, 0) < STALE_READS:
+            self._stale_reads[remote] = self._stale_reads.get(remote, 0) + 1
+            inv.refresh_soon(remote)  # the cluster may know them again by now
+            self._confirm_later(remote)
         inv._notify(remote, set())
+
+    def _stale(self, remote: str, members: list[ClusterMember]) -> bool:
+        """Whether an instance on a member now online still reads unknown."""
+        online = {m.name for m in members if m.status is MemberStatus.ONLINE}
+        return any(i.status is InstanceStatus.UNKNOWN and i.location in online
+                   for i in self.inventory.instances_of(remote))
 
     def _confirm_later(self, remote: str) -> None:
         """Read once more a little later after a change: what corral saw first (an
