@@ -4,7 +4,8 @@
 # runs `ruff check` and every test against real daemons, which the suite starts and stops
 # itself.
 # Extra arguments go to pytest (e.g. -k stop, -m "not lab"); without any, the tier without
-# daemons runs in three parallel processes and then the lab tier in one.
+# daemons runs in three parallel processes, then the lab tier in one, then (as root) the
+# ownership and text-gate tests as a user who is not root (scripts/test-as-user.sh).
 #
 # Run it as it is, as root or not: the lab needs root (private LXD/Incus daemons, LXC, Debian
 # packages), so a user who is not root re-runs it through sudo when sudo is there. Without
@@ -52,4 +53,8 @@ fi
 status=0
 .venv/bin/python -m pytest -m "not lab" -n 3 -p no:cacheprovider || status=$?
 .venv/bin/python -m pytest -m lab -p no:cacheprovider || status=$?
+# The ownership and text-gate tests once more as a user who is not root (uid 65534)
+if [ "$(id -u)" = 0 ]; then
+  bash scripts/test-as-user.sh || status=$?
+fi
 exit "$status"

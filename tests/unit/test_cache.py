@@ -6,6 +6,8 @@ import json
 import os
 import stat
 
+import pytest
+
 from backends.models import Instance, InstanceRef, InstanceStatus, InstanceType, Remote
 from tui.services.cache import InventoryCache, cache_path
 
@@ -62,6 +64,15 @@ def test_damaged_foreign_or_odd_files_give_no_rows(tmp_path):
                       "junk"]}}}))
     loaded = InventoryCache(path).load([LXD])
     assert [i.name for i in loaded["prod"].instances] == ["ok"]  # the rest skipped
+
+
+@pytest.mark.root  # making another user's file takes chown (tests/tiers.py)
+def test_a_cache_file_of_another_user_is_not_read(tmp_path):
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps({"version": 1, "remotes": {"prod": {
+        "identity": "lxd|https://10.0.0.5:8443|web", "saved_at": 1,
+        "instances": [{"name": "ok", "type": "container", "status": "running"}]}}}))
+    assert InventoryCache(path).load([LXD])  # (ours: read)
     os.chown(path, 4242, 4242)  # someone else's file: not read at all
     assert InventoryCache(path).load([LXD]) == {}
 
