@@ -18,8 +18,26 @@ missing=()
 for p in "${need_pkgs[@]}" incus incus-client; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# The QEMU test guest's kernel (tests/qemu_guest.py) comes from the Debian cloud kernel
+# package, fetched here into apt's archive cache so that no test downloads anything.
+fetch_guest_kernel() {
+  local pkg
+  pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null \
+        | awk '/Depends: linux-image-/ {print $2; exit}')
+  if [ -z "$pkg" ]; then
+    apt-get update -qq
+    pkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+  fi
+  if ! compgen -G "/var/cache/apt/archives/${pkg}_*.deb" >/dev/null; then
+    (cd /var/cache/apt/archives && apt-get download -qq "$pkg" 2>/dev/null) \
+      || { apt-get update -qq && (cd /var/cache/apt/archives && apt-get download -qq "$pkg"); }
+    echo "setup-lab: fetched the guest kernel package $pkg"
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup-lab: all Debian packages present"
+  fetch_guest_kernel
   exit 0
 fi
 
@@ -42,3 +60,4 @@ else
   apt-get install -y -qq --no-install-recommends incus incus-client >/dev/null
 fi
 echo "setup-lab: installed ${missing[*]}"
+fetch_guest_kernel

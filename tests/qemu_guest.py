@@ -22,8 +22,10 @@ kernel (vmlinuz) and a busybox initramfs.
   cursor, so the screen is still unless a test changes it.
 
 Cached under ~/.cache/corral-test (override: CORRAL_TEST_CACHE). The kernel package is
-fetched once with `apt-get download` (or taken from /var/cache/apt/archives when there
-is no network); the kernel and its modules are cached together so they always match.
+taken from /var/cache/apt/archives, where scripts/setup-lab.sh fetches it before any test
+runs (so a package mirror's hiccup cannot fail a test); only a run without that set-up
+falls back on `apt-get download`. The kernel and its modules are cached together so they
+always match.
 """
 
 from __future__ import annotations
