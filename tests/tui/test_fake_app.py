@@ -186,7 +186,7 @@ async def test_sort_cycles_and_keeps_selection(fake_env):
 
         assert names() == sorted(names())
         select(app, "beta:db1")
-        await press(pilot, app, "O")
+        await press(pilot, app, "I")
         assert names() == sorted(names(), reverse=True)
         assert str(table.selected_ref) == "beta:db1"
 

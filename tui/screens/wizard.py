@@ -32,16 +32,17 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
-from backends.cloudinit import user_data_problem
 from backends.errors import BackendError, NeedsConfirmation
 from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from backends.units import format_size, parse_size
 
 from ..format import external, external_text
+from ..widgets.marked_list import MarkedOptionList
 from ..widgets.plain import Plain, PlainInput, PlainLabel
 from .dialogs import ConfirmDialog
 from .wizard_leave import leave
 from .paths import PathInput
+from . import wizard_checks as checks
 from . import wizard_preview as preview
 from .placement import AUTO, AUTO_LABEL, chosen_target, load_placements
 
@@ -93,12 +94,13 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             with ContentSwitcher(initial="where", id="wizard-body"):
                 with Vertical(id="where"):
                     yield Plain("Create the instance on:")
-                    yield OptionList(*(Option(external(f"{name}  ({b.remote.kind})"), id=name)
-                                       for name, b in self.backends.items()),
-                                     id="wizard-remote")
+                    yield MarkedOptionList(*(Option(external(f"{name}  ({b.remote.kind})"),
+                                                    id=name)
+                                             for name, b in self.backends.items()),
+                                           id="wizard-remote")
                 with Vertical(id="what"):
                     yield Plain("Create it from:")
-                    yield OptionList(id="wizard-source")
+                    yield MarkedOptionList(id="wizard-source")
                     yield PathInput(placeholder="path (Tab completes)", id="wizard-path")
                     with Vertical(id="wizard-kernel"):
                         yield PathInput(placeholder="initrd path (optional)",
@@ -261,51 +263,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     def problems(self) -> str | None:
         """What keeps the current step from being done, in words."""
-        if self.step == "where":
-            return None if self.remote else "Choose a remote."
-        if self.step == "what":
-            src = self.source
-            if src is None:
-                return "Choose what to create the instance from."
-            if src.needs_path:
-                path = self.query_one("#wizard-path", Input).value.strip()
-                if not path:
-                    return "Give the path of the file."
-                if not os.path.exists(os.path.expanduser(path)):
-                    return f"No such file: {path}"
-                if src.kind == "kernel":
-                    initrd = self.query_one("#wizard-initrd", Input).value.strip()
-                    if initrd and not os.path.exists(os.path.expanduser(initrd)):
-                        return f"No such file: {initrd}"
-            return None
-        if self.step == "name":
-            name = self.query_one("#wizard-name", Input).value
-            if not name:
-                return "A name is needed."
-            return self.backend.check_name(name)
-        if self.step == "resources":
-            cpus = self.query_one("#wizard-cpus", Input).value.strip()
-            if cpus:
-                if not cpus.isascii() or not cpus.isdecimal() or int(cpus) < 1:
-                    return f"CPUs: '{cpus}' is not a whole number of 1 or more."
-                if self.options.max_cpus and int(cpus) > self.options.max_cpus:
-                    return f"CPUs: this host has {self.options.max_cpus}."
-                if int(cpus) > 4096:
-                    return "CPUs: at most 4096."
-            for key, label in (("memory", "Memory"), ("disk", "Disk")):
-                text = self.query_one(f"#wizard-{key}", Input).value.strip()
-                if text:
-                    try:
-                        value = parse_size(text, default_unit="MiB" if key == "memory"
-                                           else "GiB")
-                    except ValueError as e:
-                        return f"{label}: {e}"
-                    if key == "memory" and value < 16 * 2**20:
-                        return "Memory: at least 16MiB."
-            return None
-        if self.step == "cloud-init":
-            return user_data_problem(self.query_one("#wizard-user-data", TextArea).text)
-        return preview.problem(self) if self.step == "summary" else None
+        return checks.problem(self)
 
     def validate(self) -> bool:
         problem = self.problems()

@@ -1,5 +1,6 @@
 """The table of a resource view: any kind of row, a mark column, a remote column, sort by
-any column (``o``/``O`` or a click on the header), marks that stay until cleared."""
+any column (``o``/``O`` the next/previous one, ``I`` reverses, or a click on the
+header), marks that stay until cleared."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ class ResourceTable(FastTable):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("o", "cycle_sort", "Sort", id="resources.sort",
                 tooltip="Sort by the next column"),
-        Binding("O", "reverse_sort", "Reverse", show=False, id="resources.reverse"),
+        Binding("O", "sort_back", "Sort back", id="resources.sort_back",
+                tooltip="Sort by the previous column"),
+        Binding("I", "reverse_sort", "Reverse", show=False, id="resources.reverse",
+                tooltip="Reverse the sort order (also: a click on the sorted column)"),
     ]
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -162,11 +166,14 @@ class ResourceTable(FastTable):
         self.marked.clear()
         self.render_rows()
 
-    def action_cycle_sort(self) -> None:
+    def action_cycle_sort(self, step: int = 1) -> None:
         keys = self.column_keys
-        self.sort_column = keys[(keys.index(self.sort_column) + 1) % len(keys)] \
+        self.sort_column = keys[(keys.index(self.sort_column) + step) % len(keys)] \
             if self.sort_column in keys else "name"
         self.render_rows()
+
+    def action_sort_back(self) -> None:
+        self.action_cycle_sort(-1)
 
     def action_reverse_sort(self) -> None:
         self.sort_reverse = not self.sort_reverse

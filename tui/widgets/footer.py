@@ -71,7 +71,7 @@ class QuietFooter(Footer):
 
 
 DROP_FIRST = (
-    "cycle_sort", "edit_yaml", "edit_profiles", "edit_limits", "new_snapshot",
+    "sort_back", "cycle_sort", "edit_yaml", "edit_profiles", "edit_limits", "new_snapshot",
     "pause_instance", "restart_instance", "open_shell", "instance_actions", "open_console",
     "mark_visible", "mark", "start_instance", "delete_instance", "stop_instance",
 )

@@ -85,7 +85,8 @@ def row_key(ref: InstanceRef) -> str:
 
 
 class InstanceTable(FastTable):
-    """Instances across remotes. ``o`` / ``O`` pick the sort column and direction."""
+    """Instances across remotes. ``o`` / ``O`` pick the next / previous sort column, ``I``
+    reverses the order."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False),
@@ -97,8 +98,10 @@ class InstanceTable(FastTable):
         Binding("end", "scroll_bottom", "Bottom", show=False),
         Binding("o", "cycle_sort", "Sort", id="table.sort",
                 tooltip="Sort by the next column"),
-        Binding("O", "reverse_sort", "Reverse", show=False, id="table.reverse",
-                tooltip="Reverse the sort order"),
+        Binding("O", "sort_back", "Sort back", id="table.sort_back",
+                tooltip="Sort by the previous column"),
+        Binding("I", "reverse_sort", "Reverse", show=False, id="table.reverse",
+                tooltip="Reverse the sort order (also: a click on the sorted column)"),
         Binding("space", "mark", "Mark", id="table.mark",
                 tooltip="Mark or unmark this instance (start/stop/restart/delete act on "
                         "every marked one)"),
@@ -407,10 +410,14 @@ class InstanceTable(FastTable):
 
     # Actions ---------------------------------------------------------------------------
 
-    def action_cycle_sort(self) -> None:
+    def action_cycle_sort(self, step: int = 1) -> None:
         keys = [k for k, _, _ in self.active_columns]
-        self.sort_column = keys[(keys.index(self.sort_column) + 1) % len(keys)]
+        at = keys.index(self.sort_column) if self.sort_column in keys else -step
+        self.sort_column = keys[(at + step) % len(keys)]
         self._after_sort_change()
+
+    def action_sort_back(self) -> None:
+        self.action_cycle_sort(-1)
 
     def action_reverse_sort(self) -> None:
         self.sort_reverse = not self.sort_reverse
