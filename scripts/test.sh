@@ -4,7 +4,7 @@
 # runs `ruff check` and every test against real daemons, which the suite starts and stops
 # itself.
 # Extra arguments go to pytest (e.g. -k stop, -m "not lab"); without any, the tier without
-# daemons runs in three parallel processes, then the lab tier in one, then (as root) the
+# daemons runs in three parallel processes, then the lab tier in two, then (as root) the
 # ownership and text-gate tests as a user who is not root (scripts/test-as-user.sh).
 #
 # Run it as it is, as root or not: the lab needs root (private LXD/Incus daemons, LXC, Debian
@@ -48,11 +48,13 @@ if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
 # The whole suite: the tier without daemons in parallel processes (its tests share no
-# state: each has its own temp HOME, runtime dir and fake host), then the lab tier in one
-# process (its tests share the session's daemons).
+# state: each has its own temp HOME, runtime dir and fake host), then the lab tier in two
+# processes, each taking whole groups of tests that share the session's daemons of one kind
+# (tests/tiers.py GROUPS: the LXD/Incus lab, the clusters, QEMU, LXC, libvirt), so every
+# daemon is started by one process only.
 status=0
 .venv/bin/python -m pytest -m "not lab" -n 3 -p no:cacheprovider || status=$?
-.venv/bin/python -m pytest -m lab -p no:cacheprovider || status=$?
+.venv/bin/python -m pytest -m lab -n 2 --dist loadgroup -p no:cacheprovider || status=$?
 # The ownership and text-gate tests once more as a user who is not root (uid 65534)
 if [ "$(id -u)" = 0 ]; then
   bash scripts/test-as-user.sh || status=$?

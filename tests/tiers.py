@@ -72,6 +72,21 @@ def mark(items, pytest) -> None:
             item.add_marker(getattr(pytest.mark, kind))
         if kinds and "lab" not in marked:
             item.add_marker(pytest.mark.lab)
+        group = group_of(kinds | marked)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+GROUPS = (("cluster", "clusters"), ("lxd", "lxd"), ("incus", "lxd"), ("libvirt", "libvirt"),
+          ("qemu", "qemu"), ("lxc", "lxc"), ("root", "lxc"))
+"""Kind -> the group of lab tests that share one process when the lab tier runs in parallel
+(``--dist loadgroup``): the first kind a test has in this order names it. A group's tests
+share the session's daemons of their kind, so each daemon is started by one process only;
+groups share nothing and run side by side."""
+
+
+def group_of(kinds: set[str]) -> str | None:
+    return next((group for kind, group in GROUPS if kind in kinds), None)
 
 
 def daemon_program(args) -> str | None:
