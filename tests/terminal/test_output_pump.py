@@ -15,11 +15,9 @@ async def test_a_flood_is_bounded_and_the_gap_is_shown():
     pump = OutputPump(emulator, lambda: None)
     line = b"y" * 79 + b"\r\n"
     peak = 0
-    started = time.perf_counter()
     for _ in range(200):  # 64 MiB arriving in 320 KiB bursts, without yielding between
         pump.put(line * 4096)
         peak = max(peak, len(pump))
-    elapsed = time.perf_counter() - started
     assert peak <= OutputPump.MAX_PENDING + len(line) * 4096
     assert pump.skipped > 50 << 20
     pump.put(b"the-end\r\n")
@@ -29,16 +27,15 @@ async def test_a_flood_is_bounded_and_the_gap_is_shown():
         await asyncio.sleep(0.01)
     text = "\n".join(emulator.history_text() + emulator.screen_text())
     assert "bytes of output skipped" in text and "the-end" in text
-    assert elapsed < 2  # queueing is linear (no pop(0) over a long list)
+    # (queueing is linear: tests/bench/bench_pump.py times it beside a quarter-size run)
 
 
-async def test_many_small_pieces_are_taken_in_linear_time():
+async def test_many_small_pieces_are_all_taken():
     emulator = TerminalEmulator(columns=80, lines=24)
     pump = OutputPump(emulator, lambda: None)
-    started = time.perf_counter()
     for i in range(200_000):
         pump.put(b"%d\r\n" % (i % 10))
     while len(pump):
         await asyncio.sleep(0)
-    assert time.perf_counter() - started < 20
+    # (how long it takes: tests/bench/bench_pump.py)
     assert pump.skipped == 0

@@ -176,20 +176,20 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
             assert shot.tobytes() == Image.open(dump_path).convert("RGB").tobytes()
             await serial.close()
 
-            # a still screen costs corral (this process) and its console server no CPU
-            from backends.console.client import server_pid
+            # a still screen costs the view no work: once it settled (a second without a
+            # repaint; the deadline only stops a guest that never settles), not one repaint.
+            # What it costs in CPU is a speed target: tests/bench/bench_screen.py, "Idle CPU".
+            seen, since = view.paints, time.monotonic()
 
-            def cpu(p) -> float:
-                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            def settled() -> bool:
+                nonlocal seen, since
+                if view.paints != seen:
+                    seen, since = view.paints, time.monotonic()
+                return time.monotonic() - since >= 1.0
 
-            server = server_pid(str(qmp.run_dir("gfx") / "display.ws"))
-            await pilot.pause(2)
-            before, t0 = (cpu("self"), cpu(server)), time.monotonic()
-            await pilot.pause(5)
-            spent = time.monotonic() - t0
-            ui, srv = (cpu("self") - before[0]) / spent, (cpu(server) - before[1]) / spent
-            assert ui < 0.01 and srv < 0.01, f"UI {ui:.1%}, console server {srv:.1%}"
+            await wait_for(pilot, settled, timeout=60, what="the screen to settle")
+            await pilot.pause(3)  # a busy machine can only delay repaints, never make them
+            assert view.paints == seen, "a still screen was repainted"
     finally:
         pid = vms.vms.pid("gfx")
         if pid:
