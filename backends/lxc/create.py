@@ -29,26 +29,29 @@ class Create(Backend):
 
     async def create(self, name: str, *, template: str = "busybox", bridge: str | None = None,
                      template_args: list[str] | None = None) -> Instance:
-        """Create a container from an offline template.
+        """Create a container from one of the templates corral runs (:data:`RUNS`):
+        ``busybox``, or ``download`` with ``template_args`` such as
+        ``["-d", "debian", "-r", "bookworm", "-a", "amd64"]``. An image tarball is made
+        into a container by :meth:`create_from_image`, through corral's archive reader.
 
         Args:
             name: letters, digits, ``-``, ``_``, ``.``; starts with a letter or digit.
-            template: ``busybox``, or ``local`` with ``template_args`` such as
-                ``["-m", "meta.tar.xz", "-f", "rootfs.tar.xz"]``.
+            template: a template of :data:`RUNS` installed on this host.
+            template_args: only the options :data:`RUNS` names for that template.
             bridge: an existing bridge for a veth NIC; ``None`` for no network.
 
         Raises:
-            InvalidInput: bad name, name taken, unknown template or missing bridge.
+            InvalidInput: bad name, name taken, a template corral does not run (``local``,
+                ``oci``, any other) or an option it does not pass, or a missing bridge;
+                nothing is created.
             OperationFailed: the template failed (nothing is left behind).
         """
         problem = self.lxc.name_problem(name)
         if problem:
             raise InvalidInput(problem)
+        check_template(template, template_args or [])
         if bridge is not None and not os.path.isdir(f"/sys/class/net/{bridge}/bridge"):
             raise InvalidInput(f"There is no bridge named '{bridge}' on this host.")
-        if not os.path.exists(f"/usr/share/lxc/templates/lxc-{template}"):
-            known = sorted(p.name[4:] for p in Path("/usr/share/lxc/templates").glob("lxc-*"))
-            raise InvalidInput(f"No LXC template '{template}' (available: {', '.join(known)}).")
         directory = self.lxc.dir(name)
         os.makedirs(self.lxc.path, exist_ok=True)
         try:
@@ -145,12 +148,10 @@ class Create(Backend):
 
     # The launch wizard (CREATE) --------------------------------------------------------
 
-    _TEMPLATES = Path("/usr/share/lxc/templates")
     _TEMPLATE_DETAIL = {
         "busybox": "a minimal busybox system, offline",
-        "download": "needs the network and template_args such as "
-                    "'-d debian -r bookworm -a amd64'",
-        "oci": "needs skopeo/umoci and template_args such as '--url docker://alpine'",
+        "download": "from images.linuxcontainers.org; needs the network and template_args "
+                    "such as '-d debian -r bookworm -a amd64'",
     }
 
     @staticmethod
@@ -162,13 +163,10 @@ class Create(Backend):
             return []
 
     async def create_sources(self) -> list[CreateSource]:
-        """Each installed template (busybox first; not ``local``: an image tarball is
-        unpacked by corral), and an LXD-style image tarball."""
-        try:
-            names = sorted(p.name[4:] for p in self._TEMPLATES.glob("lxc-*") if p.is_file())
-        except OSError:
-            names = []
-        names = sorted((n for n in names if n != "local"), key=lambda n: (n != "busybox", n))
+        """Each installed template corral runs (:data:`RUNS`, busybox first), and an
+        LXD-style image tarball (unpacked by corral's archive reader)."""
+        names = sorted((n for n in RUNS if (TEMPLATES / f"lxc-{n}").is_file()),
+                       key=lambda n: (n != "busybox", n))
         sources = [CreateSource("template", n, value=n,
                                 detail=self._TEMPLATE_DETAIL.get(n, f"the lxc-{n} template"))
                    for n in names]
@@ -209,10 +207,10 @@ class Create(Backend):
 
     async def create_instance(self, request: CreateRequest,
                               progress: Callable[[str], None] | None = None) -> Instance:
-        """Create a container from a template (``kind="template"``, name in ``value``,
-        option ``template_args``: a shell-quoted string) or an LXD-style image tarball
-        (``kind="tarball"``, path in ``value``), then apply limits and start it when
-        ``request.start``.
+        """Create a container from a template corral runs (``kind="template"``, name in
+        ``value``, option ``template_args``: a shell-quoted string; see :meth:`create`) or
+        an LXD-style image tarball (``kind="tarball"``, path in ``value``; see
+        :meth:`create_from_image`), then apply limits and start it when ``request.start``.
 
         Limits go into the container's config through :meth:`set_limits`: memory → the
         ``memory`` limit (``memory.limit_in_bytes`` / ``memory.max``); CPUs → the CPU quota
@@ -225,7 +223,8 @@ class Create(Backend):
         :class:`OperationFailed` says "created, but could not start: …".
 
         Raises:
-            InvalidInput: a value refused (nothing created).
+            InvalidInput: a value refused, a template corral does not run or an option
+                it does not pass (nothing created).
             Conflict: the name is taken.
             OperationFailed: the template failed (nothing left), or the start failed.
         """
@@ -304,6 +303,62 @@ class Create(Backend):
             lines += ["lxc.net.0.type = veth", f"lxc.net.0.link = {bridge}",
                       "lxc.net.0.flags = up"]
         self.lxc.write_config(name, lines)
+
+
+TEMPLATES = Path("/usr/share/lxc/templates")
+
+# The LXC templates corral runs, each with the options it passes on (True: the option
+# takes a value). Nothing else runs: a template unpacks and edits a tree as root on the
+# host, through whatever links the tree holds, so one that takes a tree from elsewhere
+# would reach the host with it. Trees from elsewhere go through corral's archive reader
+# (create_from_image). busybox builds from the host's own files; download fetches from
+# images.linuxcontainers.org over HTTPS only (no --server: a server's meta tarball gives
+# config lines and the files the template edits). LXC's internal options (--rootfs,
+# --path, --name, maps) are never passed on.
+RUNS: dict[str, dict[str, bool]] = {
+    "busybox": {"--busybox-path": True},
+    "download": {"-d": True, "--dist": True, "-r": True, "--release": True, "-a": True,
+                 "--arch": True, "--variant": True, "--flush-cache": False,
+                 "--force-cache": False},
+}
+# Why the templates LXC ships that corral does not run are refused, in words.
+_REFUSED = {
+    "local": "it unpacks the tarballs it is given itself, without corral's checks, and "
+             "edits the tree through whatever links it holds on the host; create from an "
+             "LXD-style image tarball instead, which corral checks and unpacks",
+    "oci": "it unpacks an image from a registry or a path itself, without corral's "
+           "checks, and writes the tree's /etc/hostname and /etc/hosts through whatever "
+           "links it holds on the host",
+}
+
+
+def check_template(template: str, args: list[str]) -> None:
+    """Raise :class:`InvalidInput` unless ``template`` is one corral runs (:data:`RUNS`),
+    installed, and every word of ``args`` is an option :data:`RUNS` names for it (as
+    ``--opt value``, ``--opt=value``, ``-o value`` or ``-ovalue``)."""
+    if template in _REFUSED or (template not in RUNS and (TEMPLATES / f"lxc-{template}")
+                                .exists()):
+        why = _REFUSED.get(template, "corral runs only templates that build a tree "
+                                     "from the host's files or a known image server")
+        raise InvalidInput(f"corral does not run LXC's '{template}' template: {why} "
+                           f"(it runs: {', '.join(RUNS)}).")
+    if template not in RUNS or not (TEMPLATES / f"lxc-{template}").is_file():
+        known = [n for n in RUNS if (TEMPLATES / f"lxc-{n}").is_file()]
+        raise InvalidInput(f"No LXC template '{template}' (available: "
+                           f"{', '.join(known) or 'none'}).")
+    options = RUNS[template]
+    rest = iter(args)
+    for word in rest:
+        option, has_value, _ = word.partition("=")
+        if not option.startswith("--") and len(option) > 2:
+            option, has_value = word[:2], "=" * (len(word) > 2)
+        takes = options.get(option)
+        if takes is None or (has_value and not takes):
+            given = ", ".join(options) or "none"
+            raise InvalidInput(f"template_args: corral does not pass '{word}' to the "
+                               f"{template} template (it passes: {given}).")
+        if takes and not has_value and next(rest, None) is None:
+            raise InvalidInput(f"template_args: {option} needs a value.")
 
 
 def _read_image(worker: Worker, image: str, into: Path) -> dict[str, bytes]:

@@ -94,10 +94,10 @@ async def test_bad_names_missing_template_and_missing_bridge(backend, lxc_path):
 
 
 async def test_failed_template_leaves_nothing_behind(backend, lxc_path):
-    # the local template without its rootfs tarball fails inside lxc-create
+    # the busybox template without its busybox binary fails inside lxc-create
     with pytest.raises(Exception) as err:
-        await backend.create("broken", template="local",
-                             template_args=["-m", "/nonexistent-meta.tar", "-f", "/nonexistent.tar"])
+        await backend.create("broken", template="busybox",
+                             template_args=["--busybox-path", "/nonexistent-busybox"])
     assert "broken" in str(err.value) or "failed" in str(err.value).lower()
     assert not (lxc_path / "broken").exists()
 

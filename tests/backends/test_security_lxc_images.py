@@ -246,3 +246,56 @@ async def test_a_legitimate_image_makes_a_container_that_starts(backend, lxc_pat
         assert (code, out) == (0, "busybox\n")
     finally:
         await backend.stop(InstanceRef("lxc", "ok"), force=True)
+
+
+def local_tarballs(tmp_path: Path, host: Path) -> list[str]:
+    """The ``-m``/``-f`` tarballs of LXC's ``local`` template: a meta tarball (a config)
+    and a root file system whose ``etc`` is an absolute link to ``host``'s."""
+    meta, rootfs = tmp_path / "meta.tar.xz", tmp_path / "rootfs.tar.xz"
+    with tarfile.open(meta, "w:xz") as tar:
+        add(tar, "config", REG, "lxc.include = /usr/share/lxc/config/common.conf\n"
+                                f"lxc.arch = {os.uname().machine}\n")
+    with tarfile.open(rootfs, "w:xz") as tar:
+        add(tar, "bin", DIR)
+        add(tar, "etc", SYM, str(host / "etc"))
+    return ["-m", str(meta), "-f", str(rootfs)]
+
+
+async def test_templates_that_unpack_outside_input_are_refused(backend, lxc_path, tmp_path):
+    """LXC's ``local`` template unpacks its tarballs itself, not through corral's archive
+    reader, then edits the tree on the host (``sed -i`` on ``rootfs/etc/init/tty.conf``)
+    through the tree's own links: it rewrote the host file an ``etc`` link led to. Only
+    the templates corral runs run, with only the options it passes: ``local``, ``oci``, a
+    download server of one's choice and LXC's internal options are refused in words,
+    through both entries, before anything is made."""
+    host = Path(tempfile.mkdtemp(prefix="corral-host-", dir="/tmp"))
+    try:
+        (host / "etc" / "init").mkdir(parents=True)
+        tty = host / "etc" / "init" / "tty.conf"
+        tty.write_text("exec /sbin/mingetty tty1\n")
+        local = local_tarballs(tmp_path, host)
+        with pytest.raises(InvalidInput, match="does not run LXC's 'local' template: it "
+                                               "unpacks the tarballs"):
+            await backend.create("loc", template="local", template_args=local)
+        assert left_behind(lxc_path) == []
+        refused = [
+            ("local", " ".join(local), "does not run LXC's 'local' template"),
+            ("oci", "--url oci:/nowhere:latest", "does not run LXC's 'oci' template"),
+            ("download", "-d debian -r bookworm -a amd64 --server example.invalid",
+             "does not pass '--server' to the download template"),
+            ("download", "-d debian --no-validate", "does not pass '--no-validate'"),
+            ("busybox", f"--rootfs {host}", "does not pass '--rootfs' to the busybox"),
+            ("busybox", "--busybox-path", "--busybox-path needs a value"),
+        ]
+        for template, args, why in refused:
+            request = CreateRequest("loc", CreateSource("template", template, value=template),
+                                    options={"template_args": args})
+            with pytest.raises(InvalidInput, match=why):
+                await backend.create_instance(request)
+            assert left_behind(lxc_path) == [], template
+        assert tty.read_text() == "exec /sbin/mingetty tty1\n"
+        assert sorted(p.name for p in host.iterdir()) == ["etc"]
+        sources = await backend.create_sources()
+        assert {s.value for s in sources if s.kind == "template"} <= {"busybox", "download"}
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
