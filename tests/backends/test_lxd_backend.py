@@ -11,7 +11,32 @@ import pytest
 from backend_checks import cli_status, watching
 
 from backends.errors import Conflict, NotFound
-from backends.models import EventKind, InstanceRef, InstanceStatus, InstanceType
+from backends.models import EventKind, FileEntry, InstanceRef, InstanceStatus, InstanceType
+
+BUSYBOX_IMAGE = "busybox (corral test image)"
+"""What the listing shows as the image of an instance made from the lab's image (its
+``image.description``, from the metadata tests/lab.py builds)."""
+
+
+def init_started(daemon, name) -> int:
+    """When the instance's init process started (``/proc/1/stat`` field 22, in clock ticks
+    since the host booted): a restart makes a new init, which started later."""
+    stat = daemon.cli("exec", name, "--", "cat", "/proc/1/stat").stdout
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def pulled(daemon, name, path, tmp_path) -> str | None:
+    """The text of ``path`` in the instance, pulled with the CLI; None when it is missing."""
+    out = tmp_path / "pulled"
+    out.unlink(missing_ok=True)
+    proc = daemon.cli("file", "pull", f"{name}{path}", out, check=False)
+    if proc.returncode != 0:
+        # LXD: "Error: Not Found"; Incus: "Error: file does not exist"
+        assert any(w in proc.stderr.lower() for w in ("not found", "does not exist")), \
+            proc.stderr
+        return None
+    return out.read_text()
+
 
 async def test_connect_identifies_server(remote_backend):
     name, backend, info, daemon = remote_backend
@@ -31,7 +56,8 @@ async def test_listing_shows_running_and_stopped_instances(remote_backend, uniqu
         assert listed[stopped].status is InstanceStatus.STOPPED
         assert listed[running].type is InstanceType.CONTAINER
         assert listed[running].ref == InstanceRef(name, running, "default")
-        assert "busybox" in listed[running].image.lower() or listed[running].image
+        # the lab imports one image, with the alias busybox and this description
+        assert listed[running].image == listed[stopped].image == BUSYBOX_IMAGE, listed
         one = await backend.get_instance(listed[stopped].ref)
         assert one.name == stopped
         with pytest.raises(NotFound):
@@ -70,10 +96,11 @@ async def test_every_action_really_happens(remote_backend, unique):
         assert (await backend.get_instance(ref)).status is InstanceStatus.FROZEN
         await backend.unfreeze(ref)
         assert cli_status(daemon, c) == "RUNNING"
-        pid_before = daemon.cli("info", c).stdout
+        init_before = init_started(daemon, c)
         await backend.restart(ref, timeout=20)
         assert cli_status(daemon, c) == "RUNNING"
-        assert daemon.cli("info", c).stdout != pid_before  # a new init process
+        # a new init process: it started later than the one before the restart
+        assert init_started(daemon, c) > init_before
         await backend.stop(ref, timeout=20)
         assert cli_status(daemon, c) == "STOPPED"
         await backend.start(ref)
@@ -97,17 +124,30 @@ async def test_force_stop(remote_backend, unique):
         daemon.cli("delete", "--force", c)
 
 
-async def test_snapshots_round_trip(remote_backend, unique):
+async def test_snapshots_round_trip(remote_backend, unique, tmp_path):
+    """A restore brings back the snapshot's files and config: a file rewritten and a file
+    and a config key added after the snapshot are as they were (read with the CLI)."""
     name, backend, info, daemon = remote_backend
     c = unique()
     daemon.cli("init", "busybox", c)
     ref = InstanceRef(name, c)
+    local = tmp_path / "marker"
+    local.write_text("before\n")
+    daemon.cli("file", "push", local, f"{c}/root/marker")
     try:
         snap = await backend.create_snapshot(ref, "snap0")
         assert snap.name == "snap0" and snap.created_at is not None
         assert [s.name for s in await backend.list_snapshots(ref)] == ["snap0"]
         assert await backend.snapshot_counts([ref]) == {ref: 1}
+        local.write_text("after\n")
+        await backend.write_file(ref, FileEntry("/root/marker", "file"), str(local))
+        await backend.write_file(ref, FileEntry("/root/added", "file"), str(local))
+        daemon.cli("config", "set", c, "user.marker", "after")
+        assert pulled(daemon, c, "/root/marker", tmp_path) == "after\n"
         await backend.restore_snapshot(snap)
+        assert pulled(daemon, c, "/root/marker", tmp_path) == "before\n"
+        assert pulled(daemon, c, "/root/added", tmp_path) is None
+        assert daemon.cli("config", "get", c, "user.marker").stdout.strip() == ""
         await backend.delete_snapshot(snap)
         assert await backend.list_snapshots(ref) == []
     finally:
