@@ -10,6 +10,8 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from ..format import external, external_text
+
 MARK, UNMARKED = "▸ ", "  "
 
 
@@ -45,7 +47,7 @@ class MarkedOptionList(OptionList):
         for index, option in enumerate(self.options):
             plain = self._plain.setdefault(option, option.prompt)
             mark = MARK if index == self.highlighted else UNMARKED
-            prompt = mark + plain if isinstance(plain, str) else \
-                Text.assemble(mark, plain) if isinstance(plain, Text) else plain
+            prompt = external(mark + plain) if isinstance(plain, str) else \
+                external_text(Text.assemble(mark, plain)) if isinstance(plain, Text) else plain
             if prompt != option.prompt:
                 self.replace_option_prompt_at_index(index, prompt)
