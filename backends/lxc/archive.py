@@ -37,7 +37,8 @@ class SettingsRefused(ArchiveRefused):
 
 
 # The allow-list of an imported container's config (see config_problems). The values of
-# corral's own containers (the busybox and local templates, corral's limits) all pass.
+# corral's own containers (the busybox template, images made with 'lxc-create -t none' from
+# the archive reader's rootfs, corral's limits) all pass.
 _FREE = re.compile(
     r"lxc\.(arch|uts\.name|rootfs\.path|signal\.(halt|reboot|stop)|autodev|"
     r"autodev\.tmpfs\.size|tty\.max|tty\.dir|pty\.max|console\.size|console\.rotate|"

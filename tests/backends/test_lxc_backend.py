@@ -284,8 +284,8 @@ async def test_console_shows_the_containers_console_shell(backend, lxc_path):
     assert sink.reason is not None
 
 
-async def test_create_from_an_lxd_style_image_with_the_local_template(backend, lxc_path,
-                                                                      tmp_path):
+async def test_create_from_an_lxd_style_image_through_the_archive_reader(backend, lxc_path,
+                                                                           tmp_path):
     import lab as labmod  # tests/ is on sys.path (conftest)
 
     image = labmod.build_busybox_image(tmp_path / "img")
