@@ -56,8 +56,9 @@ def _wide_overwrite() -> tuple[str, dict[int, str]]:
 
 def _huge_parameter() -> tuple[str, dict[int, str]]:
     """A parameter too big for any counter is clamped (xterm: to 65535 and then to the
-    screen); the sequence ends at its final byte and the text after it is shown."""
-    big = "9" * 30
+    screen); the sequence ends at its final byte and the text after it is shown. Thousands
+    of digits: more than any buffer a parser keeps for a sequence cut between reads."""
+    big = "9" * 5000
     s = CSI + "2J" + at(1) + CSI + big + "m" + "after SGR" + CSI + "0m"
     s += at(2) + CSI + big + "C" + "|"         # CUF: to the last column
     s += at(3) + "abc" + CSI + big + "D" + "<"  # CUB: to column 1
@@ -83,6 +84,24 @@ def _tabs_cht() -> tuple[str, dict[int, str]]:
     s += at(6) + CSI + "I" + CSI + "Z" + "G"            # CHT then CBT: back to column 1
     rows = {1: " " * 9 + "A" + " " * 19 + "B", 2: " " * 29 + "C", 3: " " * 54 + "D",
             4: " " * (W - 1) + "E", 5: " " * 54 + "F", 6: "G"}
+    return s, rows
+
+
+def _tabs_reset_cht() -> tuple[str, dict[int, str]]:
+    """DECST8C (``CSI ? 5 W``, ctlseqs: 'Reset tab stops to start with column 9, every 8
+    columns (DECST8C), VT510') drops every stop set before and sets one every 8 columns,
+    which CHT and HT then use; with no parameter (or 0) the same, with another nothing
+    (xterm's charproc.c, CASE_DECST8C, as a VT510/VT520: ``xterm -ti vt520``)."""
+    s = CSI + "2J" + CSI + "3g" + at(1, 5) + "\x1bH"   # one stop only, at column 5
+    s += CSI + "?5W"                                   # DECST8C: 9, 17, 25, ...
+    s += at(1) + CSI + "I" + "A" + CSI + "2I" + "B"    # to 9, then two stops on: 25
+    s += at(2) + "ab\tC"                               # HT: 9 (the stop at 5 is gone)
+    s += CSI + "3g" + CSI + "?W"                       # cleared, then reset (no parameter)
+    s += at(3) + CSI + "3I" + "D"                      # the third stop: 25
+    s += CSI + "3g" + CSI + "?4W"                      # cleared; 4 resets nothing
+    s += at(4) + CSI + "I" + "E"                       # no stop: the last column
+    rows = {1: " " * 8 + "A" + " " * 15 + "B", 2: "ab" + " " * 6 + "C", 3: " " * 24 + "D",
+            4: " " * (W - 1) + "E"}
     return s, rows
 
 
@@ -116,6 +135,7 @@ CASES: dict[str, tuple] = {
     "xterm_wide_overwrite": _wide_overwrite,
     "xterm_huge_parameter": _huge_parameter,
     "xterm_tabs_cht": _tabs_cht,
+    "xterm_tabs_reset_cht": _tabs_reset_cht,
     "xterm_zero_width_emoji": _zero_width_and_emoji,
     "xterm_hpr_vpr_conceal": _hpr_vpr_conceal,
 }
@@ -141,6 +161,9 @@ TMUX_WRONG: dict[str, str] = {
                             "the screen, and acts on the sequence",
     "xterm_tabs_cht": "tmux has no CHT (ctlseqs: CSI Ps I, Cursor Forward Tabulation; vttest "
                       "ISO 6429 menu: 'the lines with *'s above should look the same')",
+    "xterm_tabs_reset_cht": "tmux has neither DECST8C (ctlseqs: CSI ? 5 W, 'Reset tab stops "
+                            "to start with column 9, every 8 columns (DECST8C), VT510') nor "
+                            "CHT (ctlseqs: CSI Ps I)",
     "xterm_zero_width_emoji": "tmux 3.3 joins an emoji that follows a ZWJ into the cell "
                               "before it; xterm gives each code point its own width (its "
                               "wcwidth), the ZWJ none",

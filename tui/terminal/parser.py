@@ -291,6 +291,8 @@ class Parser:
                 s.erase_in_line(*args[:1])  # DECSEL
             elif final == "n":
                 s.report_device_status(*args[:1], private=True)
+            elif final == "W" and args[:1] in ([], [0], [5]):
+                s.reset_tab_stops()  # DECST8C (xterm: 5 or none; other values do nothing)
             return
         if prefix == ">":
             if final == "c":

@@ -229,6 +229,10 @@ class Screen(pyte.Screen):
                 break
         self.cursor.x = x
 
+    def reset_tab_stops(self) -> None:
+        """DECST8C: a stop every 8 columns from column 9, and no other."""
+        self.tabstops = set(range(8, self.columns, 8))
+
     def next_line(self) -> None:
         """NEL: a line feed and a carriage return (pyte did only the line feed)."""
         self.index()
