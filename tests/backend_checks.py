@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -85,3 +86,32 @@ async def watching(backend):
         yield events
     finally:
         task.cancel()
+
+
+def cfg(daemon, name, key):
+    """What `lxc config get` says of ``key`` on the instance ``name``."""
+    return daemon.cli("config", "get", name, key).stdout.strip()
+
+
+async def busybox(backend):
+    """The create source of the lab's busybox image on an LXD/Incus backend."""
+    sources = await backend.create_sources()
+    return next(s for s in sources if s.kind == "image" and "busybox" in s.label)
+
+
+def host_memory_limit(pid: int) -> int:
+    """The memory limit the kernel enforces for ``pid``'s cgroup (v1 or v2), read on the
+    host (the busybox guest does not mount /sys/fs/cgroup)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        hier, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes").read_text())
+        if hier == "0" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            return int(Path(f"/sys/fs/cgroup{path}/memory.max").read_text())
+    raise AssertionError(f"no memory cgroup for pid {pid}")
+
+
+def init_pid(daemon, name) -> int:
+    """The host PID of the instance's init process, as the daemon says."""
+    data = json.loads(daemon.cli("query", f"/1.0/instances/{name}/state").stdout)
+    return int(data["pid"])

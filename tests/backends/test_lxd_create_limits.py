@@ -1,71 +1,31 @@
-"""Creating instances, resource limits and snapshot extras of the LXD/Incus backend, against
-the real lab daemons: lxd1 over its unix socket ('local'), lxd2 over HTTPS ('lab2') and Incus
-over HTTPS ('inc1'). Every effect is checked with the real CLI."""
+"""Creating instances, the rules of resource limits and snapshot extras of the LXD/Incus
+backend, against the real lab daemons: lxd1 over its unix socket ('local'), lxd2 over HTTPS
+('lab2') and Incus over HTTPS ('inc1'). Every effect is checked with the real CLI. Limits on
+the daemons are in test_lxd_limits.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
-from backend_checks import cli_status, names, watching
+from backend_checks import busybox, cfg, cli_status, host_memory_limit, init_pid, names
 
-from backends import get_backend
-from backends.errors import Conflict, InvalidInput, OperationFailed, Unsupported
+from backends.errors import Conflict, InvalidInput, OperationFailed
 from backends.lxd import limits as limitsmod
 from backends.lxd.create import name_problem
 from backends.lxd.snapshots import check_expiry, check_schedule
 from backends.models import (
     Capability,
     CreateRequest,
-    CreateSource,
-    EventKind,
     InstanceRef,
     InstanceStatus,
     InstanceType,
 )
-from backends.remotes import discover
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture
-async def local_backend(lab, lab_env):
-    remotes = {r.name: r for r in discover(lab_env).remotes}
-    backend = get_backend(remotes["local"], timeout=10)
-    await backend.connect()
-    yield backend, lab.lxd1
-    await backend.close()
-
-
-def cfg(daemon, name, key):
-    return daemon.cli("config", "get", name, key).stdout.strip()
-
-
-async def busybox(backend) -> CreateSource:
-    sources = await backend.create_sources()
-    return next(s for s in sources if s.kind == "image" and "busybox" in s.label)
-
-
-def host_memory_limit(pid: int) -> int:
-    """The memory limit the kernel enforces for ``pid``'s cgroup (v1 or v2), read on the
-    host (the busybox guest does not mount /sys/fs/cgroup)."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        hier, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes").read_text())
-        if hier == "0" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            return int(Path(f"/sys/fs/cgroup{path}/memory.max").read_text())
-    raise AssertionError(f"no memory cgroup for pid {pid}")
-
-
-def init_pid(daemon, name) -> int:
-    data = json.loads(daemon.cli("query", f"/1.0/instances/{name}/state").stdout)
-    return int(data["pid"])
 
 
 # Pure rules (no daemon) ------------------------------------------------------------------
@@ -311,222 +271,6 @@ async def test_created_but_not_started_says_so(remote_backend, unique):
     finally:
         daemon.cli("delete", "--force", c, check=False)
         daemon.cli("profile", "delete", profile, check=False)
-
-
-async def test_network_choice_and_nic_limits(local_backend, unique):
-    """On lxd1 with a bridge (made here, no addresses): the NIC joins it, shows in the
-    options, and its ingress limit is set live; egress depends on the host's tc."""
-    backend, daemon = local_backend
-    bridge = "crl" + uuid.uuid4().hex[:8]
-    daemon.cli("network", "create", bridge, "ipv4.address=none", "ipv6.address=none")
-    c = unique()
-    try:
-        assert bridge in (await backend.create_options()).networks
-        await backend.create_instance(CreateRequest(
-            name=c, source=await busybox(backend), network=bridge, start=True))
-        assert daemon.cli("config", "device", "get", c, "eth0", "network").stdout.strip() \
-            == bridge
-        ref = InstanceRef("local", c)
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert fields["net_ingress"].applies == "live"
-        assert await backend.set_limits(ref, {"net_ingress": "10Mbit"}) \
-            == {"net_ingress": "live"}
-        assert daemon.cli("config", "device", "get", c, "eth0",
-                          "limits.ingress").stdout.strip() == "10Mbit"
-        try:
-            await backend.set_limits(ref, {"net_egress": "20Mbit"})
-            assert daemon.cli("config", "device", "get", c, "eth0",
-                              "limits.egress").stdout.strip() == "20Mbit"
-        except OperationFailed as e:
-            print(f"\n[local] egress refused: {e}")
-            assert daemon.cli("config", "device", "get", c, "eth0",
-                              "limits.egress").stdout.strip() == ""
-            fields = {f.key: f for f in await backend.get_limits(ref)}
-            assert fields["net_egress"].applies == "unsupported"
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
-        daemon.cli("network", "delete", bridge, check=False)
-
-
-# Limits ------------------------------------------------------------------------------------
-
-
-async def test_limits_change_live_on_a_running_container(remote_backend, unique):
-    name, backend, info, daemon = remote_backend
-    c = unique()
-    daemon.cli("launch", "busybox", c, "-c", "limits.memory=256MiB")
-    ref = InstanceRef(name, c)
-    try:
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert fields["memory"].value == "256MiB" and fields["memory"].applies == "live"
-        assert fields["cpus"].applies == "live"
-        assert fields["net_ingress"].applies == "unsupported"
-        assert "no network interface" in fields["net_ingress"].hint
-        print(f"\n[{name}] disk: {fields['disk'].applies}: {fields['disk'].hint}")
-        assert fields["disk"].applies == "unsupported" and "dir" in fields["disk"].hint
-        result = await backend.set_limits(ref, {"memory": "300MiB", "cpus": "1",
-                                                "processes": "200",
-                                                "cpu_allowance": "50%",
-                                                "disk_read": "10MB", "disk_write": "100iops"})
-        assert set(result.values()) == {"live"}
-        assert cfg(daemon, c, "limits.memory") == "300MiB"
-        assert cfg(daemon, c, "limits.cpu") == "1"
-        assert cfg(daemon, c, "limits.processes") == "200"
-        assert cfg(daemon, c, "limits.cpu.allowance") == "50%"
-        assert daemon.cli("config", "device", "get", c, "root", "limits.read").stdout.strip() \
-            == "10MB"
-        assert host_memory_limit(init_pid(daemon, c)) == 300 * MiB
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert fields["memory"].value == "300MiB" and not fields["memory"].pending
-        # "" removes a limit
-        await backend.set_limits(ref, {"processes": ""})
-        assert cfg(daemon, c, "limits.processes") == ""
-        with pytest.raises(Unsupported, match="dir"):
-            await backend.set_limits(ref, {"disk": "2GiB"})
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
-
-
-async def test_invalid_values_change_nothing(remote_backend, unique):
-    name, backend, info, daemon = remote_backend
-    c = unique()
-    daemon.cli("launch", "busybox", c, "-c", "limits.memory=256MiB")
-    ref = InstanceRef(name, c)
-    try:
-        show = daemon.cli("config", "show", c).stdout
-        for changes, field in (({"memory": "300MiB", "processes": "lots"}, "Processes"),
-                               ({"memory": "300MiB", "disk_priority": "11"}, "Disk priority"),
-                               ({"cpu_allowance": "150%"}, "CPU allowance"),
-                               ({"memory": "a lot"}, "Memory"),
-                               ({"net_ingress": "fast"}, "Network in"),
-                               ({"bogus": "1"}, "bogus")):
-            with pytest.raises(InvalidInput, match=field):
-                await backend.set_limits(ref, changes)
-        with pytest.raises(Unsupported, match="no network interface"):
-            await backend.set_limits(ref, {"memory": "300MiB", "net_egress": "10Mbit"})
-        assert daemon.cli("config", "show", c).stdout == show
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
-
-
-async def test_disk_priority_as_the_host_allows(remote_backend, unique):
-    """limits.disk.priority needs the blkio.weight cgroup file: on a host without it the
-    daemon refuses, nothing changes and the field then shows as unsupported."""
-    name, backend, info, daemon = remote_backend
-    c = unique()
-    daemon.cli("launch", "busybox", c)
-    ref = InstanceRef(name, c)
-    try:
-        try:
-            assert await backend.set_limits(ref, {"disk_priority": "5"}) \
-                == {"disk_priority": "live"}
-            assert cfg(daemon, c, "limits.disk.priority") == "5"
-        except OperationFailed as e:
-            print(f"\n[{name}] disk priority refused: {e}")
-            assert cfg(daemon, c, "limits.disk.priority") == ""
-            fields = {f.key: f for f in await backend.get_limits(ref)}
-            assert fields["disk_priority"].applies == "unsupported"
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        if name == "inc1":  # Incus dropped limits.network.priority
-            assert fields["net_priority"].applies == "unsupported"
-        else:
-            assert await backend.set_limits(ref, {"net_priority": "3"}) \
-                == {"net_priority": "live"}
-            assert cfg(daemon, c, "limits.network.priority") == "3"
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
-
-
-async def test_stopped_instance_takes_everything_at_next_start(remote_backend, unique):
-    name, backend, info, daemon = remote_backend
-    c = unique()
-    daemon.cli("init", "busybox", c)
-    ref = InstanceRef(name, c)
-    try:
-        fields = await backend.get_limits(ref)
-        supported = [f for f in fields if f.applies != "unsupported"]
-        assert supported and all(f.applies == "restart" for f in supported)
-        assert all("next start" in f.hint for f in supported)
-        assert await backend.set_limits(ref, {"memory": "128MiB"}) == {"memory": "restart"}
-        assert cfg(daemon, c, "limits.memory") == "128MiB"
-        # nothing is pending on a stopped instance: the saved value is what it starts with
-        fields = {f.key: f for f in await backend.get_limits(ref)}
-        assert fields["memory"].value == "128MiB" and fields["memory"].pending == ""
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
-
-
-async def test_restart_only_change_is_pending_until_the_next_start(remote_backend, unique,
-                                                                   monkeypatch):
-    """A running VM cannot exist on the lab machines, so a container stands in with
-    limits.processes declared restart-only (as limits.memory is for a VM): the change is
-    saved, shown as pending with the old value still in effect, and the pending mark ends
-    with the instance-restarted event (watch) or a stop→start seen by get_instance."""
-    name, backend, info, daemon = remote_backend
-    monkeypatch.setitem(limitsmod.CONTAINER_LIVE, "limits.processes", False)
-    live = await backend._config_metadata()
-    if live is not None:
-        monkeypatch.setitem(live, "limits.processes", False)
-    c = unique()
-    daemon.cli("launch", "busybox", c, "-c", "limits.processes=100")
-    ref = InstanceRef(name, c)
-    try:
-        async with watching(backend) as events:
-            first = await asyncio.wait_for(events.get(), 10)
-            assert first.action == "connected"
-            assert await backend.set_limits(ref, {"processes": "200", "memory": "300MiB"}) \
-                == {"processes": "restart", "memory": "live"}
-            assert cfg(daemon, c, "limits.processes") == "200"  # saved
-            fields = {f.key: f for f in await backend.get_limits(ref)}
-            assert (fields["processes"].value, fields["processes"].pending) == ("100", "200")
-            assert fields["memory"].pending == ""
-            await backend.restart(ref, force=True)
-            while True:
-                ev = await asyncio.wait_for(events.get(), 15)
-                if ev.kind is EventKind.LIFECYCLE and ev.ref == ref \
-                        and ev.action in ("instance-restarted", "instance-started"):
-                    break
-            fields = {f.key: f for f in await backend.get_limits(ref)}
-            assert (fields["processes"].value, fields["processes"].pending) == ("200", "")
-
-            # the other way: a stop and a start seen by get_instance
-            await backend.set_limits(ref, {"processes": "300"})
-            assert {f.key: f for f in await backend.get_limits(ref)}["processes"].pending == "300"
-            daemon.cli("stop", "--force", c)
-            assert (await backend.get_instance(ref)).status is InstanceStatus.STOPPED
-            daemon.cli("start", c)
-            assert (await backend.get_instance(ref)).status is InstanceStatus.RUNNING
-            fields = {f.key: f for f in await backend.get_limits(ref)}
-            assert (fields["processes"].value, fields["processes"].pending) == ("300", "")
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
-
-
-async def test_concurrent_edit_is_not_lost(remote_backend, unique, monkeypatch):
-    """Another client changes the instance between our read and our write: the ETag makes
-    the daemon refuse our stale write, and the change is re-applied on the fresh config."""
-    name, backend, info, daemon = remote_backend
-    c = unique()
-    daemon.cli("init", "busybox", c)
-    ref = InstanceRef(name, c)
-    original = backend.rest.update_instance
-    meddled = []
-
-    async def meddling(ref_, change):
-        def meddle(data):
-            if not meddled:
-                meddled.append(True)
-                daemon.cli("config", "set", c, "user.other", "kept")
-            return change(data)
-        return await original(ref_, meddle)
-
-    monkeypatch.setattr(backend.rest, "update_instance", meddling)
-    try:
-        await backend.set_limits(ref, {"memory": "200MiB"})
-        assert cfg(daemon, c, "limits.memory") == "200MiB"
-        assert cfg(daemon, c, "user.other") == "kept"
-    finally:
-        daemon.cli("delete", "--force", c, check=False)
 
 
 # Snapshots ---------------------------------------------------------------------------------
