@@ -1,7 +1,10 @@
 """The resource views follow outside changes on the real daemons from the moment they
 are open: for LXD (lab2, over HTTPS) and Incus (inc1), each view sees an object made,
-changed, renamed and deleted with the CLI — once right after corral starts (the view is
-opened before the remotes are even connected) and once later. The CLI is the judge."""
+changed, renamed and deleted with the CLI — in a fresh corral per view and daemon, the view
+opened the moment ``:`` offers it and before the remote can connect (it is reached through
+a relay that is down until then: tests/lab_relay.py), the first change made as it
+connects; and later, every view in one corral connected a while ago. The CLI is the judge.
+The operations and remotes views are in test_views_follow_live.py."""
 
 from __future__ import annotations
 
@@ -13,15 +16,25 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import yaml
+from lab_relay import Relay, through  # tests/ (tests/conftest.py puts it on the path)
 
+from backends.models import ConnectionState
 from tui.app import make_app
+from tui.views.specs import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_real_app import wait_for, write_config
 from test_views_app import EDITOR, connected, pane, select_in_view, switch
 
 WAIT = 15.0
+REMOTES = {"lab2": "lxd2", "inc1": "incus1"}
+"""The remotes the views are tried on, and the lab's daemon behind each."""
+
+
+def daemon(lab, remote):
+    return getattr(lab, REMOTES[remote])
 
 
 def short(prefix):
@@ -58,9 +71,26 @@ def tiny_image(tmp_path: Path, tag: str) -> Path:
     return path
 
 
-def steps(view, d, remote, tmp_path):
-    """(what, CLI arguments or a callable, predicate on the app) for one view."""
+def leftovers(view, d, names, fingerprint):
+    """Delete what a failed round of ``view`` may have left (nothing when it is gone)."""
+    if view == "images":
+        for ref in (fingerprint.get("fp"), *names):
+            if ref:
+                d.cli("image", "delete", ref, check=False)
+        return
+    kind = {"profiles": ("profile",), "net": ("network",), "storage": ("storage",),
+            "vol": ("storage", "volume", "delete", "default"), "proj": ("project",)}[view]
+    for name in names:
+        d.cli(*kind, *(() if view == "vol" else ("delete",)), name, check=False)
+
+
+def steps(view, d, remote, tmp_path, made=None):
+    """(what, CLI arguments or a callable, predicate on the app) for one view; ``made``
+    gets a function that deletes whatever the steps may have left."""
     a, b = short("fa"), short("fb")
+    fp: dict[str, str] = {}
+    if made is not None:
+        made.append(lambda: leftovers(view, d, (a, b, "z" + a), fp))
     has = lambda n: lambda app: row(app, remote, n) is not None  # noqa: E731
     gone = lambda n: lambda app: row(app, remote, n) is None  # noqa: E731
     keyed = lambda n: lambda app: config_of(app, remote, n).get("user.k") == "1"  # noqa: E731
@@ -95,7 +125,6 @@ def steps(view, d, remote, tmp_path):
                 ("delete", ("project", "delete", b), gone(b))]
     if view == "images":  # an image is named by its first alias
         image = tiny_image(tmp_path, a)
-        fp = {}
 
         def create():
             d.cli("image", "import", str(image), "--alias", a)
@@ -120,29 +149,74 @@ def steps(view, d, remote, tmp_path):
 VIEWS = ("profiles", "net", "storage", "vol", "proj", "images")
 
 
-async def run_round(pilot, app, lab, tmp_path, when, log):
-    for view in VIEWS:
-        await switch(pilot, view)
-        for remote, d in (("lab2", lab.lxd2), ("inc1", lab.incus1)):
-            for what, change, seen in steps(view, d, remote, tmp_path):
-                if callable(change):
-                    await asyncio.to_thread(change)
-                else:
-                    await asyncio.to_thread(d.cli, *change)
-                t0 = time.monotonic()
-                await wait_for(pilot, lambda seen=seen: seen(app), timeout=WAIT,
-                               what=f"{when}: {view} on {remote} shows the {what}")
-                log.append(f"{when} {view} {remote} {what} {time.monotonic() - t0:.2f}s")
+async def follow(pilot, app, view, d, remote, tmp_path, when, log):
+    """Each step of ``view`` on ``remote`` made with the CLI, and waited for in the view."""
+    made: list = []
+    try:
+        for what, change, seen in steps(view, d, remote, tmp_path, made):
+            t0 = time.monotonic()
+            if callable(change):
+                await asyncio.to_thread(change)
+            else:
+                await asyncio.to_thread(d.cli, *change)
+            t1 = time.monotonic()
+            await wait_for(pilot, lambda seen=seen: seen(app), timeout=WAIT,
+                           what=f"{when}: {view} on {remote} shows the {what}")
+            log.append(f"{when} {view} {remote} {what}: shown {time.monotonic() - t1:.2f}s "
+                       f"after the CLI returned (the CLI took {t1 - t0:.2f}s)")
+    except BaseException:
+        for undo in made:
+            await asyncio.to_thread(undo)
+        raise
 
 
-async def test_views_follow_outside_changes_from_the_start(lab, lab_env, tmp_path):
+async def open_at_start(pilot, app, view, remote):
+    """Open ``view`` in a corral just started, the moment ``:`` offers it (once a first
+    remote has said what it can fill: the local LXD over its unix socket); what ``remote``
+    was then, in words."""
+    spec = resolve(view)
+    screen = app.main_screen
+    await wait_for(pilot, lambda: spec in screen.offered_views(), what=f":{view} offered")
+    status = app.inventory.statuses[remote]
+    was = status.state.value + (" and listed" if status.listed else "")
+    await switch(pilot, view)
+    assert screen.view_name == spec.name and pane(app).spec is spec, screen.view_name
+    return was
+
+
+@pytest.mark.parametrize("remote", REMOTES)
+@pytest.mark.parametrize("view", VIEWS)
+async def test_a_view_opened_at_start_follows_the_cli_at_once(view, remote, lab, lab_env,
+                                                             tmp_path):
+    """A fresh corral per view and daemon: the view is open while ``remote`` cannot connect
+    yet (its relay is down); the relay goes up and the CLI creates, changes, renames and
+    deletes at once, each shown before the next is made."""
+    d = daemon(lab, remote)
+    log: list[str] = []
+    with Relay(d) as relay:
+        app = make_app(write_config(tmp_path), env=through(lab, lab_env, tmp_path, remote,
+                                                           d, relay))
+        async with app.run_test(size=(160, 45)) as pilot:
+            was = await open_at_start(pilot, app, view, remote)
+            assert app.inventory.statuses[remote].state is not ConnectionState.CONNECTED
+            await asyncio.to_thread(relay.up)
+            await follow(pilot, app, view, d, remote, tmp_path,
+                         f"right after start ({remote} {was} as :{view} opened)", log)
+    print("\n".join(log))
+
+
+async def test_views_follow_outside_changes_later(lab, lab_env, tmp_path):
+    """Every view in turn, in one corral connected a while ago."""
     app = make_app(write_config(tmp_path), env=lab_env)
     log: list[str] = []
     async with app.run_test(size=(160, 45)) as pilot:
-        await run_round(pilot, app, lab, tmp_path, "right after start", log)
         await connected(pilot, app)
         await pilot.pause(2)
-        await run_round(pilot, app, lab, tmp_path, "later", log)
+        for view in VIEWS:
+            await switch(pilot, view)
+            for remote in REMOTES:
+                await follow(pilot, app, view, daemon(lab, remote), remote, tmp_path,
+                             "later", log)
     print("\n".join(log))
 
 
