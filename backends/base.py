@@ -23,6 +23,7 @@ from .cluster_verbs import ClusterVerbs
 from .create_preview import PreviewVerbs
 from .portable import PortableVerbs, portable_problems
 from .errors import Unsupported
+from .read_only import READ_ONLY_CAPABILITIES, guard
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 from .screen import ScreenSession
 
@@ -62,6 +63,8 @@ class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, abc.ABC)
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         self.remote = remote
         self.timeout = timeout
+        # a read-only remote refuses every verb that would change it (read_only.py)
+        guard(self, Backend, CAPABILITY_METHODS)
 
     @abc.abstractmethod
     async def connect(self) -> ServerInfo:
@@ -399,14 +402,6 @@ class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, abc.ABC)
                 words.
         """
         raise self._unsupported("push files")
-
-
-READ_ONLY_CAPABILITIES = frozenset({
-    Capability.EVENTS, Capability.METRICS, Capability.CONSOLE, Capability.VGA,
-    Capability.SPICE, Capability.DISPLAY, Capability.EXPORT, Capability.IMAGES,
-    Capability.OPERATIONS,
-})
-"""What a read-only remote still offers: watching and reading, nothing that changes it."""
 
 
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {

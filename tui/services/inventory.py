@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, TypeVar
 
 from backends import get_backend, loaded, preload
-from backends.base import READ_ONLY_CAPABILITIES, Backend
+from backends.base import Backend
+from backends.read_only import READ_ONLY_CAPABILITIES
 from backends.retry import Backoff
 from backends.errors import AuthError, BackendError, NotFound, NotResponding
 from backends.models import (
