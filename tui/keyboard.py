@@ -44,6 +44,8 @@ BARRIER_TIMEOUT = 1.0
 for any longer in that pass."""
 HOLD_LIMIT = 120.0
 """The longest a flow may hold the keys typed after its key while it opens."""
+SEARCH_LIMIT = 10.0
+"""The longest a key waits for the command palette's search of the text typed before it."""
 HOLD_POLL = 0.02
 """How often a hold looks whether its flow opened something (only while one is held)."""
 
@@ -139,6 +141,14 @@ class KeyGate:
         self._holds.append(_Hold(worker, what, app.screen, app.focused, len(app.screen_stack)))
         self.dispatched()
 
+    def handed_over(self) -> None:
+        """The flows being held gave the terminal to another program (an editor): that
+        is what they opened. Keys typed while it runs are that program's (the terminal
+        gives them to it); those typed once it has ended go on as usual, never dropped as
+        if the flow had opened nothing."""
+        for hold in self._holds:
+            hold.external = True
+
     # Settling ---------------------------------------------------------------------------
 
     @property
@@ -158,6 +168,10 @@ class KeyGate:
                     continue
                 if not self._queue:
                     break
+                if not settle and not self._typed_text(self._queue[0]):
+                    await self.settle()  # what the text did, before a key that acts on it
+                if await self._searched():
+                    await self.settle()
                 released = _again(self._queue.popleft(), self._app)
                 text = self._typed_text(released)  # (the focus it goes to, now)
                 self._app.post_message(released)
@@ -232,6 +246,26 @@ class KeyGate:
             except asyncio.TimeoutError:
                 pass
 
+    async def _searched(self) -> bool:
+        """Until a screen that searches as it is typed into (the command palette) has the
+        results of what was typed: enter picks from them, not from those of a shorter
+        text, nor from none yet. True when it waited."""
+        app = self._app
+        try:
+            screen = app.screen
+        except Exception:  # noqa: BLE001 - no screen yet (start-up) or any more
+            return False
+        group = getattr(type(screen), "_GATHER_COMMANDS_GROUP", None)
+        if group is None:
+            return False
+        waited = False
+        started = time.monotonic()
+        while any(w.node is screen and w.group == group and not w.is_finished
+                  for w in app.workers) and time.monotonic() - started < SEARCH_LIMIT:
+            waited = True
+            await asyncio.sleep(HOLD_POLL)
+        return waited
+
     async def _wait_holds(self) -> None:
         """Until each hold's flow opened something (a screen, the focus elsewhere) or
         ended; the keys queued behind a flow that opened nothing are dropped, in words."""
@@ -272,19 +306,32 @@ class _Hold:
         self.screen = screen
         self.focused = focused
         self.depth = depth
+        self.external = False
+        """The flow gave the terminal to another program (:meth:`KeyGate.handed_over`)."""
 
     @property
     def finished(self) -> bool:
         return self.worker.is_finished
 
     def opened(self, app: "App") -> bool:
-        """A screen came up, or the focus went somewhere new (a console tab)."""
+        """A screen came up, the focus went somewhere new (a console tab), or another
+        program got the terminal."""
+        if self.external:
+            return True
         try:
             screen = app.screen
         except Exception:  # noqa: BLE001
             return False
         return screen is not self.screen or len(app.screen_stack) != self.depth \
             or app.focused is not self.focused
+
+
+def handed_over(app: "App") -> None:
+    """Tell ``app``'s key gate (if it has one) that the flow running gave the terminal to
+    another program: :meth:`KeyGate.handed_over`."""
+    keys = getattr(app, "keys", None)
+    if isinstance(keys, KeyGate):
+        keys.handed_over()
 
 
 def _again(event: events.Key | events.Paste, app: "App") -> events.Key | events.Paste:

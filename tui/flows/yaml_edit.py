@@ -23,6 +23,7 @@ from backends.errors import BackendError, Conflict, InvalidInput
 from backends.models import ResourceKind
 
 from ..format import printable
+from ..keyboard import handed_over
 from ..screens.dialogs import ChoiceDialog
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ async def run_editor(app: App, text: str, name: str) -> str | None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         argv = editor_command(os.environ) + [path]
+        handed_over(app)
 
         async def edit() -> int:
             proc = await asyncio.create_subprocess_exec(*argv)

@@ -27,6 +27,7 @@ from backends.errors import BackendError
 from backends.models import FileEntry, InstanceRef
 
 from ..format import external
+from ..keyboard import handed_over
 from ..widgets.footer import FittingFooter
 from ..widgets.plain import Plain, PlainLabel
 from .dialogs import InputDialog
@@ -320,6 +321,7 @@ class FilesScreen(ModalScreen[None]):
             os.chmod(local, 0o600)
             editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR")
                                  or "vi")
+            handed_over(self.app)
             with self.app.suspend():
                 proc = await asyncio.create_subprocess_exec(*editor, local)
                 returncode = await proc.wait()

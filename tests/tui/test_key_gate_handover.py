@@ -1,0 +1,83 @@
+"""The key gate and flows that give the terminal to another program (an editor): that
+program is what the flow opened, so a key typed once it has ended — while the flow still
+applies what was edited — goes on to the app instead of being dropped as if the flow had
+opened nothing (a `P` typed right after `E` was lost while the edit was being applied)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual import events, work
+from textual.app import App
+from textual.widgets import Label
+
+from tui.keyboard import KeyGate, handed_over
+
+
+class Tiny(App):
+    """The app's side of the gate as corral's app has it (``CorralApp.on_event``)."""
+
+    BINDINGS = [("e", "edit", "Edit"), ("p", "profiles", "Profiles")]
+
+    def __init__(self, hand_over: bool) -> None:
+        super().__init__()
+        self.hand_over = hand_over
+        self.notes: list[str] = []
+        self.keys = KeyGate(self, notify=self.notes.append)
+        self.editor_done = asyncio.Event()
+        self.applied = asyncio.Event()
+        self.ran: list[str] = []
+
+    def compose(self):
+        yield Label("main")
+
+    def on_mount(self) -> None:
+        self.keys.open()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            if self.keys.admit(event) and self._screen_stack:
+                await super().on_event(event)
+                self.keys.dispatched(event)
+            return
+        await super().on_event(event)
+
+    def action_edit(self) -> None:
+        self.keys.hold(self._edit(), "Edit c1")
+
+    @work
+    async def _edit(self) -> None:
+        if self.hand_over:
+            handed_over(self)  # the editor gets the terminal
+        self.editor_done.set()  # (the editor has ended)
+        await self.applied.wait()  # the edit is being applied (a daemon round trip)
+
+    def action_profiles(self) -> None:
+        self.ran.append("profiles")
+
+
+async def _type_after_the_editor(hand_over: bool) -> Tiny:
+    app = Tiny(hand_over)
+    async with app.run_test() as pilot:
+        await pilot.press("e")
+        await asyncio.wait_for(app.editor_done.wait(), 10)
+        app.post_message(events.Key("p", "p"))  # typed once the editor has ended
+        await pilot.pause(0.2)
+        app.applied.set()
+        for _ in range(100):
+            if app.ran or app.notes:
+                break
+            await pilot.pause(0.05)
+    return app
+
+
+async def test_a_key_typed_after_the_editor_ended_is_not_dropped():
+    app = await _type_after_the_editor(hand_over=True)
+    assert app.ran == ["profiles"] and app.notes == []
+
+
+async def test_without_the_hand_over_the_flow_opened_nothing_and_its_keys_are_dropped():
+    """(What the gate does for a flow that opened nothing: the key is not the table's.)"""
+    app = await _type_after_the_editor(hand_over=False)
+    assert app.ran == []
+    assert app.notes == ["Edit c1 opened nothing: the 1 key typed after it were not used."]
