@@ -68,7 +68,7 @@ async def test_operations_view_opened_at_start_shows_an_exec_come_and_go(remote,
                 seen = time.monotonic() - started
                 proc.stdin.close()  # the exec's input ends: cat, and the operation, end
                 code = await asyncio.to_thread(proc.wait, 60)
-                assert code == 0, proc.stderr.read()
+                assert code == 0, proc.stderr.read().decode(errors="replace")
                 ended = time.monotonic()
                 await wait_for(pilot, lambda: not running_op(app, remote, inst),
                                timeout=WAIT, what=lambda: f"the exec of {remote}:{inst} "
@@ -77,9 +77,12 @@ async def test_operations_view_opened_at_start_shows_an_exec_come_and_go(remote,
                       f"{seen:.2f}s after it began, done {time.monotonic() - ended:.2f}s "
                       "after it ended")
         finally:
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            if proc is not None:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdin.close()
+                proc.stderr.close()
 
 
 def state(app, name):
