@@ -145,9 +145,13 @@ class KeyGate:
         """The flows being held gave the terminal to another program (an editor): that
         is what they opened. Keys typed while it runs are that program's (the terminal
         gives them to it); those typed once it has ended go on as usual, never dropped as
-        if the flow had opened nothing."""
+        if the flow had opened nothing. Those typed before it (in the burst of the key
+        that opened it) reached neither it nor the app: dropped, in words — never run on
+        the table below the editor."""
         for hold in self._holds:
             hold.external = True
+        if self._holds and self._queue:
+            self._drop(self._holds[0], "handed the terminal to another program")
 
     # Settling ---------------------------------------------------------------------------
 
@@ -286,13 +290,13 @@ class KeyGate:
                 continue
             await asyncio.sleep(HOLD_POLL)
 
-    def _drop(self, hold: "_Hold") -> None:
+    def _drop(self, hold: "_Hold", why: str = "opened nothing") -> None:
         count = len(self._queue)
         self._queue.clear()
         self.dropped += count
         if self._notify is not None:
             keys = "key" if count == 1 else "keys"
-            self._notify(f"{hold.what} opened nothing: the {count} {keys} typed after it "
+            self._notify(f"{hold.what} {why}: the {count} {keys} typed after it "
                          "were not used.")
 
 

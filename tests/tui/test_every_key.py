@@ -286,17 +286,23 @@ async def test_ctrl_q_quits_even_while_keys_are_held(fake_env):
         assert app._exit, "ctrl+q waited behind a held flow"
 
 
-async def test_palette_burst_runs_what_was_typed(fake_env):
-    """ctrl+p, the entry's words and enter in one write: the palette takes them all."""
+async def test_palette_burst_runs_what_was_typed(fake_env, monkeypatch):
+    """ctrl+p, the entry's words and enter in one write: the palette takes them all, and
+    enter waits for the search of what was typed (it takes a while over many instances:
+    an enter before its results picks nothing, or what matched a shorter text)."""
+    from tui.commands import InstanceCommands
+
+    search = InstanceCommands.search
+
+    async def slow_search(self, query):
+        await asyncio.sleep(0.3)  # thousands of entries to match
+        async for hit in search(self, query):
+            yield hit
+
+    monkeypatch.setattr(InstanceCommands, "search", slow_search)
     backends = fake_env[3]
     async with running(fake_env) as (app, pilot):
-        burst(app, "ctrl+p", *typed("Stop beta:db1"))
-        for _ in range(40):  # the palette searches as it is typed
-            await pilot.pause(0.05)
-            if "Stop beta:db1" in str(getattr(app.focused, "value", "")):
-                break
-        await pilot.pause(0.5)
-        burst(app, "enter")
+        burst(app, "ctrl+p", *typed("Stop beta:db1"), "enter")  # no pause at all
         for _ in range(60):
             if backends["beta"].calls:
                 break

@@ -36,6 +36,10 @@ class Verb:
     """Acts on every marked row."""
     writable: bool = False
     """Not on read-only rows (the host's networks)."""
+    background: bool = False
+    """Opens nothing (unless it asks about the marked rows, as a bulk verb does): the keys
+    typed after it are not held for it. Every other verb opens something (a dialog, the
+    editor) and the keys typed after its key wait for it and go there (tui/keyboard.py)."""
 
 
 KEYS: dict[str, tuple[str, str, str]] = {
@@ -72,7 +76,7 @@ VERBS: tuple[Verb, ...] = (
          writable=True),
     Verb("networks", "leases", "Leases", C.NETWORK_MANAGE, v.leases, writable=True),
     Verb("networks", "edit", "Edit YAML", C.YAML_EDIT, v.edit, writable=True),
-    Verb("storage", "open", "Volumes", C.STORAGE, vs.open_volumes),
+    Verb("storage", "open", "Volumes", C.STORAGE, vs.open_volumes, background=True),
     Verb("storage", "edit", "Edit YAML", C.YAML_EDIT, v.edit),
     Verb("volumes", "new", "New", C.STORAGE, vs.new_volume, row=False),
     Verb("volumes", "resize", "Resize", C.STORAGE, vs.resize_volume),
@@ -81,7 +85,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("volumes", "copy", "Copy", C.STORAGE, vb.copy_volume, bulk=True),
     Verb("volumes", "delete", "Delete", C.STORAGE, v.delete, bulk=True),
     Verb("volumes", "edit", "Edit YAML", C.YAML_EDIT, v.edit),
-    Verb("projects", "open", "Show", C.PROJECTS, v.switch_project),
+    Verb("projects", "open", "Show", C.PROJECTS, v.switch_project, background=True),
     Verb("projects", "new", "New", C.PROJECTS, v.new_project, row=False),
     Verb("projects", "delete", "Delete", C.PROJECTS, v.delete, bulk=True),
     Verb("projects", "edit", "Edit YAML", C.YAML_EDIT, v.edit),
@@ -89,9 +93,10 @@ VERBS: tuple[Verb, ...] = (
     Verb("images", "alias-add", "Add alias", C.IMAGE_ALIASES, vs.add_alias),
     Verb("images", "alias-remove", "Remove alias", C.IMAGE_ALIASES, vs.remove_alias),
     Verb("images", "copy", "Copy to", C.IMAGE_ALIASES, vb.copy_image, bulk=True),
-    Verb("images", "refresh", "Refresh", C.IMAGE_ALIASES, vb.refresh_image, bulk=True),
+    Verb("images", "refresh", "Refresh", C.IMAGE_ALIASES, vb.refresh_image, bulk=True,
+         background=True),
     Verb("operations", "cancel", "Cancel", C.OPERATIONS, vb.cancel_operation,
-         bulk=True),
+         bulk=True, background=True),
 )
 BY_VIEW: dict[tuple[str, str], Verb] = {(x.view, x.verb): x for x in VERBS}
 

@@ -355,8 +355,11 @@ class ResourcePane(Vertical):
                            f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
                            "marked are left as they are).")
             ctx.marked = []
-        self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
-                        description=f"{spec.name} {verb}")
+        worker = self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
+                                 description=f"{spec.name} {verb}")
+        keys = getattr(self.app, "keys", None)
+        if keys is not None and (not entry.background or (entry.bulk and ctx.marked)):
+            keys.hold(worker, f"{entry.label} ({spec.name})")  # keys typed next go there
 
     def _switch_project(self, remote: str, project: str) -> None:
         projects.switch(self.inventory, remote, project)
