@@ -18,7 +18,6 @@ import os
 import shlex
 import subprocess
 import threading
-import zlib
 
 KINDS = {
     "lxd": "starts (or uses) the lab's private LXD daemons",
@@ -73,45 +72,21 @@ def mark(items, pytest) -> None:
             item.add_marker(getattr(pytest.mark, kind))
         if kinds and "lab" not in marked:
             item.add_marker(pytest.mark.lab)
-        group = group_of(kinds | marked, item.path)
+        group = group_of(kinds | marked)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-    # the biggest groups first: xdist hands each process its first groups in this order,
-    # and the small ones go to whichever process is free first
-    items.sort(key=lambda item: _order(item))
 
 
 GROUPS = (("cluster", "clusters"), ("lxd", "lxd"), ("incus", "lxd"), ("libvirt", "libvirt"),
           ("qemu", "qemu"), ("lxc", "lxc"), ("root", "lxc"))
 """Kind -> the group of lab tests that share one process when the lab tier runs in parallel
-(``--dist loadgroup``): the first kind a test has in this order names it, and its folder
-(``tests/backends``, ``tests/tui``) a part of it; the LXD/Incus UI tests, the longest part,
-come in two halves by file. A group's tests share the session's daemons of their kind, so
-they are started once per group at most; groups share nothing and run side by side."""
-
-ORDER = ("lxd-tui-1", "qemu-backends", "lxd-backends", "qemu-tui", "lxd-tui-0",
-         "clusters-tui", "libvirt-backends", "clusters-backends", "lxc-backends", "lxc-tui",
-         "lxc-unit", "libvirt-tui")
-"""The groups from the longest (as measured in a whole run: 323 s down to 16 s) to the
-shortest, the rest after. xdist (``--no-loadscope-reorder``) hands them out in this order,
-one to each process in turn and then to whichever process is free."""
+(``--dist loadgroup``): the first kind a test has in this order names it. A group's tests
+share the session's daemons of their kind, so each daemon is started by one process only;
+groups share nothing and run side by side."""
 
 
-def group_of(kinds: set[str], path=None) -> str | None:
-    group = next((group for kind, group in GROUPS if kind in kinds), None)
-    if group is None or path is None:
-        return group
-    folder = os.path.basename(os.path.dirname(str(path)))
-    if (group, folder) == ("lxd", "tui"):  # the longest: two halves, by file
-        return f"lxd-tui-{zlib.crc32(os.path.basename(str(path)).encode()) % 2}"
-    return f"{group}-{folder}"
-
-
-def _order(item) -> int:
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None or not mark.args:
-        return len(ORDER) + 1
-    return ORDER.index(mark.args[0]) if mark.args[0] in ORDER else len(ORDER)
+def group_of(kinds: set[str]) -> str | None:
+    return next((group for kind, group in GROUPS if kind in kinds), None)
 
 
 def daemon_program(args) -> str | None:
