@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
-import shlex
 import tempfile
 
 from textual.app import ComposeResult
@@ -26,6 +25,7 @@ from backends.base import Backend
 from backends.errors import BackendError
 from backends.models import FileEntry, InstanceRef
 
+from ..flows.yaml_edit import editor_command
 from ..format import external
 from ..keyboard import handed_over
 from ..widgets.footer import FittingFooter
@@ -319,8 +319,7 @@ class FilesScreen(ModalScreen[None]):
                          error=True)
                 return
             os.chmod(local, 0o600)
-            editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR")
-                                 or "vi")
+            editor = editor_command(os.environ)
             handed_over(self.app)
             with self.app.suspend():
                 proc = await asyncio.create_subprocess_exec(*editor, local)
