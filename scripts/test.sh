@@ -3,9 +3,9 @@
 # (Debian packages when root: LXD, Incus, LXC, QEMU, busybox; Python deps in .venv) and
 # runs `ruff check` and every test against real daemons, which the suite starts and stops
 # itself.
-# Extra arguments go to pytest (e.g. -k stop, -m "not lab"); without any, the tier without
-# daemons runs in three parallel processes, then the lab tier in two, then (as root) the
-# ownership and text-gate tests as a user who is not root (scripts/test-as-user.sh).
+# Extra arguments go to pytest (e.g. -k stop, -m "not lab"); without any, the whole suite runs
+# as four processes side by side (below), then (as root) the ownership and text-gate tests
+# as a user who is not root (scripts/test-as-user.sh).
 #
 # Run it as it is, as root or not: the lab needs root (private LXD/Incus daemons, LXC, Debian
 # packages), so a user who is not root re-runs it through sudo when sudo is there. Without
@@ -48,16 +48,42 @@ fi
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# The whole suite: the tier without daemons in parallel processes (its tests share no
-# state: each has its own temp HOME, runtime dir and fake host), then the lab tier in two
-# processes, each taking whole groups of tests that share the session's daemons of one kind
-# (tests/tiers.py GROUPS: the LXD/Incus lab, the clusters, QEMU, LXC, libvirt), so every
-# daemon is started by one process only. (Tried and dropped: the LXD tests split over three
-# processes, each with a lab of its own, beside the tier without daemons: a daemon of one
-# lab stopped answering and a dozen tests failed; the cause was not found.)
+# The whole suite, as four pytest processes side by side (each starts its own daemons, so
+# no daemon is shared between processes):
+#   lxd   - the LXD/Incus lab's tests (lxd1, lxd2, incus)
+#   qemu  - local QEMU and libvirt (TCG guests)
+#   other - the clusters and LXC
+#   unit  - the tier without daemons, in two workers at a lower priority: the lab tests
+#           mostly wait on their daemons, and this tier fills the idle CPU without
+#           slowing them.
+# The groups follow the kinds tests/tiers.py gives each lab test (a cluster test is in
+# "other" whatever else it starts). Each process writes its own log, printed when it ends.
+# (Tried and dropped: the LXD tests split over three processes, each with a lab of its own:
+# a daemon of one lab stopped answering and a dozen tests failed; the cause was not found.)
+logs="$(mktemp -d /tmp/corral-test-logs.XXXXXX)"
+declare -A part=(
+  [lxd]='-m "lab and not cluster and (lxd or incus)"'
+  [qemu]='-m "lab and not cluster and not lxd and not incus and (qemu or libvirt)"'
+  [other]='-m "lab and (cluster or not (lxd or incus or qemu or libvirt))"'
+  [unit]='-m "not lab" -n 2'
+)
+declare -A pids=()
+for name in lxd qemu other unit; do
+  prio=0
+  [ "$name" = unit ] && prio=10
+  eval "nice -n $prio .venv/bin/python -m pytest ${part[$name]} -p no:cacheprovider" \
+    >"$logs/$name.log" 2>&1 &
+  pids[$name]=$!
+done
 status=0
-.venv/bin/python -m pytest -m "not lab" -n 3 -p no:cacheprovider || status=$?
-.venv/bin/python -m pytest -m lab -n 2 --dist loadgroup -p no:cacheprovider || status=$?
+for name in lxd qemu other unit; do
+  rc=0
+  wait "${pids[$name]}" || rc=$?
+  echo "=== $name tests (exit $rc) ==="
+  cat "$logs/$name.log"
+  [ "$rc" = 0 ] || status=$rc
+done
+rm -rf "$logs"
 # The ownership and text-gate tests once more as a user who is not root (uid 65534)
 if [ "$(id -u)" = 0 ]; then
   bash scripts/test-as-user.sh || status=$?
