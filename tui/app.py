@@ -109,9 +109,10 @@ class CorralApp(App[None]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
-            if self.keys.admit(event) and self._screen_stack:  # (none: quitting)
-                await super().on_event(event)
-                self.keys.dispatched(event)
+            for key in self.keys.unalt(event):  # (Esc N in one read: Esc, then N)
+                if self.keys.admit(key) and self._screen_stack:  # (none: quitting)
+                    await super().on_event(key)
+                    self.keys.dispatched(key)
             return
         await super().on_event(event)
 

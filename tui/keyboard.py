@@ -88,6 +88,35 @@ class KeyGate:
         self._queue.append(event)
         return False
 
+    def unalt(self, event: events.Key | events.Paste) -> list[events.Key | events.Paste]:
+        """The keys ``event`` stands for. A terminal sends Alt+N as Esc N, so Esc then N
+        typed fast (closing a dialog, then a new instance) arrive in one read as Alt+N, and
+        Textual names them so. Where nothing binds that Alt key and no console has the
+        focus (a console passes Alt+N on as the same Esc N), it is the two keys the user
+        typed: Esc, then N, each through the gate like any other key."""
+        if not isinstance(event, events.Key) or getattr(event, _RELEASED, False):
+            return [event]
+        key, char = event.key, event.character
+        if not key.startswith("alt+") or not char or len(char) != 1 or not char.isprintable():
+            return [event]
+        from .widgets.view_messages import ConsoleView
+
+        if isinstance(self._app.focused, ConsoleView) or self._bound(key):
+            return [event]
+        escape, rest = events.Key("escape", "\x1b"), events.Key(char, char)  # (as Textual names them)
+        for part in (escape, rest):
+            part.set_sender(self._app)
+        return [escape, rest]
+
+    def _bound(self, key: str) -> bool:
+        """A binding of the focused widget, its ancestors, the screen or the app names
+        ``key``."""
+        try:
+            chain = self._app._binding_chain
+        except Exception:  # noqa: BLE001 - (no screen yet): nothing is bound
+            return False
+        return any(key in bindings.key_to_bindings for _node, bindings in chain)
+
     def _quits(self, event: events.Event) -> bool:
         """A key the app itself binds, with priority, to quitting (Ctrl+Q): never held
         behind a flow that waits for a remote, whatever the keys ahead of it."""

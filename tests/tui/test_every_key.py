@@ -116,6 +116,30 @@ async def test_wizard_opening_key_then_next_in_one_burst(fake_env):
         assert app.screen.step != "where", "ctrl+n right after N was lost"
 
 
+async def test_escape_then_a_key_in_one_read_are_both_kept(fake_env):
+    """A terminal sends Alt+N as Esc N, so Esc then N typed fast arrive in one read and
+    Textual's parser names them ``alt+shift+n``. Nothing binds that: it is Esc (the help
+    closes), then N (the wizard opens) - not one key that nothing handles."""
+    async with running(fake_env) as (app, pilot):
+        for opener, screen in (("?", HelpScreen), ("w", OperationsScreen)):
+            burst(app, opener)
+            await settle(pilot, app)
+            assert isinstance(app.screen, screen)
+            app.post_message(events.Key("alt+shift+n", "N"))  # what the parser makes of Esc N
+            await settle(pilot, app)
+            assert isinstance(app.screen, WizardScreen), (opener, app.screen)
+            burst(app, "escape")
+            await settle(pilot, app)
+            assert isinstance(app.screen, MainScreen)
+        # lower case, on the table: Esc (nothing to close) then j moves the cursor
+        select(app, "alpha:web1")
+        await settle(pilot, app)
+        row = cursor(app)
+        app.post_message(events.Key("alt+j", "j"))
+        await settle(pilot, app)
+        assert cursor(app) == row + 1
+
+
 async def test_focus_stays_in_the_filter_while_everything_changes(fake_env):
     backends = fake_env[3]
     async with running(fake_env) as (app, pilot):
@@ -198,6 +222,15 @@ async def test_text_typed_after_c_or_e_reaches_the_instance(fake_env):
             assert bytes(ConsoleFake.opened[-1].sent) == b"echo hi\r", key
             assert not ConsoleFake.opened[-1].too_early  # (a real session drops those)
             assert isinstance(app.focused, TerminalView)
+            # in a console Alt+b stays Alt+b: the guest gets the Esc b a terminal sends
+            session = ConsoleFake.opened[-1]
+            sent = len(session.sent)
+            app.post_message(events.Key("alt+b", "b"))
+            for _ in range(60):
+                if len(session.sent) > sent:
+                    break
+                await pilot.pause(0.05)
+            assert bytes(session.sent[sent:]) == b"\x1bb", key
             assert not app.main_screen.query_one(InstanceTable).marked  # the space…
             burst(app, "ctrl+right_square_bracket")  # leave the console
             await settle(pilot, app)
