@@ -317,6 +317,7 @@ class CorralApp(App[None]):
         from rich.segment import Segment
         from textual.strip import Strip
 
+        from ._textual_compat import full_frame
         from .widgets.footer import FittingFooter
         from .widgets.remote_list import RemoteList
 
@@ -324,7 +325,7 @@ class CorralApp(App[None]):
         remotes = screen.query_one(RemoteList)
         remotes.last_run = True
         remotes.sync(self.inventory)
-        update = screen._compositor.render_full_update()
+        update = full_frame(screen)
         footer = screen.query_one(FittingFooter).region
         note = " last run · keys work as soon as corral is up "
         for y in range(footer.y, footer.bottom):

@@ -6,7 +6,8 @@ there. This driver's input thread waits as long as nothing happens: until a key,
 terminal hanging up (readable, and the read returns nothing), or a byte on its own wake-up
 pipe, which :meth:`QuietLinuxDriver.disable_input` writes before it stops the thread.
 It still wakes up on time while the key parser has an unfinished sequence to time out
-(a lone ``Esc``): the parser's own deadline.
+(a lone ``Esc``): the parser's own deadline. The parser and its deadline are private parts
+of Textual, reached through :mod:`tui._textual_compat`.
 """
 
 from __future__ import annotations
@@ -15,26 +16,10 @@ import os
 import selectors
 from codecs import getincrementaldecoder
 
-from textual._parser import ParseError
-from textual._time import get_time
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
 from . import lastframe
-
-POLL = 0.1
-"""Seconds between looks when the parser's deadline cannot be read (Textual's own pace)."""
-
-
-def parser_deadline(parser: XTermParser) -> float | None:
-    """How long the input thread may wait: until the parser's pending timeout, or for
-    ever (None) when it has none."""
-    deadline = getattr(parser, "_timeout_time", 0.0)
-    if deadline is None:
-        return None
-    if not isinstance(deadline, (int, float)):
-        return POLL
-    return max(0.0, deadline - get_time())
+from ._textual_compat import ParseError, key_parser, parser_deadline
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -83,7 +68,7 @@ class QuietLinuxDriver(LinuxDriver):
         selector.register(fileno, selectors.EVENT_READ)
         if self._wake_r >= 0:
             selector.register(self._wake_r, selectors.EVENT_READ)
-        parser = XTermParser(self._debug)
+        parser = key_parser(self)
         feed, tick = parser.feed, parser.tick
         decode = getincrementaldecoder("utf-8")().decode
 

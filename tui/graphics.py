@@ -78,10 +78,10 @@ def prepare(setting: str) -> None:
 def cell_pixels() -> tuple[int, int]:
     """A cell's size in pixels, as textual-image read it (10×20 when unknown)."""
     try:
-        from textual_image._terminal import get_cell_size
+        from ._textual_compat import image_cell_size
 
-        size = get_cell_size()
-        return max(1, size.width), max(1, size.height)
+        width, height = image_cell_size()
+        return max(1, width), max(1, height)
     except Exception:  # noqa: BLE001
         return 10, 20
 

@@ -8,9 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from textual._xterm_parser import XTermParser
-
-from tui.driver import parser_deadline
+from tui._textual_compat import XTermParser, parser_deadline
 
 from .test_hangup import corral_pid, script  # noqa: F401 - the fixture, shared
 

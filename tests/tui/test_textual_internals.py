@@ -1,10 +1,11 @@
-"""Loud failures when Textual changes what the instance table relies on.
+"""Loud failures when Textual changes the private parts corral relies on.
 
+Every use of them is in ``tui/_textual_compat.py`` (``tests/unit/test_seams.py`` keeps it so):
 ``InstanceTable._update_rows`` writes into DataTable's private row data and drops only the
-changed rows' render caches (see its docstring); ``on_resize`` sets
-``_require_update_dimensions``; the main screen waits for the end of Textual's start-up batch
-to render and skips a resize to its own size. pyproject.toml pins Textual exactly; this test says what
-to look at when the pin moves.
+changed rows' render caches (see its docstring); ``on_resize`` asks for the dimensions again;
+the main screen waits for the end of Textual's start-up batch to render and skips a resize to
+its own size; the footer, the key gate, the help screen and the driver read private state.
+pyproject.toml pins Textual exactly; this test says what to look at when the pin moves.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ PIN = next(d for d in tomllib.loads(
 def test_textual_is_the_pinned_release():
     assert PIN == f"textual=={version('textual')}", (
         f"Textual {version('textual')} is installed but {PIN} is pinned: check "
-        f"InstanceTable._update_rows against the new DataTable before moving the pin.")
+        f"tui/_textual_compat.py against the new release before moving the pin.")
 
 
 def _screen(app: App) -> str:
@@ -49,8 +50,8 @@ async def test_update_rows_repaints_a_changed_cell_through_the_private_caches():
                      "_row_renderable_cache", "_line_cache", "_row_locations",
                      "_require_update_dimensions"):
             assert hasattr(table, name), (
-                f"DataTable.{name} is gone in this Textual: InstanceTable._update_rows / "
-                f"on_resize rely on it")
+                f"DataTable.{name} is gone in this Textual: tui/_textual_compat.py's table "
+                f"functions rely on it")
         cells = [SortCell(key, key) for key, _, _ in COLUMNS]
         table.add_row(*cells, key="r1")
         table.add_row(*[SortCell("other", "other") for _ in COLUMNS], key="r2")
@@ -69,10 +70,11 @@ async def test_update_rows_repaints_a_changed_cell_through_the_private_caches():
 
 
 async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(setup):
-    """MainScreen._compositor_refresh waits for the end of Textual's start-up batch (a
-    frame rendered inside it is dropped), and MainScreen._on_resize skips a size it is laid
-    out at (Textual hands the same size over again at start). Both rely on private parts:
-    ``App._batch_count``, ``Screen._repaint_required``, the MRO walk of ``_on_resize``."""
+    """MainScreen.compositor_refresh waits for the end of Textual's start-up batch (a
+    frame rendered inside it is dropped), and MainScreen.on_resize skips a size it is laid
+    out at (Textual hands the same size over again at start). The first relies on private
+    parts (``App._batch_count``, ``Screen._repaint_required``, ``Screen._compositor_refresh``:
+    ``tui/_textual_compat.py``)."""
     from textual import events
     from textual._compositor import Compositor
 
@@ -129,8 +131,9 @@ async def test_the_main_screen_is_not_rendered_inside_the_start_up_batch(setup):
 
 async def test_footer_keys_are_made_with_the_footers_compact_value(monkeypatch):
     """QuietFooter.compose gives each bound key the footer's ``compact`` before it mounts
-    (it relies on ``DOMNode._reactive_connect`` naming what ``data_bind`` bound): no key is
-    restyled from Textual's compact default to the footer's, and they look the same."""
+    (``is_data_bound`` relies on ``DOMNode._reactive_connect`` naming what ``data_bind``
+    bound): no key is restyled from Textual's compact default to the footer's, and they
+    look the same."""
     from textual.binding import Binding
     from textual.widgets._footer import FooterKey
 
@@ -154,3 +157,36 @@ async def test_footer_keys_are_made_with_the_footers_compact_value(monkeypatch):
         assert not keys["s"].compact and not keys["s"].has_class("-compact")
         assert keys["ctrl+p"].compact and keys["ctrl+p"].has_class("-compact")
         assert "s" not in changed and "d" not in changed
+
+
+async def test_the_key_gates_private_reads_answer_on_a_running_app():
+    """What ``tui/_textual_compat.py`` reads for the key gate (``tui/keyboard.py``), the
+    app's ``on_event`` and the help screen: the binding chain from the focused widget up,
+    a node's own bindings, the message queues, the keymap, whether the app is quitting."""
+    from textual.binding import Binding
+
+    from tui import _textual_compat as internals
+
+    class _Bound(App[None]):
+        BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]
+
+        def compose(self) -> ComposeResult:
+            yield InstanceTable(id="t")
+
+    app = _Bound()
+    async with app.run_test(size=(80, 10)) as pilot:
+        await pilot.pause()
+        table = app.query_one(InstanceTable)
+        assert app.focused is table
+        assert internals.has_screens(app) and not internals.is_closing(app)
+        chain = internals.binding_chain(app)
+        assert chain[0][0] is table and any(node is app for node, _ in chain)
+        assert "o" in chain[0][1].key_to_bindings  # the table's own sort key
+        assert "ctrl+q" in internals.bindings_map(app).key_to_bindings
+        internals.bind_key(table, "f9", "leave_hint", "Leave")
+        assert "f9" in internals.bindings_map(table).key_to_bindings
+        assert internals.messages_queued(app) >= 0 and internals.messages_queued(table) >= 0
+        assert internals.keymap(app) == {}
+        app.set_keymap({"table.sort": "p"})
+        assert internals.keymap(app) == {"table.sort": "p"}
+    assert internals.is_closing(app)

@@ -6,38 +6,40 @@ import asyncio
 
 from textual import events
 from textual.geometry import Size
-from textual.screen import Screen
+
+from .._textual_compat import RefreshHookScreen, in_update_batch, require_repaint
 
 
-class FirstFrameScreen(Screen[None]):
+class FirstFrameScreen(RefreshHookScreen):
     """Renders nothing inside Textual's start-up batch and lays out no size it has, and
-    sets :attr:`first_frame` once its first frame is out. Both rely on Textual internals
-    (``App._batch_count``, ``Screen._repaint_required``, the MRO walk of ``_on_resize``);
+    sets :attr:`first_frame` once its first frame is out. The first relies on Textual
+    internals (the start-up batch, the compositor refresh: :mod:`tui._textual_compat`);
     ``tests/tui/test_textual_internals.py`` says when they change."""
 
     first_frame: asyncio.Event | None = None
     _laid_out_at: Size | None = None
 
-    def _on_resize(self, event: events.Resize) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         """A size this screen is laid out at already changes nothing: Textual hands the
         same size over again at start (the terminal's in-band size report), and each is
         a layout of every widget (~30 ms before the first frame here). Textual calls the
-        ``_on_resize`` of every class in the MRO; ``prevent_default`` stops that walk."""
+        resize handler of every class in the MRO; ``prevent_default`` stops that walk
+        before ``Screen``'s own, which lays the screen out."""
         if event.size == self._laid_out_at:
             event.prevent_default()
             event.stop()
-        elif self.stack_updates and self.is_attached:  # Screen._on_resize lays it out
+        elif self.stack_updates and self.is_attached:  # Screen's own handler lays it out
             self._laid_out_at = event.size
 
-    def _compositor_refresh(self) -> None:
+    def compositor_refresh(self) -> None:
         """Textual's whole start-up is one batch of updates, and a layout made during a
         batch renders the screen anyway (from a callback on the screen's own message
         loop) only for the app to drop the frame: ~30 ms of the way to the first frame
         here. Rendered once the batch is over instead (a full repaint)."""
-        if self.app._batch_count:
-            self._repaint_required = True
+        if in_update_batch(self.app):
+            require_repaint(self)
             return
-        super()._compositor_refresh()
+        super().compositor_refresh()
         first_frame = self.first_frame
         if first_frame is not None and not first_frame.is_set():
             first_frame.set()

@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
+from .._textual_compat import bindings_map, keymap
 from ..actions import ACTIONS, BY_METHOD, Scope
 from ..format import external
 from ..terminal.keys import key_label
@@ -55,12 +56,12 @@ def _section(node, binding: Binding, screen) -> str | None:
 def key_rows(screen) -> list[tuple[str, list[Row]]]:
     """(section, rows) for corral's bindings on ``screen`` and its widgets, with the user's
     ``[keymap]`` applied; a key and meaning is listed once, where it belongs."""
-    keymap: dict[str, str] = getattr(screen.app, "_keymap", {}) or {}
+    keys_of: dict[str, str] = keymap(screen.app)
     merged: dict[str, dict[tuple[str, str], list[str]]] = {s: {} for s in SECTIONS}
     seen: set[tuple[str, str]] = set()
     for node in [screen.app, screen, *screen.query("*")]:
         own = _own(node)
-        for bindings in node._bindings.key_to_bindings.values():
+        for bindings in bindings_map(node).key_to_bindings.values():
             for b in bindings:
                 desc = b.tooltip or b.description
                 if not desc or (b.action, b.description, b.id) not in own:
@@ -68,7 +69,7 @@ def key_rows(screen) -> list[tuple[str, list[Row]]]:
                 section = _section(node, b, screen)
                 if section is None:
                     continue
-                keys = keymap.get(b.id, b.key) if b.id else b.key
+                keys = keys_of.get(b.id, b.key) if b.id else b.key
                 shown = [screen.app.get_key_display(b.__class__(k, b.action)) if k == b.key
                          else k for k in keys.split(",")]
                 meaning = (desc, b.id or "")
@@ -79,7 +80,7 @@ def key_rows(screen) -> list[tuple[str, list[Row]]]:
                 slot += [k for k in shown if k not in slot]
     for a in ACTIONS:  # the snapshots tab is built when the details pane first opens
         if a.scope is Scope.SNAPSHOT and a.key:
-            keys = keymap.get(a.binding_id, a.key) if a.binding_id else a.key
+            keys = keys_of.get(a.binding_id, a.key) if a.binding_id else a.key
             merged["Snapshots tab (i)"][(a.help, a.binding_id)] = [
                 screen.app.get_key_display(Binding(k, a.action)) for k in keys.split(",")]
     merged["Everywhere"][("Command palette: every action and view by name", "")] = ["ctrl+p"]

@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input
 
+from .._textual_compat import input_suggestion
 from ..format import external
 from ..widgets.plain import PlainInput
 from .specs import ViewSpec, resolve
@@ -73,14 +74,15 @@ class CommandLine(PlainInput):
         self.screen.focus_next()
 
     def action_complete(self) -> None:
-        if self._suggestion:
-            self.value = self._suggestion
+        suggestion = input_suggestion(self)
+        if suggestion:
+            self.value = suggestion
             self.cursor_position = len(self.value)
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        spec = resolve(self._suggestion or event.value) or resolve(event.value)
+        spec = resolve(input_suggestion(self) or event.value) or resolve(event.value)
         offered = {s.name for s in self.offered()}
         if spec is None or spec.name not in offered:
             self.add_class("-invalid")

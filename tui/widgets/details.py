@@ -7,6 +7,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Self
+from weakref import WeakKeyDictionary
 
 from rich.text import Text
 from textual import on, work
@@ -27,6 +28,7 @@ from backends.models import (
 )
 
 from .. import format as fmt
+from .._textual_compat import bindings_map
 from ..actions import ACTIONS, Scope, bindings, offered
 from ..flows.snapshots import read as read_snapshots
 from ..services.inventory import Inventory
@@ -450,7 +452,7 @@ class DetailsPane(Vertical):
         for a in ACTIONS:
             if a.scope is not Scope.SNAPSHOT or not a.key or not offered(a, caps):
                 continue
-            bound = next((b for bs in table._bindings.key_to_bindings.values() for b in bs
+            bound = next((b for bs in bindings_map(table).key_to_bindings.values() for b in bs
                           if b.action == f"screen.{a.action}"), None)
             if bound is not None:
                 parts.append(f"{self.app.get_key_display(bound)} {a.label.lower()}")
@@ -477,10 +479,14 @@ class DetailsPane(Vertical):
         self.show_instance(self.ref)
 
 
+_SHOWN: WeakKeyDictionary[Static, str] = WeakKeyDictionary()
+"""Per widget: what :func:`update_if_changed` last put in it."""
+
+
 def update_if_changed(widget: Static, content: str | Text) -> None:
     """``Static.update`` re-lays out the screen, which repaints the whole table: skip it
     when nothing changed (this keeps idle CPU near zero)."""
     key = content.markup if isinstance(content, Text) else content
-    if getattr(widget, "_corral_last", None) != key:
-        widget._corral_last = key  # type: ignore[attr-defined]
+    if _SHOWN.get(widget) != key:
+        _SHOWN[widget] = key
         widget.update(fmt.gate(content))  # the gate again: main.py's statics come here

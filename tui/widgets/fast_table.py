@@ -10,7 +10,8 @@ from textual import events
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import DataTable
+
+from .. import _textual_compat as internals
 
 
 class OneLineCell(Text):
@@ -20,7 +21,7 @@ class OneLineCell(Text):
         super().__init__(text, style=style, no_wrap=True, overflow="ellipsis")
 
 
-class FastTable(DataTable):
+class FastTable(internals.DataTableHooks):
     """A data table whose one-line cells paint quickly, and that does not paint hidden.
 
     Switching the main table between views hides one table and shows another. The frame
@@ -33,11 +34,12 @@ class FastTable(DataTable):
     any style change, so the table shown by a switch (it takes the focus) painted each of
     its cells again. Its caches are keyed by the focus state already; they are dropped
     here only when the styles of a state seen before are no longer what they were (a
-    theme change). Relies on DataTable internals of the pinned Textual."""
+    theme change). Relies on DataTable internals of the pinned Textual
+    (:mod:`tui._textual_compat`)."""
 
     _sized: Size | None = None
 
-    def _on_resize(self, event: events.Resize) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         """DataTable renders every row again after any resize (the cached renders are for
         one width); a table shown again at the size it had keeps them."""
         if event.size == self._sized:
@@ -49,8 +51,7 @@ class FastTable(DataTable):
 
     def notify_style_update(self) -> None:
         Widget.notify_style_update(self)
-        self._styles_cache.clear()
-        self._get_styles_to_render_cell.cache_clear()
+        internals.drop_style_caches(self)
         state = self.get_pseudo_class_state()
         try:
             styles = (self.rich_style, tuple(self.get_component_rich_style(
@@ -59,10 +60,7 @@ class FastTable(DataTable):
             styles = None
         seen = self._styles_seen
         if styles is None or seen is None or seen.get(state, styles) != styles:
-            self._row_render_cache.clear()
-            self._cell_render_cache.clear()
-            self._row_renderable_cache.clear()
-            self._line_cache.clear()
+            internals.drop_render_caches(self)
             self._styles_seen = seen = {}
         if styles is not None:
             seen[state] = styles
@@ -82,34 +80,29 @@ class FastTable(DataTable):
                 callback()
         return lines
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> list[list[Segment]]:
+    def render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                    cursor: bool = False, hover: bool = False) -> list[list[Segment]]:
         """A body cell, rendered straight from its :class:`OneLineCell`.
 
         DataTable renders every cell through Rich's ``Padding``/``Styled``/``render_lines``
         (about 40 ms of CPU for a screen of rows, most of the first frame). The result here
         is the same segments' text and styles, built directly (``tests/tui/test_table_render.py``
         compares the two); the cache and its key are DataTable's own. Relies on DataTable internals of
-        the pinned Textual."""
+        the pinned Textual (:mod:`tui._textual_compat`)."""
         pad = self.cell_padding
         if row_index < max(0, self.fixed_rows) or column_index < max(0, self.fixed_columns) \
                 or width < 2 * pad + 1:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        cache_key = (row_key, column_key, base_style, cursor, hover, self._show_hover_cursor,
-                     self._update_count, self._pseudo_class_state)
-        cache = self._cell_render_cache
+            return super().render_cell(row_index, column_index, base_style, width, cursor, hover)
+        cache, cache_key, row_key, column_key = internals.cell_render_slot(
+            self, row_index, column_index, base_style, cursor, hover)
         if cache_key in cache:
             return cache[cache_key]
         row = self.rows.get(row_key) if row_key is not None else None
-        cell = self._data.get(row_key, {}).get(column_key) if row_key is not None else None
+        cell = internals.cell_value(self, row_key, column_key) if row_key is not None else None
         if row is None or row.height != 1 or not isinstance(cell, OneLineCell) \
                 or "\t" in cell.plain or "\n" in cell.plain:  # tabs/lines: Rich's way
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        component_style, post_style = self._get_styles_to_render_cell(
-            False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
+            return super().render_cell(row_index, column_index, base_style, width, cursor, hover)
+        component_style, post_style = internals.cell_styles(self, hover, cursor)
         pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) \
             + component_style
         text = cell.copy()

@@ -7,7 +7,13 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey  # the key widgets Footer composes
+
+from .._textual_compat import (
+    FooterKey,  # the key widgets Footer composes
+    footer_bindings_ready,
+    is_data_bound,
+    set_footer_bindings_ready,
+)
 
 
 class QuietFooter(Footer):
@@ -27,7 +33,7 @@ class QuietFooter(Footer):
                 for (_, binding, enabled, tooltip) in screen.active_bindings.values()
                 if binding.show
             )
-            if shown == self._shown and self._bindings_ready:
+            if shown == self._shown and footer_bindings_ready(self):
                 return
             self._shown = shown
             if self._recompose_pending:
@@ -52,7 +58,7 @@ class QuietFooter(Footer):
             return
         self._held = False
         if self._recompose_pending and self.is_attached:
-            self._bindings_ready = True
+            set_footer_bindings_ready(self)
             self.call_later(self.recompose)  # in the footer's own queue (its context)
 
     async def recompose(self) -> None:
@@ -65,7 +71,7 @@ class QuietFooter(Footer):
         # footer's keys at start here. Made with this footer's value, none happen. (The
         # palette's key is not bound: it stays compact.)
         for widget in super().compose():
-            if isinstance(widget, FooterKey) and "compact" in (widget._reactive_connect or {}):
+            if isinstance(widget, FooterKey) and is_data_bound(widget, "compact"):
                 widget.set_reactive(FooterKey.compact, self.compact)
             yield widget
 

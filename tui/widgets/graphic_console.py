@@ -93,7 +93,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         self.session = session
         self.title = title
         self.detach_key = detach_key
-        self._bindings.bind(detach_key, "leave_hint", "Leave console")  # ConsoleView
+        self.bind_leave_key(detach_key)  # ConsoleView
         self.mode = mode
         self.fps = max(1.0, min(60.0, fps))
         self.close_on_unmount = close_on_unmount

@@ -12,6 +12,8 @@ from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from .. import _textual_compat as internals
+
 from backends.models import (
     ConnectionState,
     Instance,
@@ -156,7 +158,7 @@ class InstanceTable(FastTable):
                 column.width = width
                 changed = True
         if changed:
-            self._require_update_dimensions = True
+            internals.require_dimensions_update(self)
             self.refresh()
 
     @property
@@ -323,20 +325,14 @@ class InstanceTable(FastTable):
         ``DataTable.update_cell`` bumps a table-wide counter that drops the cached render of
         every row, so one changed CPU figure would repaint the whole table (hundreds of ms
         with a screen full of rows, every sample). Here only the cached renders of the
-        changed rows are dropped. Relies on DataTable internals of the pinned Textual.
+        changed rows are dropped. Relies on DataTable internals of the pinned Textual
+        (:mod:`tui._textual_compat`).
         """
         row_keys = {RowKey(k) for k in updated}
         for key, changes in updated.items():
-            data = self._data[RowKey(key)]
-            for col, cell in changes.items():
-                data[ColumnKey(col)] = cell
-        for cache in (self._cell_render_cache, self._row_render_cache):
-            for cache_key in [k for k in cache.keys() if k[0] in row_keys]:
-                cache.discard(cache_key)
-        indexes = {self._row_locations.get(k) for k in row_keys}
-        for cache_key in [k for k in self._row_renderable_cache.keys() if k[1] in indexes]:
-            self._row_renderable_cache.discard(cache_key)
-        self._line_cache.clear()  # assembled lines; rebuilt from the row caches cheaply
+            internals.put_cells(self, RowKey(key),
+                                {ColumnKey(col): cell for col, cell in changes.items()})
+        internals.drop_row_renders(self, row_keys)  # and the assembled lines (cheap again)
         if repaint and len(row_keys) > self.size.height:
             # A listing that changed more rows than the screen holds (the stale rows of a
             # warm start): one repaint of what is shown; refresh_row's region costs a walk
@@ -344,20 +340,20 @@ class InstanceTable(FastTable):
             self.refresh()
         elif repaint:
             for row_key in row_keys:
-                self.refresh_row(self._row_locations.get(row_key))
+                self.refresh_row(internals.row_index(self, row_key))
 
-    def _update_dimensions(self, new_rows) -> None:
+    def update_dimensions(self, new_rows) -> None:
         """Every column has a set width and every row is one line, so new rows change only
         the height. DataTable measures every cell of every new row for columns that size
         themselves (~0.1 s for 600 rows, on the way to the first frame); this table has
         none. Relies on DataTable internals of the pinned Textual."""
         if any(c.auto_width for c in self.columns.values()):
-            super()._update_dimensions(new_rows)
+            super().update_dimensions(new_rows)
             return
         width = sum(c.get_render_width(self) for c in self.columns.values())
         header = self.header_height if self.show_header else 0
-        self.virtual_size = Size(width + self._row_label_column_width,
-                                 self._total_row_height + header)
+        self.virtual_size = Size(width + internals.row_label_width(self),
+                                 internals.total_row_height(self) + header)
 
     def _show_reason(self) -> None:
         """The table's tooltip says why the selected instance is in its state, when its

@@ -118,7 +118,7 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
         self.session = session
         self.title = title
         self.detach_key = detach_key
-        self._bindings.bind(detach_key, "leave_hint", "Leave console")  # ConsoleView
+        self.bind_leave_key(detach_key)  # ConsoleView
         self.record_path = Path(record_path) if record_path else None
         self.close_on_unmount = close_on_unmount
         from tui.terminal.emulator import TerminalEmulator

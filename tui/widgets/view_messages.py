@@ -9,6 +9,8 @@ from __future__ import annotations
 from textual.message import Message
 from textual.widget import Widget
 
+from .._textual_compat import bind_key
+
 
 class ConsoleView:
     """What both console views are (a marker: the screen asks whether the focus is in a
@@ -17,6 +19,10 @@ class ConsoleView:
     Each view binds its leave (detach) key to ``leave_hint``, which does nothing: the
     binding names the key in the footer, the view's ``on_key`` leaves (every other key is
     the guest's)."""
+
+    def bind_leave_key(self, key: str) -> None:
+        """Bind ``key`` to ``leave_hint`` on this view alone (each is given its own)."""
+        bind_key(self, key, "leave_hint", "Leave console")
 
     def action_leave_hint(self) -> None:
         """Nothing: the view's ``on_key`` handles the leave key."""
