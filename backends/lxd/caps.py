@@ -36,9 +36,9 @@ def _read_capped(response: requests.Response, *, stream: bool = False,
             raise ResponseTooLarge(f"The daemon's answer is over corral's limit of "
                                    f"{MAX_RESPONSE >> 20} MiB; it was not read.")
         chunks.append(chunk)
-    response._content = b"".join(chunks)  # what requests itself sets
-    response._content_consumed = True
-    return response
+    from ._pylxd_compat import set_content  # (requests is loaded: this is its hook)
+
+    return set_content(response, b"".join(chunks))
 
 
 def cap_responses(session: requests.Session) -> requests.Session:
