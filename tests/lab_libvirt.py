@@ -80,7 +80,7 @@ GUEST_XML = """\
 <domain type='qemu'>
   <name>{name}</name>
   <memory unit='MiB'>{memory}</memory>
-  <vcpu>1</vcpu>
+  <vcpu{current}>{vcpus}</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>{kernel}</kernel>
@@ -95,7 +95,7 @@ GUEST_XML = """\
     <emulator>{emulator}</emulator>
     <serial type='pty'><target port='0'/></serial>
     <console type='pty'><target type='serial' port='0'/></console>
-    <memballoon model='none'/>{disk}
+    <memballoon model='{balloon}'/>{disk}
   </devices>
 </domain>
 """
@@ -120,13 +120,21 @@ def unavailable_reason() -> str | None:
 
 
 def guest_xml(name: str, kernel: Path, initrd: Path, memory_mib: int = 128,
-              disk: Path | None = None) -> str:
+              disk: Path | None = None, *, disks: tuple[tuple[Path, str], ...] = (),
+              vcpus: int = 1, current_vcpus: int | None = None, balloon: bool = False) -> str:
+    """The test guest's domain XML. ``disk``: a raw disk; ``disks``: ``(path, format)``
+    of each disk (vda, vdb, …); ``current_vcpus`` below ``vcpus`` leaves room to add vCPUs
+    live; ``balloon`` adds a virtio balloon (the guest loads its driver)."""
     emulator = shutil.which("qemu-system-x86_64") or "/usr/bin/qemu-system-x86_64"
-    disk_xml = ("" if disk is None else
-                f"\n    <disk type='file' device='disk'><driver name='qemu' type='raw'/>"
-                f"<source file='{disk}'/><target dev='vda' bus='virtio'/></disk>")
+    all_disks = (((disk, "raw"),) if disk is not None else ()) + tuple(disks)
+    disk_xml = "".join(
+        f"\n    <disk type='file' device='disk'><driver name='qemu' type='{fmt}'/>"
+        f"<source file='{path}'/><target dev='vd{chr(ord('a') + i)}' bus='virtio'/></disk>"
+        for i, (path, fmt) in enumerate(all_disks))
+    current = f" current='{current_vcpus}'" if current_vcpus is not None else ""
     return GUEST_XML.format(name=name, kernel=kernel, initrd=initrd, memory=memory_mib,
-                            emulator=emulator, disk=disk_xml)
+                            emulator=emulator, disk=disk_xml, vcpus=vcpus, current=current,
+                            balloon="virtio" if balloon else "none")
 
 
 def session_lab(request) -> "LibvirtLab":

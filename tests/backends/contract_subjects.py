@@ -303,8 +303,16 @@ async def _qemu_subject(request, stack: contextlib.AsyncExitStack, kind: str) ->
         return str(backend.vms.dir(ref.name) / backend.vms.definition(ref.name).disks[0])
 
     scratch = request.getfixturevalue("tmp_path_factory").mktemp("marker")
+    write_marker, read_marker = _disk_markers(scratch, disk)
+    return Subject(kind, backend, info, request_for, booted=booted, graceful_stop=False,
+                   one_instance=True, write_marker=write_marker, read_marker=read_marker)
 
-    # the test guest's disk holds no file system: the marker is the disk's first bytes
+
+def _disk_markers(scratch: Path, disk: Callable[[InstanceRef], str]) -> tuple[
+        Callable[[InstanceRef, str], Awaitable[None]],
+        Callable[[InstanceRef], Awaitable[str | None]]]:
+    """``write_marker``/``read_marker`` on the first bytes of a stopped VM's qcow2 disk (the
+    test guest's disk holds no file system), with ``qemu-io``."""
     async def write_marker(ref: InstanceRef, text: str) -> None:
         source = scratch / "marker"
         source.write_bytes(text.encode().ljust(512, b"\0"))
@@ -317,8 +325,7 @@ async def _qemu_subject(request, stack: contextlib.AsyncExitStack, kind: str) ->
                      for h in line[9:].split()[:16])
         return data.rstrip(b"\0").decode() or None
 
-    return Subject(kind, backend, info, request_for, booted=booted, graceful_stop=False,
-                   one_instance=True, write_marker=write_marker, read_marker=read_marker)
+    return write_marker, read_marker
 
 
 def qemu_io(disk: str, command: str, *flags: str) -> str:
@@ -337,17 +344,26 @@ async def _libvirt_subject(request, stack: contextlib.AsyncExitStack, kind: str)
     stack.push_async_callback(backend.close)
     info = await backend.connect()
 
+    def disk(ref: InstanceRef) -> str:
+        return str(vlab.root / f"{ref.name}.qcow2")
+
     async def define(name: str) -> Instance:
-        await asyncio.to_thread(lab_libvirt.define, vlab,
-                                lab_libvirt.guest_xml(name, kernel, initrd))
+        # a small qcow2 disk: libvirt keeps its internal snapshots in it
+        path = disk(InstanceRef(backend.remote.name, name))
+        await asyncio.to_thread(subprocess.run, ["qemu-img", "create", "-q", "-f", "qcow2",
+                                                 path, "16M"], check=True)
+        await asyncio.to_thread(lab_libvirt.define, vlab, lab_libvirt.guest_xml(
+            name, kernel, initrd, disks=((Path(path), "qcow2"),)))
         return await backend.get_instance(InstanceRef(backend.remote.name, name))
 
     async def no_request(name: str) -> CreateRequest:
         raise AssertionError("libvirt domains are defined, not created, here")
 
+    scratch = request.getfixturevalue("tmp_path_factory").mktemp("marker")
+    write_marker, read_marker = _disk_markers(scratch, disk)
     # busybox init ignores the ACPI power button (see _qemu_subject)
     return Subject(kind, backend, info, no_request, define=define, graceful_stop=False,
-                   one_instance=True)
+                   one_instance=True, write_marker=write_marker, read_marker=read_marker)
 
 
 async def _fake_subject(request, stack: contextlib.AsyncExitStack, kind: str) -> Subject:
