@@ -8,6 +8,9 @@ event loop thread, errors in words):
 - ``events.py``: ``watch`` (domain lifecycle callbacks, the connection closing)
 - ``consoles.py``: the serial console on a libvirt stream
 - ``portable.py``: a stopped domain as its XML and disk files (``portable_vm``)
+- ``snapshots.py``: internal snapshots of qcow2 disks (list, take, revert, delete)
+- ``limits.py``: vCPUs and memory, live (hot-add, balloon) or at the next start
+- ``names.py``: rename (shut-off domains) and the description
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
 libvirt's numbers into corral's models.
@@ -21,18 +24,23 @@ from .connection import Connection
 from .consoles import Consoles
 from .events import Events
 from .lifecycle import Lifecycle
-from .uri import is_remote
+from .limits import Limits
+from .names import Names
 from .portable import Portable
+from .snapshots import Snapshots
+from .uri import is_remote
 
 
-class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Backend):
+class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, Names, Backend):
     """The domains of one libvirt connection URI."""
 
     kind = "libvirt"
     capabilities = frozenset({
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
-        Capability.METRICS, Capability.CONSOLE, Capability.PORTABLE,
+        Capability.METRICS, Capability.CONSOLE, Capability.PORTABLE, Capability.SNAPSHOTS,
+        Capability.SNAPSHOT_STATEFUL, Capability.RESOURCES, Capability.RENAME,
+        Capability.DESCRIPTION,
     })
     console_kinds = frozenset({"console"})
 

@@ -33,8 +33,10 @@ from ..errors import (
     Conflict,
     NotFound,
     NotResponding,
+    InvalidInput,
     OperationFailed,
     Unreachable,
+    Unsupported,
 )
 from ..models import BackendEvent, EventKind, InstanceRef, InstanceStatus, Remote
 from . import uri as uris
@@ -85,6 +87,10 @@ CLOSE_REASONS = {
     libvirt.VIR_CONNECT_CLOSE_REASON_KEEPALIVE: "keepalive",
     libvirt.VIR_CONNECT_CLOSE_REASON_CLIENT: "client",
 }
+
+UNSUPPORTED = (libvirt.VIR_ERR_NO_SUPPORT, libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
+               libvirt.VIR_ERR_OPERATION_UNSUPPORTED, libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED)
+"""libvirt's "this driver, domain or configuration cannot do it": ``Unsupported``."""
 
 CREDENTIALS = [libvirt.VIR_CRED_AUTHNAME, libvirt.VIR_CRED_ECHOPROMPT,
                libvirt.VIR_CRED_NOECHOPROMPT, libvirt.VIR_CRED_PASSPHRASE,
@@ -176,6 +182,8 @@ class Connection:
                                             self._lifecycle, None),
                 conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_REBOOT,
                                             self._rebooted, None),
+                conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+                                            self._metadata, None),
             ]
         except libvirt.libvirtError:
             conn.close()
@@ -249,6 +257,14 @@ class Connection:
                                 action="instance-restarted",
                                 ref=InstanceRef(self.remote.name, dom.name())))
 
+    def _metadata(self, conn, dom, _kind: int, _uri, _opaque) -> None:
+        """The description (or other metadata) changed: read the domain again."""
+        if conn is not self.conn:
+            return
+        self._post(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
+                                action="instance-updated",
+                                ref=InstanceRef(self.remote.name, dom.name())))
+
     def _closed(self, conn, reason: int, _opaque) -> None:
         why = CLOSE_REASONS.get(reason, "error")
         loop = self.loop
@@ -287,6 +303,12 @@ class Connection:
         name = self.remote.name
         if code in (libvirt.VIR_ERR_NO_DOMAIN,):
             return NotFound(f"no such domain on '{name}' ({text})")
+        if code == libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT:
+            return NotFound(f"no such snapshot on '{name}' ({text})")
+        if code in UNSUPPORTED:
+            return Unsupported(f"{what or 'that'} is not supported by '{name}': {text}")
+        if code == libvirt.VIR_ERR_INVALID_ARG:
+            return InvalidInput(f"{what or 'that'}: '{name}' refused the value: {text}")
         if code == libvirt.VIR_ERR_OPERATION_INVALID:
             return Conflict(f"{what or 'that'} is not possible now: {text}")
         if code == libvirt.VIR_ERR_OPERATION_TIMEOUT:

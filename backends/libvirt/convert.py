@@ -37,6 +37,12 @@ started/stopped/paused/resumed ones; the others make it read the domain again)."
 
 
 def lifecycle_action(event: int, detail: int) -> str:
+    """The inventory's action for a lifecycle event. A rename is an undefine of the old
+    name and a define of the new one: both are ``instance-renamed`` (the remote is listed
+    again), not a deletion and a creation."""
+    if (event, detail) in ((E.VIR_DOMAIN_EVENT_DEFINED, E.VIR_DOMAIN_EVENT_DEFINED_RENAMED),
+                           (E.VIR_DOMAIN_EVENT_UNDEFINED, E.VIR_DOMAIN_EVENT_UNDEFINED_RENAMED)):
+        return "instance-renamed"
     if event == E.VIR_DOMAIN_EVENT_DEFINED:
         return ("instance-created" if detail == E.VIR_DOMAIN_EVENT_DEFINED_ADDED
                 else "instance-updated")
@@ -50,13 +56,15 @@ def status_of(state: int) -> InstanceStatus:
 
 
 def instance(remote: str, name: str, uuid: str, stats: Mapping[str, object], *,
-             persistent: bool = True) -> Instance:
+             persistent: bool = True, description: str = "",
+             snapshot_count: int | None = None) -> Instance:
     """A domain as an Instance, from its ``getAllDomainStats`` record (state, balloon, vcpu)."""
     status = status_of(int(stats.get("state.state", 0)))  # type: ignore[arg-type]
     maximum = stats.get("balloon.maximum")
-    vcpus = stats.get("vcpu.maximum") or stats.get("vcpu.current")
+    vcpus = stats.get("vcpu.current") or stats.get("vcpu.maximum")  # what it has now
     return Instance(
         ref=InstanceRef(remote, name), type=InstanceType.VM, status=status,
+        description=description, snapshot_count=snapshot_count,
         cpu_limit=str(vcpus) if vcpus else "",
         memory_limit=int(maximum) * 1024 if maximum else None,  # type: ignore[call-overload]
         extra={"uuid": uuid, "persistent": persistent,

@@ -1,7 +1,8 @@
 """Connect, list, usage and the lifecycle verbs of a libvirt remote.
 
 Listings are one round trip (``getAllDomainStats`` with the state, balloon and vCPU
-groups, every domain at once); usage figures of the rows shown are another
+groups, every domain at once) and one small call per domain for its description (libvirt
+has no bulk read of it); usage figures of the rows shown are another
 (``domainListGetStats`` with the CPU and balloon groups). A graceful stop presses the
 ACPI power button (``shutdownFlags``) and waits for the domain's own "stopped" event
 within the time-out, then says :class:`~backends.errors.StopTimedOut` (the UI offers force:
@@ -19,6 +20,7 @@ from ..errors import Conflict, NotFound, StopTimedOut
 from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
 from . import convert
 from .connection import CLOSED, Connection
+from .names import read_description
 
 LIST_STATS = (libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_BALLOON
               | libvirt.VIR_DOMAIN_STATS_VCPU)
@@ -56,7 +58,8 @@ class Lifecycle(Backend):
         name = self.remote.name
 
         def listing() -> list[Instance]:
-            return [convert.instance(name, dom.name(), dom.UUIDString(), stats)
+            return [convert.instance(name, dom.name(), dom.UUIDString(), stats,
+                                     description=read_description(dom))
                     for dom, stats in conn.getAllDomainStats(LIST_STATS, 0)]
 
         return await self.lv.call(listing, what="listing domains")
@@ -68,7 +71,9 @@ class Lifecycle(Backend):
             dom = conn.lookupByName(ref.name)
             [(_, stats)] = conn.domainListGetStats([dom], LIST_STATS, 0)
             return convert.instance(ref.remote, dom.name(), dom.UUIDString(), stats,
-                                    persistent=_persistent(dom))
+                                    persistent=_persistent(dom),
+                                    description=read_description(dom),
+                                    snapshot_count=_snapshots(dom))
 
         try:
             return await self.lv.call(one, what=f"reading {ref.name}")
@@ -182,6 +187,14 @@ def _persistent(dom: libvirt.virDomain) -> bool:
         return bool(dom.isPersistent())
     except libvirt.libvirtError:
         return True
+
+
+def _snapshots(dom: libvirt.virDomain) -> int | None:
+    """How many snapshots the domain has (a row read after a snapshot verb shows it)."""
+    try:
+        return dom.snapshotNum(0)
+    except libvirt.libvirtError:
+        return None
 
 
 def _dotted(version: int) -> str:
