@@ -27,10 +27,12 @@ from ..keyboard import handed_over
 from ..screens.dialogs import ChoiceDialog
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from textual.app import App
 
 
-def editor_command(env: dict[str, str] | os._Environ) -> list[str]:
+def editor_command(env: Mapping[str, str]) -> list[str]:
     """``$VISUAL``, ``$EDITOR`` or ``vi``, split like a shell would."""
     return shlex.split(env.get("VISUAL") or env.get("EDITOR") or "vi")
 

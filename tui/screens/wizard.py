@@ -156,6 +156,11 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     def backend(self):
         return self.backends[self.remote] if self.remote else None
 
+    @property
+    def creating(self) -> bool:
+        """A creation is under way (Cancel stops it)."""
+        return self._create_task is not None and not self._create_task.done()
+
     def steps(self) -> list[str]:
         out = list(STEPS[:-1])
         if not self.options.user_data:
@@ -414,7 +419,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             leave(self)  # the Cancel button asks first once something was filled in
 
     def action_cancel(self, running_only: bool = False) -> None:
-        if self._create_task is not None and not self._create_task.done():
+        if self.creating:
             if not preview.can_cancel(self):
                 self.query_one("#wizard-problem", Plain).update(external(
                     f"{self.remote} cannot stop a creation half way; wait for it to end.",
@@ -474,5 +479,5 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     def on_unmount(self) -> None:
         preview.drop(self)
-        if self._create_task is not None and not self._create_task.done():
+        if self.creating:
             self._create_task.cancel()

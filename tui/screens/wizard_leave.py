@@ -18,7 +18,7 @@ def leave(wizard) -> None:
     once it is past its first steps."""
     steps = wizard.steps()
     step = wizard.step
-    creating = wizard._create_task is not None and not wizard._create_task.done()
+    creating = wizard.creating
     filled = step != "progress" and (step not in steps or ASK_FROM not in steps
                                      or steps.index(step) >= steps.index(ASK_FROM))
     if creating or not filled:

@@ -101,7 +101,8 @@ class Inventory(Sampling, Listings):
 
     # Helpers ---------------------------------------------------------------------------
 
-    def _notify(self, remote: str, refs: set[InstanceRef] | None = None) -> None:
+    def rows_changed(self, remote: str, refs: set[InstanceRef] | None = None) -> None:
+        """Tell the screen that rows ``refs`` of ``remote`` changed (None: all of them)."""
         self._on_change(remote, refs)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
@@ -114,7 +115,7 @@ class Inventory(Sampling, Listings):
         if st.state is not state or st.message != message:
             st.state = state
             st.message = message
-            self._notify(name, None)  # every row of the remote shows whether it is live
+            self.rows_changed(name, None)  # every row of the remote shows whether it is live
 
     def backend_for(self, ref: InstanceRef) -> Backend:
         backend = self.backends.get(ref.remote)
@@ -323,7 +324,7 @@ class Inventory(Sampling, Listings):
                 ops.pop(op.id, None)
             else:
                 ops[op.id] = op
-            self._notify(name, set())
+            self.rows_changed(name, set())
             return
         if event.action == "remote-changed":  # something was created/removed: list again
             self._schedule_refresh(name)
@@ -341,7 +342,7 @@ class Inventory(Sampling, Listings):
             self._drop(ref)
             if ref in self._fetching:
                 self._refetch.add(ref)  # the fetch in flight must not bring it back
-            self._notify(name, {ref})
+            self.rows_changed(name, {ref})
         elif action == "instance-renamed":
             self._schedule_refresh(name)
         elif action.startswith("instance-snapshot-"):
@@ -353,7 +354,7 @@ class Inventory(Sampling, Listings):
                 self.instances[ref] = replace(inst, status=implied)
                 if implied is not InstanceStatus.RUNNING:
                     self.states.pop(ref, None)
-                self._notify(name, {ref})
+                self.rows_changed(name, {ref})
             self._schedule_fetch(ref)
 
     def _remember(self, ref: InstanceRef, what: str, when: datetime | None) -> None:
@@ -377,7 +378,7 @@ class Inventory(Sampling, Listings):
     def show_progress(self, ref: InstanceRef, text: str) -> None:
         """Show ``text`` in the status column of an instance with work in flight."""
         self.pending[ref] = text
-        self._notify(ref.remote, {ref})
+        self.rows_changed(ref.remote, {ref})
 
     def show_activity(self, remote: str, text: str) -> None:
         """Show (or with an empty ``text``, clear) work of a remote on the activity line."""
@@ -385,7 +386,7 @@ class Inventory(Sampling, Listings):
             self.activity[remote] = text
         else:
             self.activity.pop(remote, None)
-        self._notify(remote, set())
+        self.rows_changed(remote, set())
 
     def _schedule_refresh(self, name: str) -> None:
         if name in self._refresh_pending:
@@ -421,7 +422,7 @@ class Inventory(Sampling, Listings):
                     inst = await backend.get_instance(ref)
                 except NotFound:
                     self._drop(ref)
-                    self._notify(ref.remote, {ref})
+                    self.rows_changed(ref.remote, {ref})
                     return
                 except BackendError:
                     # e.g. a cluster member busy with a move, or a slow answer: the row
@@ -432,7 +433,7 @@ class Inventory(Sampling, Listings):
                     await asyncio.sleep(failures)
                     continue
                 inst = self._store(inst)
-                self._notify(ref.remote, {ref})
+                self.rows_changed(ref.remote, {ref})
                 if ref not in self._refetch:
                     break
             if inst.status is InstanceStatus.RUNNING:
@@ -462,7 +463,7 @@ class Inventory(Sampling, Listings):
         inst = self.instances.get(ref)
         if inst is not None and ref in counts:
             self.instances[ref] = replace(inst, snapshot_count=counts[ref])
-            self._notify(ref.remote, {ref})
+            self.rows_changed(ref.remote, {ref})
 
     async def refresh(self, name: str) -> None:
         """Full listing of one remote (after (re)connecting, and on request). Raises
@@ -486,27 +487,27 @@ class Inventory(Sampling, Listings):
                "freeze": backend.freeze, "unfreeze": backend.unfreeze,
                "delete": backend.delete}[verb]
         self.pending[ref] = label
-        self._notify(ref.remote, {ref})
+        self.rows_changed(ref.remote, {ref})
         try:
             await run(ref, **kwargs)
         finally:
             self.pending.pop(ref, None)
             if ref.remote in self.backends:
                 self._schedule_fetch(ref)
-            self._notify(ref.remote, {ref})
+            self.rows_changed(ref.remote, {ref})
 
     async def track(self, ref: InstanceRef, label: str, work: Awaitable[T]) -> T:
         """Await ``work`` (an action on ``ref`` the verbs do not cover: snapshots,
         limits), showing ``label`` on its row meanwhile."""
         self.pending[ref] = label
-        self._notify(ref.remote, {ref})
+        self.rows_changed(ref.remote, {ref})
         try:
             return await work
         finally:
             self.pending.pop(ref, None)
             if ref.remote in self.backends:
                 self._schedule_fetch(ref)
-            self._notify(ref.remote, {ref})
+            self.rows_changed(ref.remote, {ref})
 
     async def close(self) -> None:
         self.members.close()

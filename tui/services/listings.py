@@ -25,7 +25,7 @@ class Listings:
     remotes: dict[str, Remote]
     statuses: dict[str, RemoteStatus]
     instances: dict[InstanceRef, Instance]
-    _notify: Callable[..., None]
+    rows_changed: Callable[..., None]
     _drop: Callable[[InstanceRef], None]
     _store: Callable[[Instance], Instance]
 
@@ -42,7 +42,7 @@ class Listings:
         for inst in fresh.values():
             self._store(inst)
         self.statuses[name].listed = True
-        self._notify(name, None)
+        self.rows_changed(name, None)
 
     def _take(self, name: str, listing: FirstListing | None) -> None:
         # For the remote as it is now: the user may have changed its project meanwhile.

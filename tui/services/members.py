@@ -133,7 +133,7 @@ class ClusterMembers:
             self._stale_reads[remote] = self._stale_reads.get(remote, 0) + 1
             inv.refresh_soon(remote)  # the cluster may know them again by now
             self._confirm_later(remote)
-        inv._notify(remote, set())
+        inv.rows_changed(remote, set())
 
     def _stale(self, remote: str, members: list[ClusterMember]) -> bool:
         """Whether an instance on a member now online still reads unknown."""

@@ -20,7 +20,7 @@ def attach(app: App, inventory: Inventory, remote: Remote) -> None:
     app.run_worker(inventory.run_remote(remote.name), group=f"remote:{remote.name}",
                    exclusive=True, exit_on_error=False,
                    description=f"Follow remote {remote.name}")
-    inventory._notify(remote.name, None)  # noqa: SLF001 - the one change callback
+    inventory.rows_changed(remote.name, None)
 
 
 async def detach(app: App, inventory: Inventory, name: str) -> None:
@@ -36,4 +36,4 @@ async def detach(app: App, inventory: Inventory, name: str) -> None:
     inventory.statuses.pop(name, None)
     inventory.remotes.pop(name, None)
     inventory.activity.pop(name, None)
-    inventory._notify(name, None)  # noqa: SLF001 - the one change callback
+    inventory.rows_changed(name, None)

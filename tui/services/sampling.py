@@ -28,7 +28,7 @@ class Sampling:
     statuses: dict[str, RemoteStatus]
     instances: dict[InstanceRef, Instance]
     states: dict[InstanceRef, InstanceState]
-    _notify: Callable[..., None]
+    rows_changed: Callable[..., None]
 
     async def sample(self, name: str, refs: list[InstanceRef], *, notify: bool = True) -> None:
         """Fetch usage figures of the running ones of these instances, and snapshot counts
@@ -61,7 +61,7 @@ class Sampling:
             if inst is not None:
                 self.instances[ref] = replace(inst, snapshot_count=n)
         if notify:
-            self._notify(name, set(running) | set(counts))
+            self.rows_changed(name, set(running) | set(counts))
 
     async def sample_visible(self, visible: Iterable[InstanceRef]) -> None:
         by_remote: dict[str, list[InstanceRef]] = {}
@@ -72,4 +72,4 @@ class Sampling:
         await asyncio.gather(*(self.sample(n, refs, notify=False)
                                for n, refs in by_remote.items()))
         for name, refs in by_remote.items():
-            self._notify(name, set(refs))
+            self.rows_changed(name, set(refs))

@@ -200,7 +200,7 @@ class TerminalEmulator:
 
     # -- answers -------------------------------------------------------------------------------
 
-    def _answer(self, data: bytes) -> None:
+    def answer(self, data: bytes) -> None:
         self._answers.append(data)
 
     def _flush_answers(self) -> None:
@@ -212,7 +212,7 @@ class TerminalEmulator:
 
     # -- scrollback ----------------------------------------------------------------------------
 
-    def _push_history(self, runs: tuple[Run, ...]) -> None:
+    def push_history(self, runs: tuple[Run, ...]) -> None:
         self._push_lines([runs])
 
     def _push_lines(self, lines: list[tuple[Run, ...]]) -> None:
@@ -269,7 +269,7 @@ class TerminalEmulator:
             s.margins,
             frozenset(s.mode),
             s.alternate,
-            s._last_char,
+            s.last_char,
         )
 
     # -- the view: scrollback + screen ---------------------------------------------------------

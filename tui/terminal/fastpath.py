@@ -81,7 +81,7 @@ class FastPath:
             and mo.LNM not in mode
             and mo.DECSCNM not in mode
             and s.translate is None
-            and not s._single_pending
+            and not s.single_pending
             and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
         )
 
@@ -270,14 +270,14 @@ class FastPath:
             e += unlaid_rows
         keep_old = old[e:] if e < lines - 1 else []
         keep_new = rows[-(lines - 1):] if lines > 1 else []
-        new_buffer = s._new_buffer()
+        new_buffer = s.new_buffer()
         y = 0
         for line in keep_old:
             if line:
                 new_buffer[y] = line
             y += 1
         default = s.default_char
-        caches = s._char_caches
+        caches = s.char_caches
         fill = dict.update  # RunsRow.update would forget the runs
         for r in keep_new:
             d = RunsRow(default, r)
@@ -294,7 +294,7 @@ class FastPath:
             y += 1
         s.buffer = new_buffer
         if last_text:
-            s._last_char = last_text[-1]
+            s.last_char = last_text[-1]
         cursor.x = x
         cursor.attrs = attrs
         s.dirty.update(range(lines))

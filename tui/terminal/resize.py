@@ -20,12 +20,12 @@ def resize_screen(screen: Screen, lines: int | None, columns: int | None) -> Non
     old_lines, old_columns = screen.lines, screen.columns
     if lines < old_lines:
         _shrink(screen, screen.buffer, screen.cursor, old_lines, lines, push=not screen.alternate)
-        if screen.alternate and screen._main_buffer is not None:
-            saved = screen._main_saved[0] if screen._main_saved else None
+        if screen.alternate and screen.main_buffer is not None:
+            saved = screen.main_saved[0] if screen.main_saved else None
             cursor = saved or type("C", (), {"y": old_lines - 1})()
-            _shrink(screen, screen._main_buffer, cursor, old_lines, lines, push=True)
+            _shrink(screen, screen.main_buffer, cursor, old_lines, lines, push=True)
     if columns < old_columns:
-        for buffer in (screen.buffer, screen._main_buffer or {}):
+        for buffer in (screen.buffer, screen.main_buffer or {}):
             for line in buffer.values():
                 for x in [x for x in line if x >= columns]:
                     del line[x]
@@ -52,7 +52,7 @@ def _shrink(screen: Screen, buffer: dict, cursor, old: int, new: int, push: bool
     if excess:
         if push:
             for row in range(excess):
-                screen._emu._push_history(row_runs(buffer.get(row) or {}, columns))
+                screen.emu.push_history(row_runs(buffer.get(row) or {}, columns))
         rows = {r - excess: buffer[r] for r in list(buffer) if r >= excess}
         buffer.clear()
         buffer.update(rows)

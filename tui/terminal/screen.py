@@ -1,6 +1,6 @@
 """The screen of the console terminal: pyte's buffer and cursor model with the rules of
 xterm where pyte 0.8.2 differs, driven by the parser (``parser.py``) and by
-:class:`~tui.terminal.emulator.TerminalEmulator`, which the screen calls back (``_emu``) to
+:class:`~tui.terminal.emulator.TerminalEmulator`, which the screen calls back (``emu``) to
 keep lines that scroll off the top.
 """
 
@@ -51,20 +51,20 @@ class Screen(pyte.Screen):
     """pyte.Screen with corral's fixes. Private: driven by :class:`TerminalEmulator`."""
 
     def __init__(self, emulator: TerminalEmulator, columns: int, lines: int) -> None:
-        self._emu = emulator
+        self.emu = emulator
         self.alternate = False
-        self._main_buffer = None
-        self._main_saved: tuple | None = None  # the main screen's DECSC slot, while alternate
+        self.main_buffer = None
+        self.main_saved: tuple | None = None  # the main screen's DECSC slot, while alternate
         self.bracketed_paste = False
         self.app_cursor = False
         self.mouse_modes: set[int] = set()
-        self._char_caches: dict[Char, CharCache] = {}
-        self._last_char = ""
+        self.char_caches: dict[Char, CharCache] = {}
+        self.last_char = ""
         self.gsets: list[dict[int, str] | None] = [None, None, None, None]  # G0-G3
         self.gl = 0  # the set invoked into GL (SI: G0, SO: G1, LS2: G2, LS3: G3)
         self.translate: dict[int, str] | None = None  # gsets[gl], what draw() applies
         self.single: dict[int, str] | None = None  # SS2/SS3: the set of the next character
-        self._single_pending = False
+        self.single_pending = False
         self._saved: tuple | None = None
         super().__init__(columns, lines)
 
@@ -72,14 +72,14 @@ class Screen(pyte.Screen):
     def default_char(self) -> Char:
         return _REVERSED_CHAR if mo.DECSCNM in self.mode else DEFAULT_CHAR
 
-    def _new_buffer(self) -> defaultdict:
+    def new_buffer(self) -> defaultdict:
         return defaultdict(lambda: StaticDefaultDict(self.default_char))
 
     # -- drawing ---------------------------------------------------------------------------
 
     def draw(self, data: str) -> None:
-        if self._single_pending:
-            self._single_pending = False
+        if self.single_pending:
+            self.single_pending = False
             first = data[0].translate(self.single) if self.single else data[0]
             rest = data[1:].translate(self.translate) if self.translate else data[1:]
             data = first + rest
@@ -90,11 +90,11 @@ class Screen(pyte.Screen):
         if data.isascii() and data.isprintable() and mo.DECAWM in mode and mo.IRM not in mode:
             # Fast ASCII path: same result as the per-character loop below.
             attrs = cursor.attrs
-            cache = self._char_caches.get(attrs)
+            cache = self.char_caches.get(attrs)
             if cache is None:
-                if len(self._char_caches) > 1024:
-                    self._char_caches.clear()
-                cache = self._char_caches[attrs] = CharCache(attrs)
+                if len(self.char_caches) > 1024:
+                    self.char_caches.clear()
+                cache = self.char_caches[attrs] = CharCache(attrs)
             columns = self.columns
             x = cursor.x
             n = len(data)
@@ -114,7 +114,7 @@ class Screen(pyte.Screen):
                 i += take
             cursor.x = x
             self.dirty.add(cursor.y)
-            self._last_char = data[-1]
+            self.last_char = data[-1]
             return
 
         for char in data:
@@ -142,7 +142,7 @@ class Screen(pyte.Screen):
             if width == 2 and cursor.x + 1 < self.columns:
                 line[cursor.x + 1] = cursor.attrs._replace(data="")
             cursor.x = min(cursor.x + width, self.columns)
-            self._last_char = char
+            self.last_char = char
         self.dirty.add(cursor.y)
 
     def _split_wide(self, line: dict, start: int, end: int) -> None:
@@ -196,7 +196,7 @@ class Screen(pyte.Screen):
     def single_shift(self, g: int) -> None:
         """SS2/SS3: the next character comes from G2/G3 (xterm; tmux ignores both)."""
         self.single = self.gsets[g]
-        self._single_pending = True
+        self.single_pending = True
 
     # -- cursor ----------------------------------------------------------------------------
 
@@ -281,7 +281,7 @@ class Screen(pyte.Screen):
         self.cursor.attrs = self.default_char
         self.gsets = [None, None, None, None]
         self.locking_shift(0)
-        self._single_pending = False
+        self.single_pending = False
         self._saved = None
 
     def sgr(self, params: str) -> None:
@@ -334,9 +334,9 @@ class Screen(pyte.Screen):
     def repeat_last(self, count: int = 1, *args, **kwargs) -> None:
         """REP: the last graphic character again, ``count`` times; a second REP right after
         repeats nothing (xterm and tmux; vttest checks it)."""
-        if self._last_char:
-            self.draw(self._last_char * min(max(count, 1), self.columns * self.lines))
-            self._last_char = ""
+        if self.last_char:
+            self.draw(self.last_char * min(max(count, 1), self.columns * self.lines))
+            self.last_char = ""
 
     def tab(self) -> None:
         """HT; with a wrap pending at the right margin the cursor stays, so the next
@@ -375,13 +375,12 @@ class Screen(pyte.Screen):
         if cursor_y == self.lines - 1 and not self.alternate:
             margins = self.margins
             if margins is None or (margins.top == 0 and margins.bottom == self.lines - 1):
-                self._emu._push_history(row_runs(self.buffer.get(0) or {}, self.columns))
+                self.emu.push_history(row_runs(self.buffer.get(0) or {}, self.columns))
         super().index()
 
     def erase_in_display(self, how: int = 0, *args, **kwargs) -> None:
         if how == 3:
-            self._emu._history.clear()  # xterm/tmux: ED 3 erases the saved lines only
-            self._emu._history_changed = True
+            self.emu.clear_history()  # xterm/tmux: ED 3 erases the saved lines only
             return
         if how in (0, 1):
             self._settle_wrap()
@@ -455,19 +454,19 @@ class Screen(pyte.Screen):
             return
         if save_cursor:
             self.save_cursor()
-        self._main_saved, self._saved = self._saved, None
-        self._main_buffer = self.buffer
-        self.buffer = self._new_buffer()
+        self.main_saved, self._saved = self._saved, None
+        self.main_buffer = self.buffer
+        self.buffer = self.new_buffer()
         self.alternate = True
         self.dirty.update(range(self.lines))
 
     def _leave_alternate(self, restore_cursor: bool) -> None:
         if not self.alternate:
             return
-        self.buffer = self._main_buffer
-        self._main_buffer = None
+        self.buffer = self.main_buffer
+        self.main_buffer = None
         self.alternate = False
-        self._saved, self._main_saved = self._main_saved, None
+        self._saved, self.main_saved = self.main_saved, None
         if restore_cursor and self._saved is not None:
             self.restore_cursor()
         self.dirty.update(range(self.lines))
@@ -480,7 +479,7 @@ class Screen(pyte.Screen):
         self.mouse_modes = set()
         self.gsets = [None, None, None, None]
         self.locking_shift(0)
-        self._single_pending = False
+        self.single_pending = False
         self._saved = None
         super().reset()
         self.cursor.attrs = self.default_char
@@ -506,7 +505,7 @@ class Screen(pyte.Screen):
             self.write_process_input(f"\x1b[{prefix}{y};{x}R")
 
     def write_process_input(self, data: str) -> None:
-        self._emu._answer(data.encode())
+        self.emu.answer(data.encode())
 
     # -- resize ----------------------------------------------------------------------------
 
