@@ -127,6 +127,15 @@ def messages_queued(node: MessagePump) -> int:
     return node._message_queue.qsize()
 
 
+def search_worker_group(screen: Screen) -> str | None:
+    """The worker group in which ``screen`` searches as it is typed into (the command
+    palette's), None for a screen that does not: the key gate waits for the search of what
+    was typed before it hands on ``enter``. Textual has no way to wait for the palette's
+    results; its group is named only by the private
+    ``CommandPalette._GATHER_COMMANDS_GROUP`` (``tui/keyboard.py`` is to call this)."""
+    return getattr(type(screen), "_GATHER_COMMANDS_GROUP", None)
+
+
 # -- bindings and the keymap ----------------------------------------------------------------
 
 

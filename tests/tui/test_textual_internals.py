@@ -189,4 +189,9 @@ async def test_the_key_gates_private_reads_answer_on_a_running_app():
         assert internals.keymap(app) == {}
         app.set_keymap({"table.sort": "p"})
         assert internals.keymap(app) == {"table.sort": "p"}
+        assert internals.search_worker_group(app.screen) is None
+        app.action_command_palette()
+        await pilot.pause()
+        assert internals.search_worker_group(app.screen), (
+            "the command palette's search group is gone: tui/keyboard.py waits on it")
     assert internals.is_closing(app)
