@@ -20,9 +20,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import hermetic  # noqa: E402
-import lab as labmod  # noqa: E402
-import tiers  # noqa: E402
+import hermetic
+import lab as labmod
+import tiers
 
 
 def pytest_configure(config):
@@ -83,7 +83,7 @@ def _running(daemons, failed: str):
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         daemons.start()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         daemons.stop()
         pytest.fail(f"{failed}: {e}", pytrace=False)
     yield daemons

@@ -447,7 +447,7 @@ def libvirt_domain(name: str, disks: list[tuple[str, str]], *, efi: bool = False
 
 
 def make_ova(path: Path, members: list[tuple[str, bytes | Path]], *,
-             manifest: bool = True, tweak=None) -> Path:  # noqa: ANN001
+             manifest: bool = True, tweak=None) -> Path:
     """An OVA (a ustar archive) of ``members`` in order (name → bytes or file), with a
     SHA256 manifest ``<first>.mf`` after them when ``manifest``. ``tweak(info)`` may change
     each TarInfo (hostile variants)."""

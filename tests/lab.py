@@ -239,7 +239,7 @@ def parse_trust_token(output: str) -> tuple[str, dict]:
     for line in reversed([ln.strip() for ln in output.splitlines() if ln.strip()]):
         try:
             data = json.loads(base64.b64decode(line + "=" * (-len(line) % 4), validate=True))
-        except Exception:  # noqa: BLE001 - not the token line
+        except Exception:  # not the token line
             continue
         if isinstance(data, dict) and {"fingerprint", "secret", "addresses"} <= data.keys():
             return line, data
@@ -592,19 +592,19 @@ class Daemon:
                     self.kill()
             elif self._proc is not None:
                 self._proc.poll()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"lab: {self.name}: stop: {e}", file=sys.stderr)
             try:
                 self.kill()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         try:
             self._kill_leftovers()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"lab: {self.name}: leftover cleanup: {e}", file=sys.stderr)
         try:
             unmount_under(self.dir)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"lab: {self.name}: unmount: {e}", file=sys.stderr)
 
     def _force_stop_instances(self, timeout: float) -> None:
@@ -715,7 +715,7 @@ def _run_parallel(fns: dict[str, Callable[[], None]]) -> dict[str, BaseException
     def wrap(name: str, fn: Callable[[], None]) -> None:
         try:
             fn()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors[name] = e
 
     threads = [threading.Thread(target=wrap, args=(n, f), name=f"lab-{n}") for n, f in fns.items()]
@@ -864,19 +864,19 @@ class Lab:
         t0 = time.monotonic()
         try:
             _run_parallel({d.name: (lambda d=d: d.stop(force_instances=True)) for d in self.daemons})
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             print(f"lab: stop: {e}", file=sys.stderr)
         try:
             left = unmount_under(self.root)
             if left:
                 print(f"lab: unmounted leftovers: {left}", file=sys.stderr)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             print(f"lab: unmount: {e}", file=sys.stderr)
         if self._owns_root:
             try:
                 if not mounts_under(self.root):
                     shutil.rmtree(self.root, ignore_errors=True)
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 print(f"lab: rmtree {self.root}: {e}", file=sys.stderr)
         self.timings["stop"] = time.monotonic() - t0
 

@@ -273,15 +273,15 @@ class Cluster:
             alive = [m for m in self.members if m.alive()]
             if len(alive) == len(self.members):
                 alive[0]._force_stop_instances(timeout=30)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             print(f"cluster: stop instances: {e}", file=sys.stderr)
         try:
             _run_parallel({m.name: (lambda m=m: m.stop(timeout=10)) for m in self.members})
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             print(f"cluster: stop: {e}", file=sys.stderr)
         try:
             unmount_under(self.root)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             print(f"cluster: unmount: {e}", file=sys.stderr)
         if self._owns_root and not mounts_under(self.root):
             shutil.rmtree(self.root, ignore_errors=True)

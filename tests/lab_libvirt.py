@@ -157,7 +157,7 @@ def session_lab(request) -> "LibvirtLab":
     config.add_cleanup(lab.stop)
     try:
         lab.start()
-    except Exception as e:  # noqa: BLE001 - said in the failure
+    except Exception as e:  # said in the failure
         config._corral_libvirt_lab = f"the private libvirt failed to start: {e}"
         pytest.fail(config._corral_libvirt_lab, pytrace=False)
     config._corral_libvirt_lab = lab
@@ -250,7 +250,7 @@ class LibvirtLab:
         after :meth:`kill_daemon`."""
         argv = [_which("libvirtd"), "--config", "/etc/libvirt/libvirtd.conf",
                 "--pid-file", str(self.root / "libvirtd.pid")]
-        log = open(self.root / "libvirtd.out", "ab")  # noqa: SIM115 - the child keeps it
+        log = open(self.root / "libvirtd.out", "ab")  # the child keeps it
         env = labmod._clean_env()
         if self.sshd is not None and labmod._pid_alive(self.sshd.pid):
             cmd = [_which("nsenter"), f"--target={self.sshd.pid}", "--mount", "--", *argv]
@@ -286,7 +286,7 @@ class LibvirtLab:
 
     def _start_sshd(self) -> None:
         assert self.daemon is not None
-        log = open(self.ssh / "sshd.log", "ab")  # noqa: SIM115
+        log = open(self.ssh / "sshd.log", "ab")
         self.sshd = subprocess.Popen(
             [_which("nsenter"), f"--target={self.daemon.pid}", "--mount", "--",
              _which("sshd"), "-D", "-e", "-f", str(self.ssh / "sshd_config")],

@@ -307,7 +307,7 @@ class CorralApp(App[None]):
                 return
             frame = self._honest_frame().render_segments(self.console)
             spec.save(self.size.width, self.size.height, frame)
-        except Exception as e:  # noqa: BLE001 - private compositor parts: quit anyway
+        except Exception as e:  # private compositor parts: quit anyway
             log.warning("could not keep the last frame: %s", e)
 
     def _honest_frame(self):

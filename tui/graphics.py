@@ -58,7 +58,7 @@ def probe_terminal() -> str:
             _probed = "sixel"
         elif chosen.Image is TGPImage:
             _probed = "kitty"
-    except Exception:  # noqa: BLE001 - any trouble asking: half-blocks always work
+    except Exception:  # any trouble asking: half-blocks always work
         _probed = "halfblock"
     return _probed
 
@@ -70,7 +70,7 @@ def prepare(setting: str) -> None:
     if mode in ("kitty", "sixel") and sys.__stdout__ and sys.__stdout__.isatty():
         try:
             import textual_image.widget  # noqa: F401 - reads the cell size on import
-        except Exception as e:  # noqa: BLE001 - drawing falls back on half-blocks
+        except Exception as e:  # drawing falls back on half-blocks
             print(f"corral: textual-image cannot draw here ({e}); using half-blocks",
                   file=sys.stderr)
 
@@ -82,7 +82,7 @@ def cell_pixels() -> tuple[int, int]:
 
         width, height = image_cell_size()
         return max(1, width), max(1, height)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return 10, 20
 
 

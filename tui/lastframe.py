@@ -112,7 +112,7 @@ def load(path: Path, frame_key: dict) -> str | None:
         if json.loads(head) != frame_key:
             return None
         text = body.decode()
-    except Exception:  # noqa: BLE001 - JSON, UTF-8, a header nested beyond recursion
+    except Exception:  # JSON, UTF-8, a header nested beyond recursion
         return None
     return text if _SAFE.fullmatch(text) else None
 

@@ -79,7 +79,7 @@ class WebSocketSession:
         if self._prefill is not None:
             try:
                 self._history = strip_queries(await self._prefill())
-            except Exception:  # noqa: BLE001 - a missing log is no reason to fail attaching
+            except Exception:  # a missing log is no reason to fail attaching
                 self._history = b""
             if self._history:
                 sink.feed(self._history)
@@ -98,7 +98,7 @@ class WebSocketSession:
                     self._event(message)
         except ConnectionClosed:
             pass
-        except Exception as e:  # noqa: BLE001 - any failure ends this session, in words
+        except Exception as e:  # any failure ends this session, in words
             reason = f"the connection failed: {_words(e)}"
         if self._detached:
             reason = "detached"
@@ -107,7 +107,7 @@ class WebSocketSession:
             if self._ended is not None:
                 try:
                     reason = await self._ended() or ""
-                except Exception:  # noqa: BLE001
+                except Exception:
                     reason = ""
             if not reason:
                 rcvd = self._data.protocol.close_rcvd
@@ -131,7 +131,7 @@ class WebSocketSession:
         if isinstance(name, str) and self.on_event is not None:
             try:
                 self.on_event(name)
-            except Exception:  # noqa: BLE001 - a listener's bug must not end the console
+            except Exception:  # a listener's bug must not end the console
                 logging.getLogger(__name__).exception("console event listener failed")
 
     async def _send_control(self, message: dict[str, Any]) -> None:

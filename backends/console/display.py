@@ -132,7 +132,7 @@ class DisplayHub:
                 await asyncio.sleep(max(0.0, started + 1 / self.rate() - loop.time()))
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - the socket closed: QEMU ended
+        except Exception:  # the socket closed: QEMU ended
             self.finish("the VM stopped")
 
     async def _sender(self, viewer: _Viewer) -> None:

@@ -68,7 +68,7 @@ class ScreenSession:
                     self._apply(message, sink)
         except ConnectionClosed:
             pass
-        except Exception as e:  # noqa: BLE001 - any failure ends the session, in words
+        except Exception as e:  # any failure ends the session, in words
             reason = f"the connection failed: {e}"
         if self._detached:
             reason = "detached"

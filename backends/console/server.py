@@ -141,7 +141,7 @@ class Server:
         self.qmp = QMPClient("corral-vga")
         try:
             await asyncio.wait_for(self.qmp.connect(path), 5)
-        except Exception as e:  # noqa: BLE001 - reported to whoever started us
+        except Exception as e:  # reported to whoever started us
             raise RuntimeError(f"cannot reach the VM's console monitor ({path}): {e}") from e
         self.vga = VGAScreen()
         self.hub.snapshot = self.vga.full
@@ -176,7 +176,7 @@ class Server:
             before = self.vga.rows if self.vga else None
             try:
                 await self.poll_vga_once()
-            except Exception:  # noqa: BLE001 - QMP gone: the VM stopped
+            except Exception:  # QMP gone: the VM stopped
                 self.finish("the VM stopped")
                 return
             idle = idle + 1 if self.vga and self.vga.rows == before else 0
@@ -192,7 +192,7 @@ class Server:
         try:
             await self.qmp.execute("send-key", {
                 "keys": [{"type": "qcode", "data": k} for k in chord]})
-        except Exception:  # noqa: BLE001 - an unknown key is not worth ending the console
+        except Exception:  # an unknown key is not worth ending the console
             pass
 
     async def control(self, text: str) -> None:
@@ -255,7 +255,7 @@ class Server:
             loop.add_signal_handler(sig, self.finish, "the console server was stopped")
         try:
             await self.open_source()
-        except Exception as e:  # noqa: BLE001 - reported to whoever started us
+        except Exception as e:  # reported to whoever started us
             os.write(ready, f"error: {e}\n".encode())
             return 1
         sock = self.args.socket
@@ -287,7 +287,7 @@ class Server:
         if self.qmp is not None:
             try:
                 await self.qmp.disconnect()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         return 0
 
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     os.close(log)
     try:
         code = _serve(args, ready)
-    except BaseException as e:  # noqa: BLE001 - nobody is left to tell but the pipe/log
+    except BaseException as e:  # nobody is left to tell but the pipe/log
         try:
             os.write(ready, f"error: {e}\n".encode())
         except OSError:

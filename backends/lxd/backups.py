@@ -125,7 +125,7 @@ class Backups(Backend):
             cleanup = asyncio.ensure_future(self._delete_backup(ref, backup, op_id))
             try:
                 await asyncio.shield(cleanup)
-            except Exception:  # noqa: BLE001 - it expires on the server within a day
+            except Exception:  # it expires on the server within a day
                 pass
 
     async def _delete_backup(self, ref: InstanceRef, backup: str, op_id: str) -> None:

@@ -31,7 +31,7 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 class _NoFrames(logging.LoggerAdapter):
     """A websockets logger that never logs frames at DEBUG (they would carry the secret)."""
 
-    def isEnabledFor(self, level: int) -> bool:  # noqa: N802 - logging's name
+    def isEnabledFor(self, level: int) -> bool:  # logging's name
         return level > logging.DEBUG and self.logger.isEnabledFor(level)
 
 
@@ -185,7 +185,7 @@ async def exec_with_input(rest: Rest, ref: InstanceRef, argv: list[str], data: b
         for ws in reversed(opened):
             try:
                 await ws.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
     client = rest.client
 

@@ -245,7 +245,7 @@ class Create(Backend):
                 raise
             except BackendError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 err = rest.map_error(e)
                 if isinstance(err, Conflict):
                     raise err from e
@@ -275,7 +275,7 @@ class Create(Backend):
                         await asyncio.wait_for(asyncio.shield(started), 60 + self.timeout * 2)
                     except (BackendError, asyncio.CancelledError):
                         raise
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:
                         raise rest.map_error(e) from e
                 except BackendError as e:
                     raise OperationFailed(
@@ -288,6 +288,6 @@ class Create(Backend):
             cleanup = asyncio.ensure_future(rest.undo_create(name, post, later))
             try:
                 await asyncio.shield(cleanup)
-            except Exception:  # noqa: BLE001 - cancellation wins; cleanup logged nothing
+            except Exception:  # cancellation wins; cleanup logged nothing
                 pass
             raise

@@ -57,7 +57,7 @@ class Events(Backend):
                         try:
                             data = json.loads(frame)
                             event = convert.to_event(data, name)
-                        except Exception as e:  # noqa: BLE001 - skip it, keep the stream
+                        except Exception as e:  # skip it, keep the stream
                             log.warning("%s: skipped a malformed event (%s: %s): %.200r",
                                         name, type(e).__name__, e, frame)
                             continue

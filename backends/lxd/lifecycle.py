@@ -101,7 +101,7 @@ class Lifecycle(Backend):
         for d in items if isinstance(items, list) else ():
             try:
                 instances.append(convert.to_instance(d, self.remote.name))
-            except Exception as e:  # noqa: BLE001 - one bad entry hides nothing else
+            except Exception as e:  # one bad entry hides nothing else
                 log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
                             self.remote.name, type(e).__name__, e, d)
         rest.names = {i.name for i in instances}

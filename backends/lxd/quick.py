@@ -52,7 +52,7 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
     for d in items if isinstance(items, list) else ():
         try:
             instances.append(convert.to_instance(d, remote.name))
-        except Exception as e:  # noqa: BLE001 - one bad entry hides nothing else
+        except Exception as e:  # one bad entry hides nothing else
             log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
                         remote.name, type(e).__name__, e, d)
     return FirstListing(remote, convert.server_info(meta), tuple(instances))

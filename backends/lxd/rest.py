@@ -192,7 +192,7 @@ class Rest:
             return result
         except BackendError:
             raise
-        except Exception as e:  # noqa: BLE001 - mapped at the edge on purpose
+        except Exception as e:  # mapped at the edge on purpose
             raise self.map_error(e) from e
 
     async def stream(self, fn: Callable[[threading.Event], Any]) -> Any:
@@ -207,12 +207,12 @@ class Rest:
             stop.set()
             try:
                 await asyncio.wait_for(asyncio.shield(future), 30)
-            except BaseException:  # noqa: BLE001 - cancelled on purpose
+            except BaseException:  # cancelled on purpose
                 pass
             raise
         except BackendError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise self.map_error(e) from e
 
     @staticmethod
@@ -454,12 +454,12 @@ class Rest:
         in flight), delete what exists."""
         try:
             op_id = await asyncio.wait_for(post, self.timeout * 2)
-        except Exception:  # noqa: BLE001 - the POST failed: nothing was made
+        except Exception:  # the POST failed: nothing was made
             return
         for fut in later:
             try:
                 await asyncio.wait_for(fut, 90)
-            except Exception:  # noqa: BLE001 - whatever it did, the instance goes
+            except Exception:  # whatever it did, the instance goes
                 pass
         client = self.client
 

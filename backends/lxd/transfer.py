@@ -185,7 +185,7 @@ class Transfer(Backend):
                                                             tgt_op))
             try:
                 await asyncio.shield(cleanup)
-            except Exception:  # noqa: BLE001 - the first error is the one to show
+            except Exception:  # the first error is the one to show
                 pass
             if isinstance(e, BackendError) and not isinstance(e, OperationFailed) \
                     and not isinstance(e, Conflict):

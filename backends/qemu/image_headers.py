@@ -81,7 +81,7 @@ def _sniff(head: bytes) -> tuple[str, str]:
     return "raw", ""
 
 
-def _qcow2(f, head: bytes) -> Header:  # noqa: ANN001 - a binary file
+def _qcow2(f, head: bytes) -> Header:  # a binary file
     if len(head) < 72:
         return Header("qcow2", problem="is a truncated qcow2 file")
     version, backing_offset, backing_size, cluster_bits = struct.unpack(">IQII", head[4:24])
@@ -130,7 +130,7 @@ def _qcow2(f, head: bytes) -> Header:  # noqa: ANN001 - a binary file
     return Header("qcow2", backing, backing_format, data_file)
 
 
-def _vmdk_sparse(f, head: bytes) -> Header:  # noqa: ANN001 - a binary file
+def _vmdk_sparse(f, head: bytes) -> Header:  # a binary file
     if len(head) < 36:
         return Header("vmdk", problem="is a truncated VMDK file")
     capacity, _grain, desc_offset = struct.unpack("<QQQ", head[12:36])

@@ -66,7 +66,7 @@ class HostFallback:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_durably(self.path, (json.dumps(data, indent=2) + "\n").encode())
-        except Exception as e:  # noqa: BLE001 - the fallback is a convenience
+        except Exception as e:  # the fallback is a convenience
             log.warning("cannot remember the KVM fallback in %s: %s", self.path, e)
 
     def words(self) -> str:

@@ -389,7 +389,7 @@ class Machines:
         if qmp is not None:
             try:
                 await qmp.disconnect()
-            except Exception:  # noqa: BLE001 - after quit it raises an empty error
+            except Exception:  # after quit it raises an empty error
                 pass
         self._release(name)
         expected = name in self.expect_exit
@@ -415,7 +415,7 @@ class Machines:
         for qmp in list(self.qmp.values()):
             try:
                 await qmp.disconnect()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self.qmp.clear()
         for name in list(self.claims):

@@ -132,7 +132,7 @@ async def _outcome(make: Callable[[], Any]) -> Any:
         result = make()
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, 120)
-    except Exception as e:  # noqa: BLE001 - the caller judges it
+    except Exception as e:  # the caller judges it
         return e
     close = getattr(result, "close", None)
     if callable(close) and inspect.iscoroutinefunction(close):

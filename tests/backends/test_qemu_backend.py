@@ -14,12 +14,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qemu_guest import wait_serial  # noqa: E402
+from qemu_guest import wait_serial
 
-from backends import first_listing  # noqa: E402
-from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut  # noqa: E402
-from backends.models import InstanceRef, InstanceStatus  # noqa: E402
-from backends.qemu import QEMUBackend  # noqa: E402
+from backends import first_listing
+from backends.errors import Conflict, InvalidInput, NotFound, StopTimedOut
+from backends.models import InstanceRef, InstanceStatus
+from backends.qemu import QEMUBackend
 
 
 async def next_event(stream, ref, actions, timeout=20):

@@ -15,10 +15,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qemu_guest import wait_serial  # noqa: E402
+from qemu_guest import wait_serial
 
-from backends.errors import Conflict, InvalidInput, OperationFailed  # noqa: E402
-from backends.models import (  # noqa: E402
+from backends.errors import Conflict, InvalidInput, OperationFailed
+from backends.models import (
     Capability,
     CreateRequest,
     CreateSource,

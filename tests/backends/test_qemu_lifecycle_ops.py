@@ -15,11 +15,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qemu_guest import wait_serial  # noqa: E402
+from qemu_guest import wait_serial
 
-from backends.errors import Conflict, InvalidInput  # noqa: E402
-from backends.models import InstanceRef, InstanceStatus  # noqa: E402
-from backends.qemu.definition import VMDefinition  # noqa: E402
+from backends.errors import Conflict, InvalidInput
+from backends.models import InstanceRef, InstanceStatus
+from backends.qemu.definition import VMDefinition
 
 
 def ref(name):

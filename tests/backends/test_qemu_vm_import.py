@@ -18,11 +18,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import import_fixtures as fx  # noqa: E402
-from qemu_guest import wait_serial  # noqa: E402
+import import_fixtures as fx
+from qemu_guest import wait_serial
 
-from backends.errors import InvalidInput  # noqa: E402
-from backends.models import CreateRequest, CreateSource, InstanceStatus, InstanceType  # noqa: E402
+from backends.errors import InvalidInput
+from backends.models import CreateRequest, CreateSource, InstanceStatus, InstanceType
 
 MiB = 1 << 20
 

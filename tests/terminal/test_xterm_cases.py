@@ -36,7 +36,7 @@ def test_every_drawn_row_measures_its_cells(name: str) -> None:
     emulator = TerminalEmulator(WIDTH, HEIGHT)
     emulator.feed(stream(name))
     emulator.flush()
-    buffer = emulator._screen.buffer  # noqa: SLF001 - the cells the row is drawn from
+    buffer = emulator._screen.buffer  # the cells the row is drawn from
     for y in range(HEIGHT):
         line = buffer.get(y) or {}
         text = "".join(s.text for s in emulator.render_view_line(y, cursor=False))

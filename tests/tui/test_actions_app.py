@@ -14,9 +14,9 @@ from textual.widgets import DataTable, Input, OptionList
 from tui.app import make_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from backend_checks import busybox_container, lxc  # noqa: E402
-from test_real_app import rows, select, wait_for, write_config  # noqa: E402
-from test_wizard_app import notes  # noqa: E402
+from backend_checks import busybox_container, lxc
+from test_real_app import rows, select, wait_for, write_config
+from test_wizard_app import notes
 
 
 def screen_name(app) -> str:

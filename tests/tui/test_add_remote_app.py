@@ -13,7 +13,7 @@ from tui.screens.dialogs import ConfirmDialog
 from tui.widgets.remote_list import RemoteList
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import wait_for  # noqa: E402
+from test_real_app import wait_for
 
 
 def _config(tmp_path):

@@ -40,7 +40,7 @@ def member_row(app, member):
     remotes = app.main_screen.query_one(RemoteList)
     try:
         return [str(c).strip() for c in remotes.get_row(member_key(REMOTE, member))]
-    except Exception:  # noqa: BLE001 - not there (yet)
+    except Exception:  # not there (yet)
         return None
 
 

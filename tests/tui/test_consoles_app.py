@@ -17,8 +17,8 @@ from tui.widgets.instance_table import InstanceTable
 from tui.widgets.terminal import TerminalView
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from backend_checks import busybox_container, lxc  # noqa: E402
-from test_real_app import rows, select, wait_for, write_config  # noqa: E402
+from backend_checks import busybox_container, lxc
+from test_real_app import rows, select, wait_for, write_config
 
 
 def dock(app) -> ConsoleDock:

@@ -20,12 +20,12 @@ from tui.app import make_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import import_fixtures as fx  # noqa: E402
-import lab_libvirt  # noqa: E402
-from test_actions_app import action  # noqa: E402
-from test_consoles_app import open_tab, type_line, wait_screen  # noqa: E402
-from test_real_app import rows, select, wait_for, write_config  # noqa: E402
-from test_wizard_import_app import slow_qemu_img  # noqa: E402
+import import_fixtures as fx
+import lab_libvirt
+from test_actions_app import action
+from test_consoles_app import open_tab, type_line, wait_screen
+from test_real_app import rows, select, wait_for, write_config
+from test_wizard_import_app import slow_qemu_img
 
 DOMAIN = """\
 <domain type='qemu'>

@@ -15,7 +15,7 @@ from tui.screens.paths import complete
 from tui.widgets.instance_table import InstanceTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import wait_for  # noqa: E402
+from test_real_app import wait_for
 
 
 def local_app(tmp_path, lab_env):

@@ -7,7 +7,7 @@ from textual.widgets import Input
 
 from tui.widgets.instance_table import InstanceTable
 
-from .test_fake_app import fake_env, press, running, select, settle, table_rows  # noqa: F401,F811
+from .test_fake_app import fake_env, press, running, select, settle, table_rows  # noqa: F401
 
 
 def screen_lines(app) -> list[str]:

@@ -26,7 +26,7 @@ from tui.screens.dialogs import ChoiceDialog, ConfirmDialog
 from tui.widgets.instance_table import InstanceTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_fake_app import select  # noqa: E402
+from test_fake_app import select
 
 R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
 CT = InstanceType.CONTAINER

@@ -11,8 +11,8 @@ from tui.app import make_app
 from tui.flows.transfer import copy_targets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_actions_app import action, answer, names, pick, screen_name  # noqa: E402
-from test_real_app import rows, select, status, wait_for, write_config  # noqa: E402
+from test_actions_app import action, answer, names, pick, screen_name
+from test_real_app import rows, select, status, wait_for, write_config
 
 
 async def test_stop_and_copy_offers_to_start_again(lab, lab_env, unique, tmp_path):

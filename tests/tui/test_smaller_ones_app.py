@@ -19,7 +19,7 @@ from tui.screens.wizard import WizardScreen
 from tui.views.pane import ResourcePane
 from tui.widgets.instance_table import InstanceTable
 
-from .test_fake_app import fake_env, press, running, select, settle  # noqa: F401,F811
+from .test_fake_app import fake_env, press, running, select, settle  # noqa: F401
 from .test_first_hour_app import look, screen_lines
 
 

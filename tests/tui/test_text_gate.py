@@ -52,7 +52,7 @@ from tui.widgets.plain import Plain, PlainInput, PlainLabel
 from tui.widgets.remote_list import RemoteList
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import wait_for  # noqa: E402
+from test_real_app import wait_for
 
 PAYLOAD = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\x07\x9b31m\x9d0;x\x9c\u202e"
 """OSC 52 (sets the clipboard), clear screen, BEL, 8-bit CSI and OSC, right-to-left."""

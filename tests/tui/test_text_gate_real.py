@@ -17,9 +17,9 @@ from tui.format import printable
 from tui.screens.dialogs import InputDialog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_files_app import open_files  # noqa: E402
-from test_real_app import wait_for  # noqa: E402
-from test_text_gate import Terminal, settle  # noqa: E402
+from test_files_app import open_files
+from test_real_app import wait_for
+from test_text_gate import Terminal, settle
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"
 """Sets the clipboard to ``rm -rf ~`` (base64) in a terminal that lets it."""

@@ -14,8 +14,8 @@ from tui.app import make_app
 from tui.widgets.details import SnapshotTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import rows, select, wait_for, write_config  # noqa: E402
-from wizard_keys import fill, problem, wizard  # noqa: E402
+from test_real_app import rows, select, wait_for, write_config
+from wizard_keys import fill, problem, wizard
 
 
 def status(app, ref):

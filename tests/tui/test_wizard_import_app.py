@@ -16,9 +16,9 @@ from tui.app import make_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import import_fixtures as fx  # noqa: E402
-from test_real_app import rows, wait_for, write_config  # noqa: E402
-from wizard_keys import choose, fill, problem  # noqa: E402
+import import_fixtures as fx
+from test_real_app import rows, wait_for, write_config
+from wizard_keys import choose, fill, problem
 
 MiB = 1 << 20
 

@@ -10,9 +10,9 @@ from tui.app import make_app
 from tui.widgets.details import SnapshotTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_real_app import rows, wait_for, write_config  # noqa: E402
-from test_wizard_app import confirm, edit_limit, notes, take_snapshot  # noqa: E402
-from wizard_keys import problem, wizard  # noqa: E402
+from test_real_app import rows, wait_for, write_config
+from test_wizard_app import confirm, edit_limit, notes, take_snapshot
+from wizard_keys import problem, wizard
 
 GOOD_YAML = "#cloud-config\nruncmd:\n  - [touch, /tmp/ok]\n"
 BAD_YAML = "#cloud-config\nruncmd: [unclosed\n"

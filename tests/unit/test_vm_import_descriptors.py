@@ -12,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import import_fixtures as fx  # noqa: E402
+import import_fixtures as fx
 
-from backends.qemu.vm_import import libvirt_xml, ovf, vbox  # noqa: E402
+from backends.qemu.vm_import import libvirt_xml, ovf, vbox
 
 MiB = 1 << 20
 

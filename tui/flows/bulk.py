@@ -94,7 +94,7 @@ async def run_all(app: App, inventory: Inventory, verb: str, targets: list[Targe
                 error = e.message
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001 - one row's surprise is its own result
+            except Exception as e:  # one row's surprise is its own result
                 error = f"{type(e).__name__}: {e}"
             done += 1
             if error:

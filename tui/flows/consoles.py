@@ -50,7 +50,7 @@ async def open_kind(ctx: Context, kind: str) -> None:
         ctx.notify(e.message, title=what, severity="warning", timeout=10)
     except BackendError as e:
         ctx.notify(e.message, title=what, severity="error", timeout=10)
-    except Exception as e:  # noqa: BLE001 - a bug: say it, keep the app alive
+    except Exception as e:  # a bug: say it, keep the app alive
         ctx.app.log.error(f"opening {kind} of {ref}", e)
         ctx.notify(f"{type(e).__name__}: {e}", title=f"Opening the {kind} failed",
                    severity="error", timeout=15)

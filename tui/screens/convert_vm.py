@@ -33,7 +33,7 @@ class ConvertScreen(ModalScreen[Instance | None]):
         Binding("x", "cancel(True)", "Stop", show=False, tooltip="Stop a running conversion"),
     ]
 
-    def __init__(self, ref: InstanceRef, target: str, backend, source: CreateSource) -> None:  # noqa: ANN001
+    def __init__(self, ref: InstanceRef, target: str, backend, source: CreateSource) -> None:
         super().__init__()
         self.ref, self.target, self.backend, self.source = ref, target, backend, source
         self.summary_ready = False

@@ -108,7 +108,7 @@ class LimitsScreen(ModalScreen[dict[str, str] | None]):
         for f in self.fields:
             try:
                 box = self.query_one(f"#limit-{f.key}", Input)
-            except Exception:  # noqa: BLE001 - not mounted yet
+            except Exception:  # not mounted yet
                 continue
             if not box.disabled and box.value.strip() != f.value:
                 out[f.key] = box.value.strip()

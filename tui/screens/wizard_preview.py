@@ -34,11 +34,11 @@ def placeholder(kind: str) -> str:
     return PLACEHOLDERS.get(kind, "path")
 
 
-def _path(screen) -> str:  # noqa: ANN001 - the WizardScreen
+def _path(screen) -> str:  # the WizardScreen
     return os.path.expanduser(screen.query_one("#wizard-path", Input).value.strip())
 
 
-def current(screen) -> SourcePreview | None:  # noqa: ANN001
+def current(screen) -> SourcePreview | None:
     """The preview of the source and path now chosen (None: none, or another one's)."""
     kept = screen.__dict__.get("_preview")
     src = screen.source
@@ -48,7 +48,7 @@ def current(screen) -> SourcePreview | None:  # noqa: ANN001
     return result if key == (screen.remote, src.kind, _path(screen)) else None
 
 
-async def enter(screen) -> None:  # noqa: ANN001
+async def enter(screen) -> None:
     """Leave the *What* step through the backend's preview of the chosen source."""
     src, remote = screen.source, screen.remote
     path = _path(screen)
@@ -79,7 +79,7 @@ async def enter(screen) -> None:  # noqa: ANN001
     screen.show("name")
 
 
-def lines(screen) -> Text:  # noqa: ANN001
+def lines(screen) -> Text:
     """The summary's lines of the preview (empty when there is none)."""
     result = current(screen)
     text = Text()
@@ -91,7 +91,7 @@ def lines(screen) -> Text:  # noqa: ANN001
     return text
 
 
-def problem(screen) -> str | None:  # noqa: ANN001
+def problem(screen) -> str | None:
     """Why the summary's source cannot be created from (None: it can)."""
     result = current(screen)
     if result is None:
@@ -101,11 +101,11 @@ def problem(screen) -> str | None:  # noqa: ANN001
     return "; ".join(result.problems) or None
 
 
-def can_cancel(screen) -> bool:  # noqa: ANN001
+def can_cancel(screen) -> bool:
     return bool(screen.options.can_cancel or screen.source and screen.source.cancellable)
 
 
-def drop(screen) -> None:  # noqa: ANN001
+def drop(screen) -> None:
     """Let the backend forget what it read for the last preview."""
     previewed = screen.__dict__.pop("_previewed", None)
     screen.__dict__.pop("_preview", None)

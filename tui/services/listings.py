@@ -80,7 +80,7 @@ class Listings:
                 # A slow remote: its backend connects meanwhile; the listing is shown if
                 # it comes before the backend's own (a hung one: as long as it would).
                 arriving.add_done_callback(lambda done: self._late(name, done))
-            except Exception as e:  # noqa: BLE001 - reported by the backend's connection
+            except Exception as e:  # reported by the backend's connection
                 log.debug("%s: first listing not used (%s: %s)", name, type(e).__name__, e)
             else:
                 self._take(name, listing)

@@ -120,7 +120,7 @@ def start_listings(remotes: list[Remote], timeout: float
         def run(remote: Remote = remote, future: Future = future) -> None:
             try:
                 future.set_result(first_listing(remote, timeout=timeout))
-            except BaseException as e:  # noqa: BLE001 - the backend's connect reports it
+            except BaseException as e:  # the backend's connect reports it
                 log.debug("%s: no first listing (%s: %s)", remote.name, type(e).__name__, e)
                 future.set_exception(e)
 

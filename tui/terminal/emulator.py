@@ -180,7 +180,7 @@ class TerminalEmulator:
                 self._fast.feed(text)
             else:
                 self._stream.feed(text)
-        except Exception:  # noqa: BLE001 - belt and braces: never let output kill the UI
+        except Exception:  # belt and braces: never let output kill the UI
             self._stream.reset()
         self._flush_answers()
 

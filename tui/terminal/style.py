@@ -54,7 +54,7 @@ class Styles:
         value = self._palette.get(name, name)
         try:
             return Color.parse(value)
-        except Exception:  # noqa: BLE001 - an unknown name is drawn as the default
+        except Exception:  # an unknown name is drawn as the default
             return None
 
     def _readable(self, bg: Color) -> Color | None:

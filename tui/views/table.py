@@ -130,7 +130,7 @@ class ResourceTable(FastTable):
             return None
         try:
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:  # noqa: BLE001 - empty or moving table
+        except Exception:  # empty or moving table
             return None
 
     @property

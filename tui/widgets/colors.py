@@ -19,6 +19,6 @@ def theme_colors(app: App, names: list[str]) -> dict[str, str]:
             seen += 1
         try:
             out[name] = Color.parse(value.split()[0]).hex6 if value else ""
-        except Exception:  # noqa: BLE001 - a colour Rich cannot use: fall back to default
+        except Exception:  # a colour Rich cannot use: fall back to default
             out[name] = ""
     return out

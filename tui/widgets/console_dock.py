@@ -80,7 +80,7 @@ class ConsoleDock(Vertical):
         """The last console tab was closed."""
 
     def __init__(self, *, detach_key: str = "ctrl+right_square_bracket",
-                 record_dir: str = "", id: str | None = None) -> None:  # noqa: A002
+                 record_dir: str = "", id: str | None = None) -> None:
         super().__init__(id=id)
         self.detach_key = detach_key
         self.record_dir = record_dir

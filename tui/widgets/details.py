@@ -146,7 +146,7 @@ class DetailsPane(Vertical):
     }
     """
 
-    def __init__(self, inventory: Inventory, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, inventory: Inventory, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.inventory = inventory
         self.ref: InstanceRef | None = None

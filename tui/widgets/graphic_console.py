@@ -116,7 +116,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         if self.mode in ("kitty", "sixel"):
             try:
                 from textual_image.widget import SixelImage, TGPImage
-            except Exception as e:  # noqa: BLE001 - half-blocks always work
+            except Exception as e:  # half-blocks always work
                 log.warning("textual-image unavailable (%s): drawing with half-blocks", e)
                 self.mode = "halfblock"
                 return
@@ -137,7 +137,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
             coro = await self._outbox.get()
             try:
                 await coro
-            except Exception as e:  # noqa: BLE001 - a lost key is not worth a crash
+            except Exception as e:  # a lost key is not worth a crash
                 log.debug("screen input failed: %s", e)
 
     def _start(self) -> None:
@@ -147,7 +147,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
     async def _run_start(self, session: ScreenSession) -> None:
         try:
             await session.start(self)
-        except Exception as e:  # noqa: BLE001 - shown on screen, never fatal
+        except Exception as e:  # shown on screen, never fatal
             self.closed(f"cannot open the screen: {e}")
 
     def on_unmount(self) -> None:

@@ -181,7 +181,7 @@ class InstanceTable(FastTable):
             return None
         try:
             key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:  # noqa: BLE001 - empty or moving table
+        except Exception:  # empty or moving table
             return None
         return self.refs.get(key or "")
 
@@ -192,7 +192,7 @@ class InstanceTable(FastTable):
         for index in range(first, min(self.row_count, first + self.size.height + 1)):
             try:
                 key = self.coordinate_to_cell_key((index, 0)).row_key.value
-            except Exception:  # noqa: BLE001
+            except Exception:
                 break
             if key in self.refs:
                 out.append(self.refs[key])

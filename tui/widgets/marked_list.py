@@ -18,20 +18,20 @@ MARK, UNMARKED = "▸ ", "  "
 class MarkedOptionList(OptionList):
     """:class:`OptionList` with the highlighted option marked by ``▸`` as well."""
 
-    def __init__(self, *content, **options) -> None:  # noqa: ANN003 - OptionList's
+    def __init__(self, *content, **options) -> None:  # OptionList's
         self._plain: dict[Option, object] = {}
         """Each option's prompt as given (before its mark)."""
         super().__init__(*content, **options)
 
-    def clear_options(self):  # noqa: ANN201 - Self
+    def clear_options(self):  # Self
         self._plain.clear()
         return super().clear_options()
 
-    def set_options(self, options: Iterable):  # noqa: ANN201 - Self
+    def set_options(self, options: Iterable):  # Self
         self._plain.clear()
         return super().set_options(options)
 
-    def add_options(self, new_options: Iterable):  # noqa: ANN201 - Self
+    def add_options(self, new_options: Iterable):  # Self
         super().add_options(new_options)
         self._mark()
         return self

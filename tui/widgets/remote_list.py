@@ -91,7 +91,7 @@ class RemoteList(DataTable):
             return None
         try:
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
     @property

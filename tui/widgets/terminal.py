@@ -102,7 +102,7 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
         scrollback: int = 5000,
         close_on_unmount: bool = True,
         name: str | None = None,
-        id: str | None = None,  # noqa: A002 - Textual's name
+        id: str | None = None,  # Textual's name
         classes: str | None = None,
     ) -> None:
         """
@@ -177,7 +177,7 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
     async def _run_start(self, session: ConsoleSession) -> None:
         try:
             await session.start(self)
-        except Exception as e:  # noqa: BLE001 - shown on screen, never fatal
+        except Exception as e:  # shown on screen, never fatal
             log.warning("console start failed: %s", e)
             self.closed(f"cannot open the console: {e}")
             return
@@ -310,7 +310,7 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
     def _apply_theme(self) -> None:
         try:
             dark = self.app.current_theme.dark
-        except Exception:  # noqa: BLE001 - no theme yet
+        except Exception:  # no theme yet
             dark = True
         from tui.terminal.emulator import ansi_palette
 
@@ -368,7 +368,7 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
         async def resize() -> None:
             try:
                 await session.resize(*size)
-            except Exception as e:  # noqa: BLE001 - best effort: an old daemon may not resize
+            except Exception as e:  # best effort: an old daemon may not resize
                 log.debug("console resize failed: %s", e)
 
         self.run_worker(resize(), name="console-resize", group="terminal-resize",

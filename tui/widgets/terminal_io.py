@@ -34,7 +34,7 @@ def close_in_background(closing: Awaitable[None]) -> None:
     async def run() -> None:
         try:
             await closing
-        except Exception as e:  # noqa: BLE001 - nobody is left to tell
+        except Exception as e:  # nobody is left to tell
             log.debug("console close: %s", e)
 
     task = asyncio.get_running_loop().create_task(run())
@@ -131,7 +131,7 @@ class OutputPump:
                 await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - the emulator never raises; be safe anyway
+        except Exception:  # the emulator never raises; be safe anyway
             log.exception("terminal output pump failed")
         finally:
             self._task = None
@@ -171,7 +171,7 @@ class InputWriter:
                 await self._send(data)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001 - the session reports closure itself
+            except Exception as e:  # the session reports closure itself
                 log.debug("console send failed: %s", e)
 
 

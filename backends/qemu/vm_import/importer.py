@@ -119,7 +119,7 @@ class Importer(Backend):
             raise
         return plan
 
-    async def _gate(self, kind: str, base: str, ref, d: Described) -> PlannedDisk | None:  # noqa: ANN001
+    async def _gate(self, kind: str, base: str, ref, d: Described) -> PlannedDisk | None:
         """The disk ``ref`` found and through the image gate; None (and a problem noted)
         when refused."""
         label = ref.where or ref.file

@@ -59,7 +59,7 @@ def describe(data: bytes) -> Described:
     return d
 
 
-def _disks(devices, d: Described) -> None:  # noqa: ANN001 - an Element or None
+def _disks(devices, d: Described) -> None:  # an Element or None
     found: list[tuple[int, int, DiskRef]] = []
     buses = set()
     for n, disk in enumerate(kids(devices, "disk")):
@@ -97,7 +97,7 @@ def _disks(devices, d: Described) -> None:  # noqa: ANN001 - an Element or None
                           f"them; Windows needs virtio-win)")
 
 
-def _nics(devices, d: Described) -> None:  # noqa: ANN001
+def _nics(devices, d: Described) -> None:
     models, networks = [], []
     for nic in kids(devices, "interface"):
         d.macs.append(mac_address(attr(kid(nic, "mac"), "address")))
@@ -109,7 +109,7 @@ def _nics(devices, d: Described) -> None:  # noqa: ANN001
     d.nic_words(models, networks)
 
 
-def _others(devices, d: Described) -> None:  # noqa: ANN001
+def _others(devices, d: Described) -> None:
     graphics = [attr(g, "type") for g in kids(devices, "graphics")]
     if graphics and "vnc" not in graphics and "spice" in graphics:
         d.unmapped.append("a SPICE-only display: corral serves the screen over its own "

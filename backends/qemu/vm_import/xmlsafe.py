@@ -21,7 +21,7 @@ class XMLRefused(Exception):
     """The document is refused; the message says why, as a clause."""
 
 
-def _refuse(what: str):  # noqa: ANN202 - an expat handler
+def _refuse(what: str):  # an expat handler
     def handler(*_args: object) -> None:
         raise XMLRefused(f"it holds {what}, which corral does not read (an XML file "
                          f"from outside may not declare entities)")
