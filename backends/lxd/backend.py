@@ -22,7 +22,7 @@ from .cluster import Clustering, ClusterState
 from .consoles import Consoles
 from .create import Create
 from .events import Events
-from .files import Files
+from .files import Files, SFTPChannels
 from .guest import Guest
 from .image_aliases import ImageAliases
 from .images import Images
@@ -72,6 +72,7 @@ class LXDBackend(Clustering, Lifecycle, Events, Create, Limits, Snapshots, Conso
         super().__init__(remote, timeout=timeout)
         self.rest = Rest(remote, timeout, self.product)
         self.cluster = ClusterState(remote.address)
+        self.sftp = SFTPChannels()
 
     def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
         """A VM's screen (SPICE) is offered while it runs, so that ``v`` can explain that it

@@ -13,6 +13,7 @@ import asyncio
 import os
 import posixpath
 import threading
+import time
 from typing import Any, Callable
 
 from pylxd import exceptions as pylxd_exc
@@ -21,10 +22,14 @@ from ..base import Backend
 from ..errors import BackendError, InvalidInput, NotFound, OperationFailed
 from ..models import FileEntry, InstanceRef
 from .rest import Rest
+from .sftp import SFTPChannel, SFTPError
 
 _CHUNK = 1 << 20
 _LIST_THREADS = 3
 """Of the remote's 4 pool threads, how many a directory listing uses at once."""
+SFTP_RETRY = 30.0
+"""Seconds before an instance whose SFTP channel failed is tried through it again (a VM
+whose agent was not up yet; meanwhile the ``/files`` API lists it)."""
 
 
 def _entry(path: str, headers: Any, prefix: str, size: int = 0) -> FileEntry:
@@ -41,11 +46,26 @@ def _entry(path: str, headers: Any, prefix: str, size: int = 0) -> FileEntry:
                      gid=int(h("gid", "0")))
 
 
+class SFTPChannels:
+    """What the instance SFTP channels taught this backend: whether the daemon has them,
+    which instances' failed lately, and the last listing's entries."""
+
+    def __init__(self) -> None:
+        self.absent = False
+        """The daemon has no ``/sftp`` endpoint (it said 404): ``/files`` lists."""
+        self.failed: dict[InstanceRef, float] = {}
+        self.listed: dict[tuple[InstanceRef, str], list[FileEntry]] = {}
+        """A listing's entries, for the :meth:`Files.stat_files` that follows its names."""
+        self.lock = threading.Lock()
+
+
 class Files(Backend):
     """``list_files`` (``list_names`` then ``stat_files``), ``read_file``, ``write_file``
-    over the file API."""
+    over the file API; listings through the instance's SFTP channel where the daemon has
+    one (:mod:`.sftp`: every entry with its details in one round trip)."""
 
     rest: Rest
+    sftp: SFTPChannels
 
     @property
     def _prefix(self) -> str:
@@ -79,7 +99,14 @@ class Files(Backend):
 
     async def list_names(self, ref: InstanceRef, path: str) -> list[str]:
         """The names in directory ``path``, in one round trip (``GET`` answers them; the
-        file panel shows them before their details, :meth:`stat_files`)."""
+        file panel shows them before their details, :meth:`stat_files`). Through the
+        instance's SFTP channel the details come in the same round trip: they are kept for
+        the :meth:`stat_files` that follows, which then answers at once."""
+        listed = await self._sftp_list(ref, path)
+        if listed is not None:
+            with self.sftp.lock:
+                self.sftp.listed[(ref, path)] = listed
+            return sorted(e.name for e in listed)
         node = self.rest.client.api.instances[ref.name].files
         prefix = self._prefix
 
@@ -98,8 +125,14 @@ class Files(Backend):
 
     async def stat_files(self, ref: InstanceRef, path: str, names: list[str]
                          ) -> list[FileEntry]:
-        """Type, mode and owner (and a symlink's target) of ``names`` in ``path``: one
-        ``HEAD`` each (and a ``GET`` per symlink), in slices over the remote's pool."""
+        """Type, mode and owner (and a symlink's target) of ``names`` in ``path``: what
+        the SFTP listing of :meth:`list_names` read, else one ``HEAD`` each (and a ``GET``
+        per symlink), in slices over the remote's pool."""
+        with self.sftp.lock:
+            listed = self.sftp.listed.pop((ref, path), None)
+        if listed is not None:
+            wanted = set(names)
+            return sorted((e for e in listed if e.name in wanted), key=lambda e: e.path)
         node = self.rest.client.api.instances[ref.name].files
         prefix = self._prefix
 
@@ -124,6 +157,41 @@ class Files(Backend):
         parts = await asyncio.gather(*(self.rest.call(_stat, part, timeout=self.timeout * 10)
                                        for part in slices if part))
         return sorted((e for part in parts for e in part), key=lambda e: e.path)
+
+    async def _sftp_list(self, ref: InstanceRef, path: str) -> list[FileEntry] | None:
+        """``path``'s entries with their details through the instance's SFTP channel, or
+        None where there is none (an older daemon, a VM without its agent, any failure:
+        the ``/files`` API then lists it and says what is wrong in its own words)."""
+        channels = self.sftp
+        if channels.absent or ref.project != self.remote.project:
+            return None
+        with channels.lock:
+            if time.monotonic() - channels.failed.get(ref, -SFTP_RETRY) < SFTP_RETRY:
+                return None
+
+        def _list() -> list[FileEntry] | None:
+            # a channel per listing: an open one (its server process in the instance)
+            # keeps LXD from stopping the instance until it closes
+            try:
+                channel = SFTPChannel.open(self.rest.remote, ref.name, self.timeout)
+            except (OSError, SFTPError) as e:
+                with channels.lock:
+                    if isinstance(e, SFTPError) and e.http_status in (400, 404, 405, 501):
+                        channels.absent = True  # an older daemon: no such endpoint
+                    else:
+                        channels.failed[ref] = time.monotonic()
+                return None
+            try:
+                return channel.listdir(path)
+            except (OSError, SFTPError) as e:
+                if not isinstance(e, SFTPError) or not e.in_step:
+                    with channels.lock:
+                        channels.failed[ref] = time.monotonic()  # the channel, not the path
+                return None
+            finally:
+                channel.close()
+
+        return await self.rest.call(_list)
 
     async def read_file(self, ref: InstanceRef, entry: FileEntry, local: str,
                         progress: Callable[[int], None] | None = None) -> None:

@@ -256,3 +256,51 @@ def test_lxc_owners_through_the_idmap():
         ids.outside("u", 70000)
     plain = IdMap("lxc.uts.name = c1\n")  # privileged: the same ids
     assert plain.inside("u", 1234) == 1234 == plain.outside("u", 1234)
+
+
+async def test_listing_through_sftp_has_every_detail_in_one_round_trip(lxd_subject):
+    """Through the instance's SFTP channel (LXD 5.0.2 and Incus 6.0 have it), a directory's names come with their
+    type, size, mode, owner and link target at once, equal to what the instance's own
+    ``stat`` says and to the ``/files`` API's answer; the channel is kept for the next
+    listing; a missing path or a file is refused in the ``/files`` API's words."""
+    backend, daemon, ref = lxd_subject
+    daemon.cli("exec", ref.name, "--", "sh", "-c",
+               "mkdir -p /srv/t/sub && chmod 750 /srv/t/sub && head -c 12345 /dev/zero "
+               "> /srv/t/data && chown 1234:2345 /srv/t/data && chmod 640 /srv/t/data && "
+               "ln -s ../etc/hostname /srv/t/link && : > '/srv/t/with space'")
+    names = await backend.list_names(ref, "/srv/t")
+    assert names == ["data", "link", "sub", "with space"]
+    assert (ref, "/srv/t") in backend.sftp.listed  # the details came with the names
+    entries = {e.name: e for e in await backend.stat_files(ref, "/srv/t", names)}
+    truth = daemon.cli("exec", ref.name, "--", "stat", "-c", "%n|%s|%a|%u|%g|%F",
+                       "/srv/t/data", "/srv/t/sub", "/srv/t/link", "/srv/t/with space").stdout
+    kinds = {"regular file": "file", "directory": "directory", "symbolic link": "symlink",
+             "regular empty file": "file"}
+    for line in truth.splitlines():
+        path, size, mode, uid, gid, kind = line.split("|")
+        e = entries[path.rsplit("/", 1)[1]]
+        assert (e.kind, e.uid, e.gid) == (kinds[kind], int(uid), int(gid)), line
+        if e.kind != "symlink":
+            assert e.mode == int(mode, 8), line
+        if e.kind == "file":
+            assert e.size == int(size), line
+    # the target as stored, as readlink says (the /files API answers it made absolute:
+    # /srv/etc/hostname)
+    assert entries["link"].target == "../etc/hostname" == daemon.cli(
+        "exec", ref.name, "--", "readlink", "/srv/t/link").stdout.strip()
+    assert entries["data"].size == 12345
+    # the /files API (one HEAD per name) says the same of type, mode and owner
+    by_head = {e.name: e for e in await backend.stat_files(ref, "/srv/t", names)}
+    for name, e in entries.items():
+        assert (by_head[name].kind, by_head[name].uid, by_head[name].gid) \
+            == (e.kind, e.uid, e.gid), name
+    assert [e.name for e in await backend.list_files(ref, "/srv/t/sub")] == []
+    with pytest.raises(NotFound, match="does not exist"):
+        await backend.list_names(ref, "/srv/nothing-here")
+    with pytest.raises(InvalidInput, match="not a directory"):
+        await backend.list_names(ref, "/srv/t/data")
+    assert not backend.sftp.failed and not backend.sftp.absent  # (refusals, not failures)
+    # no channel is left open: the container stops at once, and is listed stopped too
+    daemon.cli("stop", "--force", ref.name, timeout=20)
+    assert "data" in await backend.list_names(ref, "/srv/t")
+    assert (ref, "/srv/t") in backend.sftp.listed
