@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ownership and text-gate tests as a user who is not root (uid 65534, "nobody"), run by
-# scripts/test.sh after the root tiers: corral's owner checks compare files with the
+# scripts/test.sh beside the other tiers: corral's owner checks compare files with the
 # effective user, and as root every file "of another user" is made by chown, so the same
 # checks must also hold where the user is an ordinary one.
 #

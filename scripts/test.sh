@@ -4,8 +4,8 @@
 # runs `ruff check` and every test against real daemons, which the suite starts and stops
 # itself.
 # Extra arguments go to pytest (e.g. -k stop, -m "not lab"); without any, the whole suite runs
-# as four processes side by side (below), then (as root) the ownership and text-gate tests
-# as a user who is not root (scripts/test-as-user.sh).
+# as processes side by side (below), the ownership and text-gate tests as a user who is not
+# root among them (scripts/test-as-user.sh, as root).
 #
 # Run it as it is, as root or not: the lab needs root (private LXD/Incus daemons, LXC, Debian
 # packages), so a user who is not root re-runs it through sudo when sudo is there. Without
@@ -48,35 +48,44 @@ fi
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# The whole suite, as four pytest processes side by side (each starts its own daemons, so
-# no daemon is shared between processes):
+# The whole suite, as pytest processes side by side (each starts its own daemons, so no
+# daemon is shared between processes):
 #   lxd   - the LXD/Incus lab's tests (lxd1, lxd2, incus)
-#   qemu  - local QEMU and libvirt (TCG guests)
-#   other - the clusters and LXC
+#   qemu  - local QEMU (TCG guests)
+#   other - the clusters, libvirt and LXC
 #   unit  - the tier without daemons, in two workers at a lower priority: the lab tests
 #           mostly wait on their daemons, and this tier fills the idle CPU without
-#           slowing them.
-# The groups follow the kinds tests/tiers.py gives each lab test (a cluster test is in
-# "other" whatever else it starts). Each process writes its own log, printed when it ends.
+#           slowing them
+#   user  - (as root) the ownership and text-gate tests once more as a user who is not
+#           root (uid 65534, scripts/test-as-user.sh), also at the lower priority.
+# The groups follow tests/tiers.py GROUPS: a test goes with the first kind it starts in
+# the order cluster, lxd/incus, libvirt, qemu, lxc. Each process writes its own log,
+# printed when it ends.
 # (Tried and dropped: the LXD tests split over three processes, each with a lab of its own:
 # a daemon of one lab stopped answering and a dozen tests failed; the cause was not found.)
 logs="$(mktemp -d /tmp/corral-test-logs.XXXXXX)"
 declare -A part=(
   [lxd]='-m "lab and not cluster and (lxd or incus)"'
-  [qemu]='-m "lab and not cluster and not lxd and not incus and (qemu or libvirt)"'
-  [other]='-m "lab and (cluster or not (lxd or incus or qemu or libvirt))"'
+  [qemu]='-m "lab and not cluster and not lxd and not incus and not libvirt and qemu"'
+  [other]='-m "lab and (cluster or (not lxd and not incus and (libvirt or not qemu)))"'
   [unit]='-m "not lab" -n 2'
 )
+names=(lxd qemu other unit)
 declare -A pids=()
-for name in lxd qemu other unit; do
+for name in "${names[@]}"; do
   prio=0
-  [ "$name" = unit ] && prio=10
+  [ "$name" = unit ] && prio=15
   eval "nice -n $prio .venv/bin/python -m pytest ${part[$name]} -p no:cacheprovider" \
     >"$logs/$name.log" 2>&1 &
   pids[$name]=$!
 done
+if [ "$(id -u)" = 0 ]; then
+  names+=(user)
+  nice -n 15 bash scripts/test-as-user.sh >"$logs/user.log" 2>&1 &
+  pids[user]=$!
+fi
 status=0
-for name in lxd qemu other unit; do
+for name in "${names[@]}"; do
   rc=0
   wait "${pids[$name]}" || rc=$?
   echo "=== $name tests (exit $rc) ==="
@@ -84,8 +93,4 @@ for name in lxd qemu other unit; do
   [ "$rc" = 0 ] || status=$rc
 done
 rm -rf "$logs"
-# The ownership and text-gate tests once more as a user who is not root (uid 65534)
-if [ "$(id -u)" = 0 ]; then
-  bash scripts/test-as-user.sh || status=$?
-fi
 exit "$status"

@@ -150,6 +150,11 @@ async def test_markup_and_control_characters_in_daemon_text(lab, lab_env, unique
         lab.lxd1.cli("delete", "--force", name, check=False)
 
 
+FLOOD_SECONDS = 12
+"""How long the guest floods the console (the RSS peaks within seconds: what is kept is
+bounded by the scrollback and the skip of unseen output, not by time)."""
+
+
 def rss_mib() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -157,7 +162,7 @@ def rss_mib() -> float:
     return 0.0
 
 
-async def test_console_flood_for_30_s_keeps_memory_bounded_and_the_ui_responsive(
+async def test_console_flood_keeps_memory_bounded_and_the_ui_responsive(
         lab, lab_env, unique, tmp_path):
     from .test_consoles_app import open_tab, type_line, wait_screen
 
@@ -171,19 +176,19 @@ async def test_console_flood_for_30_s_keeps_memory_bounded_and_the_ui_responsive
             await wait_screen(pilot, app, " #")
             before = rss_mib()
             lag = LoopLag()
-            await type_line(pilot, "timeout 30 yes corral-flood-of-text-to-the-console; "
+            await type_line(pilot, f"timeout {FLOOD_SECONDS} yes corral-flood-of-text-to-the-console; "
                                    "echo flood-$((40+2))-over")
             started, peak, flowing = time.monotonic(), before, 0
-            while time.monotonic() - started < 31:
+            while time.monotonic() - started < FLOOD_SECONDS + 1:
                 await pilot.pause(0.5)
                 peak = max(peak, rss_mib())
                 flowing += any("corral-flood-of-text" in line
                                for line in view.emulator.screen_text())
-            assert flowing > 30, "the flood was not on the screen"
+            assert flowing > FLOOD_SECONDS, "the flood was not on the screen"
             await wait_screen(pilot, app, "flood-42-over", timeout=60)
             blocked = lag.stop()
             worst_key = await responsive(pilot, app)
-            print(f"30 s console flood: RSS {before:.0f} -> peak {peak:.0f} MiB, "
+            print(f"{FLOOD_SECONDS} s console flood: RSS {before:.0f} -> peak {peak:.0f} MiB, "
                   f"{view._output.skipped / 2**20:.1f} MiB skipped, event loop blocked at most "
                   f"{blocked * 1000:.0f} ms, a key after it {worst_key * 1000:.0f} ms")
             assert peak - before < 150, f"RSS grew {peak - before:.0f} MiB"
