@@ -12,28 +12,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from textual._parser import ParseError
+# Textual classes that only its private modules export, named here for the rest of tui/
+# (``X as X``: a re-export): the key parser and its error, and the key widget Footer builds.
+from textual._parser import ParseError as ParseError
 from textual._time import get_time
-from textual._xterm_parser import XTermParser
+from textual._xterm_parser import XTermParser as XTermParser
 from textual.screen import Screen
 from textual.widgets import DataTable
-from textual.widgets._footer import FooterKey
+from textual.widgets._footer import FooterKey as FooterKey
 
 if TYPE_CHECKING:
     from rich.style import Style
+    from textual._compositor import LayoutUpdate
     from textual.app import App
     from textual.binding import BindingsMap
-    from textual._compositor import LayoutUpdate
     from textual.dom import DOMNode
     from textual.driver import Driver
     from textual.message_pump import MessagePump
     from textual.widget import Widget
     from textual.widgets import Footer, Input
     from textual.widgets.data_table import ColumnKey, RowKey
-
-__all__ = ["FooterKey", "ParseError", "XTermParser"]
-"""Textual classes only its private modules export: the footer's key widget (what
-:class:`~tui.widgets.footer.QuietFooter` builds), the driver's key parser and its error."""
 
 # -- the input thread (tui/driver.py) -------------------------------------------------------
 
@@ -92,6 +90,7 @@ class RefreshHookScreen(Screen[None]):
     layout; this overrides the private ``Screen._compositor_refresh``."""
 
     def _compositor_refresh(self) -> None:
+        """What Textual calls (private): :meth:`compositor_refresh` answers."""
         self.compositor_refresh()
 
     def compositor_refresh(self) -> None:
@@ -198,6 +197,7 @@ class DataTableHooks(DataTable):
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> list:
+        """What DataTable calls (private): :meth:`render_cell` answers."""
         return self.render_cell(row_index, column_index, base_style, width, cursor, hover)
 
     def render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
@@ -207,6 +207,7 @@ class DataTableHooks(DataTable):
                                       cursor, hover)
 
     def _update_dimensions(self, new_rows: Any) -> None:
+        """What DataTable calls (private): :meth:`update_dimensions` answers."""
         self.update_dimensions(new_rows)
 
     def update_dimensions(self, new_rows: Any) -> None:
