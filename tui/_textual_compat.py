@@ -10,6 +10,8 @@ when a release moves one of them. Nothing else in ``tui/`` names a private part 
 
 from __future__ import annotations
 
+import sys
+
 from typing import TYPE_CHECKING, Any
 
 # Textual classes that only its private modules export, named here for the rest of tui/
@@ -133,6 +135,14 @@ def search_worker_group(screen: Screen) -> str | None:
     results; its group is named only by the private
     ``CommandPalette._GATHER_COMMANDS_GROUP`` (``tui/keyboard.py`` is to call this)."""
     return getattr(type(screen), "_GATHER_COMMANDS_GROUP", None)
+
+
+def loaded_text_area() -> type | None:
+    """Textual's ``TextArea`` class if something loaded it, else None (so that asking does
+    not load it: none loaded, none focused). ``textual.widgets`` loads its widgets lazily;
+    the module that holds ``TextArea`` is private (``textual.widgets._text_area``)."""
+    module = sys.modules.get("textual.widgets._text_area")
+    return getattr(module, "TextArea", None) if module is not None else None
 
 
 # -- bindings and the keymap ----------------------------------------------------------------

@@ -21,6 +21,7 @@ from backends import Backend, BackendError, Remote, get_backend, preload
 from backends.models import ConnectionState
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
+from . import _textual_compat as compat
 from .commands import InstanceCommands
 from .config import Config, load_config
 from .keyboard import KeyGate
@@ -110,7 +111,7 @@ class CorralApp(App[None]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
             for key in self.keys.unalt(event):  # (Esc N in one read: Esc, then N)
-                if self.keys.admit(key) and self._screen_stack:  # (none: quitting)
+                if self.keys.admit(key) and compat.has_screens(self):  # (none: quitting)
                     await super().on_event(key)
                     self.keys.dispatched(key)
             return

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 from textual import events
+
+from . import _textual_compat as compat
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -112,8 +113,8 @@ class KeyGate:
         """A binding of the focused widget, its ancestors, the screen or the app names
         ``key``."""
         try:
-            chain = self._app._binding_chain
-        except Exception:  # noqa: BLE001 - (no screen yet): nothing is bound
+            chain = compat.binding_chain(self._app)
+        except Exception:  # (no screen yet): nothing is bound
             return False
         return any(key in bindings.key_to_bindings for _node, bindings in chain)
 
@@ -123,7 +124,7 @@ class KeyGate:
         if not isinstance(event, events.Key):
             return False
         try:
-            bindings = self._app._bindings.key_to_bindings.get(event.key, ())
+            bindings = compat.bindings_map(self._app).key_to_bindings.get(event.key, ())
         except AttributeError:  # (Textual's bindings map, by another name)
             return False
         return any(b.priority and b.action in ("quit", "app.quit") for b in bindings)
@@ -150,9 +151,9 @@ class KeyGate:
         from .widgets.view_messages import ConsoleView
 
         kinds: tuple[type, ...] = (Input, ConsoleView)
-        text_area = sys.modules.get("textual.widgets._text_area")  # none loaded: none focused
+        text_area = compat.loaded_text_area()  # none loaded: none focused
         if text_area is not None:
-            kinds += (text_area.TextArea,)
+            kinds += (text_area,)
         return isinstance(self._app.focused, kinds)
 
     def open(self) -> None:
@@ -187,7 +188,7 @@ class KeyGate:
     @property
     def _closing(self) -> bool:
         app = self._app
-        return app._exit or not app._screen_stack  # quitting: keys have nowhere to go
+        return compat.is_closing(app)  # quitting: keys have nowhere to go
 
     async def _pump(self) -> None:
         try:
@@ -211,7 +212,7 @@ class KeyGate:
                 # The app handles it and calls dispatched(); settle after it
                 await self._handled(released)
                 settle = not text  # text into a text box: the next key at once, in order
-        except Exception:  # noqa: BLE001 - never leave the keyboard shut
+        except Exception:  # never leave the keyboard shut
             log.exception("key gate")
             self._queue.clear()
             self._holds.clear()
@@ -244,19 +245,19 @@ class KeyGate:
         app = self._app
         try:
             return app.screen, app.focused, len(app.screen_stack)
-        except Exception:  # noqa: BLE001 - no screen yet (start-up) or any more
+        except Exception:  # no screen yet (start-up) or any more
             return (None,)
 
     def _nodes(self) -> list:
         app = self._app
         try:
             screen = app.screen
-        except Exception:  # noqa: BLE001 - no screen yet (start-up) or any more
+        except Exception:  # no screen yet (start-up) or any more
             return [app]
         return [app, *screen.walk_children(with_self=True)]
 
     def _queued(self) -> bool:
-        return any(node._message_queue.qsize() for node in self._nodes())
+        return any(compat.messages_queued(node) for node in self._nodes())
 
     async def _barrier(self) -> None:
         """Every node has run the messages queued before this call (Textual's own Pilot
@@ -286,9 +287,9 @@ class KeyGate:
         app = self._app
         try:
             screen = app.screen
-        except Exception:  # noqa: BLE001 - no screen yet (start-up) or any more
+        except Exception:  # no screen yet (start-up) or any more
             return False
-        group = getattr(type(screen), "_GATHER_COMMANDS_GROUP", None)
+        group = compat.search_worker_group(screen)
         if group is None:
             return False
         waited = False
@@ -353,7 +354,7 @@ class _Hold:
             return True
         try:
             screen = app.screen
-        except Exception:  # noqa: BLE001
+        except Exception:
             return False
         return screen is not self.screen or len(app.screen_stack) != self.depth \
             or app.focused is not self.focused

@@ -21,6 +21,7 @@ from pylxd import exceptions as pylxd_exc
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, NotFound, OperationFailed
 from ..models import FileEntry, InstanceRef
+from ._pylxd_compat import api_endpoint
 from .rest import Rest
 from .sftp import SFTPChannel, SFTPError
 
@@ -113,7 +114,7 @@ class Files(Backend):
         def _names() -> list[str]:
             try:
                 r = node.get(params={"path": path})
-            except Exception as e:  # noqa: BLE001 - put in words below
+            except Exception as e:  # put in words below
                 raise self._refusal(ref, path, e) from e
             if str(r.headers.get(f"{prefix}-Type") or r.headers.get("X-LXD-Type")) \
                     != "directory":
@@ -140,7 +141,7 @@ class Files(Backend):
             entries = []
             for name in names:
                 child = posixpath.join(path, name)
-                head = node.session.head(node._api_endpoint, params={"path": child},  # noqa: SLF001
+                head = node.session.head(api_endpoint(node), params={"path": child},
                                          timeout=self.timeout)
                 if head.status_code != 200:
                     continue  # vanished meanwhile, or unreadable: not listed
@@ -202,7 +203,7 @@ class Files(Backend):
             try:
                 r = node.get(params={"path": entry.path}, stream=True, is_api=False,
                              timeout=(self.timeout, 300))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise self._refusal(ref, entry.path, e) from e
             try:
                 fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -249,7 +250,7 @@ class Files(Backend):
             if entry.kind == "file":
                 if local is None:
                     raise InvalidInput("No local file to push.")
-                f = open(local, "rb")  # noqa: SIM115 - closed in finally
+                f = open(local, "rb")  # closed in finally
                 body = _Body(f, os.fstat(f.fileno()).st_size, stop, loop, progress)
             elif entry.kind == "symlink":
                 body = entry.target.encode()
@@ -260,7 +261,7 @@ class Files(Backend):
                           timeout=(self.timeout, 900))
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise self._refusal(ref, entry.path, e, writing=True) from e
             finally:
                 if f is not None:

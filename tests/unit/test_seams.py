@@ -50,26 +50,6 @@ LIBRARY_ROOTS = ("textual", "textual_image", "rich", "pylxd", "pyte", "requests"
 """Packages whose private module paths are looked for in strings too."""
 
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("tui/keyboard.py", "_binding_chain"):
-        "being changed in parallel: to call tui._textual_compat.binding_chain",
-    ("tui/keyboard.py", "_bindings"):
-        "being changed in parallel: to call tui._textual_compat.bindings_map",
-    ("tui/keyboard.py", "_exit"):
-        "being changed in parallel: to call tui._textual_compat.is_closing",
-    ("tui/keyboard.py", "_screen_stack"):
-        "being changed in parallel: to call tui._textual_compat.is_closing",
-    ("tui/keyboard.py", "_message_queue"):
-        "being changed in parallel: to call tui._textual_compat.messages_queued",
-    ("tui/keyboard.py", "_GATHER_COMMANDS_GROUP"):
-        "being changed in parallel: to call tui._textual_compat.search_worker_group",
-    ("tui/keyboard.py", "textual.widgets._text_area"):
-        "being changed in parallel: whether Textual's TextArea is loaded at all (by name, "
-        "so that asking does not load it)",
-    ("tui/app.py", "_screen_stack"):
-        "CorralApp.on_event, being changed in parallel: to call "
-        "tui._textual_compat.has_screens",
-    ("backends/lxd/files.py", "_api_endpoint"):
-        "being changed in parallel: to call backends.lxd._pylxd_compat.api_endpoint",
     ("tui/logfile.py", "_open"):
         "the standard library, not a dependency: logging offers no other way to choose how "
         "a file handler opens (and reopens, on rollover) its file; FileHandler._open has "
