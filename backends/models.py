@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from .members import ClusterMember
+
 
 class InstanceStatus(str, enum.Enum):
     """Normalised run state across backends."""
@@ -309,6 +311,9 @@ class FirstListing:
     """The remote as it was asked (a listing of another project or address is not its)."""
     info: ServerInfo
     instances: tuple[Instance, ...]
+    members: tuple[ClusterMember, ...] = ()
+    """A cluster's members, read in the same round trips (its rows and its Location
+    column come with them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from ..models import (
     ServerInfo,
 )
 from . import convert
+from .convert import to_member
 from .fasthttp import FastGet, HTTPStatusError
 from .rest import Rest
 
@@ -70,27 +71,6 @@ addresses, is given instead."""
 def _ignore_outcome(future: asyncio.Future) -> None:
     if not future.cancelled():
         future.exception()  # read, so that asyncio does not log it as never retrieved
-
-
-_STATUS = {"online": MemberStatus.ONLINE, "offline": MemberStatus.OFFLINE,
-           "evacuated": MemberStatus.EVACUATED, "blocked": MemberStatus.BLOCKED}
-
-
-def to_member(data: Mapping[str, Any], remote: str, instances: int = 0) -> ClusterMember:
-    """One entry of ``GET /1.0/cluster/members?recursion=1``."""
-    return ClusterMember(
-        remote=remote,
-        name=str(data.get("server_name") or ""),
-        url=str(data.get("url") or ""),
-        roles=tuple(str(r) for r in data.get("roles") or ()),
-        architecture=str(data.get("architecture") or ""),
-        failure_domain=str(data.get("failure_domain") or ""),
-        status=_STATUS.get(str(data.get("status") or "").lower(), MemberStatus.UNKNOWN),
-        message=str(data.get("message") or ""),
-        description=str(data.get("description") or ""),
-        groups=tuple(str(g) for g in data.get("groups") or ()),
-        instances=instances,
-    )
 
 
 def host_port(url: str) -> str:
@@ -308,11 +288,7 @@ class Clustering(Backend):
                 if m.status is MemberStatus.OFFLINE}
 
     def _mark(self, inst: Instance, offline: Mapping[str, str]) -> Instance:
-        if inst.location in offline:
-            reason = f"its member {inst.location} is offline: {offline[inst.location]}"
-            return replace(inst, status=InstanceStatus.UNKNOWN,
-                           extra={**inst.extra, "reason": reason})
-        return inst
+        return convert.on_offline_member(inst, offline)
 
     async def list_instances(self) -> list[Instance]:
         instances = await super().list_instances()

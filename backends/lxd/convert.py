@@ -4,12 +4,14 @@ responses."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlparse
 
 from .. import units
 from ..errors import AuthError
+from ..members import ClusterMember, MemberStatus
 from ..models import (
     BackendEvent,
     EventKind,
@@ -396,3 +398,35 @@ def rfc3339(when: datetime) -> str:
     if when.tzinfo is None:
         when = when.astimezone()  # naive: local time
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_MEMBER_STATUS = {"online": MemberStatus.ONLINE, "offline": MemberStatus.OFFLINE,
+                  "evacuated": MemberStatus.EVACUATED, "blocked": MemberStatus.BLOCKED}
+
+
+def to_member(data: Mapping[str, Any], remote: str, instances: int = 0) -> ClusterMember:
+    """One entry of ``GET /1.0/cluster/members?recursion=1``."""
+    return ClusterMember(
+        remote=remote,
+        name=str(data.get("server_name") or ""),
+        url=str(data.get("url") or ""),
+        roles=tuple(str(r) for r in data.get("roles") or ()),
+        architecture=str(data.get("architecture") or ""),
+        failure_domain=str(data.get("failure_domain") or ""),
+        status=_MEMBER_STATUS.get(str(data.get("status") or "").lower(),
+                                  MemberStatus.UNKNOWN),
+        message=str(data.get("message") or ""),
+        description=str(data.get("description") or ""),
+        groups=tuple(str(g) for g in data.get("groups") or ()),
+        instances=instances,
+    )
+
+
+def on_offline_member(inst: Instance, offline: Mapping[str, str]) -> Instance:
+    """``inst`` as unknown, with the reason, when it lives on a member of ``offline``
+    (member name -> why)."""
+    if inst.location in offline:
+        reason = f"its member {inst.location} is offline: {offline[inst.location]}"
+        return replace(inst, status=InstanceStatus.UNKNOWN,
+                       extra={**inst.extra, "reason": reason})
+    return inst

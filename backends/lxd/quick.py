@@ -14,6 +14,7 @@ import logging
 import os
 
 from ..errors import Unreachable
+from ..members import MemberStatus
 from ..models import FirstListing, Instance, Remote
 from . import convert
 from .fasthttp import FastGet
@@ -23,8 +24,9 @@ log = logging.getLogger(__name__)
 
 
 def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
-    """``GET /1.0`` then ``GET /1.0/instances?recursion=1`` (blocking). None for a cluster:
-    its rows need the members' states, which only the backend follows.
+    """``GET /1.0`` then ``GET /1.0/instances?recursion=1`` (blocking); for a cluster also
+    ``GET /1.0/cluster/members?recursion=1``: its members, and its instances on an offline
+    member shown unknown with the reason (the backend follows the members from then on).
 
     Raises:
         AuthError: missing credentials, or a server that does not trust this client.
@@ -40,19 +42,24 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
         if not isinstance(meta, dict):
             raise ValueError("GET /1.0 did not answer with an object")
         convert.check_trusted(meta, remote)
-        if (meta.get("environment") or {}).get("server_clustered"):
-            return None
         query = {"recursion": "1"}
         if remote.project != "default":
             query["project"] = remote.project
         items = fast.get_json("instances", query)
+        raw_members = fast.get_json("cluster/members", {"recursion": "1"}) \
+            if (meta.get("environment") or {}).get("server_clustered") else []
     finally:
         fast.close()
+    members = tuple(convert.to_member(d, remote.name) for d in raw_members
+                    if isinstance(d, dict)) if isinstance(raw_members, list) else ()
+    offline = {m.name: m.message or m.status.value for m in members
+               if m.status is MemberStatus.OFFLINE}
     instances: list[Instance] = []
     for d in items if isinstance(items, list) else ():
         try:
-            instances.append(convert.to_instance(d, remote.name))
+            instances.append(convert.on_offline_member(convert.to_instance(d, remote.name),
+                                                       offline))
         except Exception as e:  # one bad entry hides nothing else
             log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
                         remote.name, type(e).__name__, e, d)
-    return FirstListing(remote, convert.server_info(meta), tuple(instances))
+    return FirstListing(remote, convert.server_info(meta), tuple(instances), members)

@@ -67,12 +67,16 @@ async def test_members_equal_the_cli(backend, cluster, unique):
     cluster.cli("init", "busybox", name, "--target", "m2")
     try:
         assert Capability.CLUSTER in backend.capabilities
-        # offline members' rows need the members' states: listed by the backend only
-        assert first_listing(backend.remote, timeout=10) is None
+        # the first listing (made before the backend exists) has the members and the
+        # locations too: the first screen shows the cluster whole
+        first = first_listing(backend.remote, timeout=10)
+        assert {i.name: i.location for i in first.instances}[name] == "m2"
+        cli = cli_members(cluster)
+        assert {m.name: m.status.value for m in first.members} \
+            == {n: c["status"].lower() for n, c in cli.items()}
         listed = {i.name: i for i in await backend.list_instances()}
         assert listed[name].location == "m2"
         members = {m.name: m for m in await backend.list_members()}
-        cli = cli_members(cluster)
         assert set(members) == set(cli) == {"m1", "m2", "m3"}
         for n, m in members.items():
             c = cli[n]

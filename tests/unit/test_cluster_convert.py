@@ -80,3 +80,16 @@ def test_location_in_the_filter():
     plain = Instance(InstanceRef("lab2", "web1"), InstanceType.CONTAINER,
                      InstanceStatus.RUNNING)
     assert not matches(parse("location=m2"), plain, None)
+
+
+def test_an_instance_on_an_offline_member_reads_unknown_with_the_reason():
+    """The first listing and the backend's listings mark them alike (one function)."""
+    from backends.lxd.convert import on_offline_member
+
+    inst = Instance(InstanceRef("clu", "c1"), InstanceType.CONTAINER, InstanceStatus.RUNNING,
+                    location="m3")
+    offline = {"m3": "No heartbeat for 30s"}
+    marked = on_offline_member(inst, offline)
+    assert marked.status is InstanceStatus.UNKNOWN
+    assert marked.extra["reason"] == "its member m3 is offline: No heartbeat for 30s"
+    assert on_offline_member(inst, {"m2": "gone"}) is inst

@@ -7,10 +7,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from backends.models import FirstListing, Instance, InstanceRef, Remote
 
 from .status import RemoteStatus
+
+if TYPE_CHECKING:
+    from .members import ClusterMembers
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +29,7 @@ class Listings:
     remotes: dict[str, Remote]
     statuses: dict[str, RemoteStatus]
     instances: dict[InstanceRef, Instance]
+    members: ClusterMembers
     rows_changed: Callable[..., None]
     _drop: Callable[[InstanceRef], None]
     _store: Callable[[Instance], Instance]
@@ -49,6 +54,8 @@ class Listings:
         if listing is not None and listing.remote == self.remotes.get(name) \
                 and not self.statuses[name].listed:
             self.statuses[name].server = listing.info
+            if listing.members:  # a cluster: its members come with its rows
+                self.members.seed(name, listing.members)
             self._apply_listing(name, listing.instances)
 
     @property

@@ -50,6 +50,13 @@ class ClusterMembers:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stale_reads: dict[str, int] = {}
 
+    def seed(self, remote: str, members) -> None:
+        """``remote``'s members as its first listing read them (before its backend is
+        connected; the backend's reading replaces them)."""
+        if remote not in self.members:
+            self.members[remote] = list(members)
+            self.clusters.add(remote)
+
     def of(self, remote: str) -> list[ClusterMember]:
         """The members, each with the number of instances the inventory has on it now
         (kept current by the instance events; the backend's count is of its last read)."""
