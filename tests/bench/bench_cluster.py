@@ -162,7 +162,7 @@ def main() -> int:
         n = args.per_member * 3
         populate(cluster, args.per_member, args.running)
         lxc_list = time_lxc_list(env, [f"{REMOTE}:"])
-        first = asyncio.run(time_first_table(_config(), env, n))
+        first = time_first_table(_config(), env, n)
         print(f"lxc list: {lxc_list:.2f} s; corral first table: "
               f"{', '.join(f'{t:.2f}' for t in first)} s", flush=True)
         figures = asyncio.run(time_offline_and_failover(cluster, env, n, own))

@@ -74,7 +74,7 @@ async def time_corral(env: dict[str, str], n: int, runners, lab, repeats: int = 
 
     cfg = Path(tempfile.mkdtemp()) / "config.toml"
     cfg.write_text('[ui]\nmetrics_interval = 10\n[remotes]\nhide = ["inc1", "incus-local"]\n')
-    first_table = await time_first_table(cfg, env, n, repeats)
+    first_table = await asyncio.to_thread(time_first_table, cfg, env, n, repeats)
 
     # event -> screen
     latencies_event, latencies_cmd = [], []

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import itertools
 import os
 import re
 import shutil
@@ -55,14 +54,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 
-from benchlib import add_root_option, cpu_percent, lab_up  # noqa: E402
+from benchlib import (  # noqa: E402
+    TMUX,
+    Control,
+    add_root_option,
+    cpu_percent,
+    lab_up,
+    quit_corral,
+    start_corral,
+)
 
 CLUSTER_REMOTE = "clu"
 
-_launches = itertools.count()
-TMUX = ("tmux", "-L", f"corral-bench-{os.getpid()}")
-"""A tmux server of the bench's own: a shared one would start corral with the environment
-it was started with (the lab's variables would not reach it)."""
 REMOTES = (("lxc", "local", "lxd1"), ("lxc", "lab2", "lxd2"), ("incus", "inc1", "incus1"))
 
 
@@ -179,68 +182,6 @@ def cli_times(env: dict[str, str], remotes=REMOTES, repeats: int = 5) -> tuple[f
     short = statistics.median(run(["-c", "ns", "--format", "csv"]) for _ in range(repeats))
     full = statistics.median(run(["--format", "csv"]) for _ in range(repeats))
     return short, full
-
-
-class Control:
-    """One tmux control-mode client for every launch and look at the pane: a command is a
-    line on its stdin, no process per look. (``tmux capture-pane`` run 140 times a second
-    took a quarter of a core by itself, on a machine whose two cores also run corral and
-    the three daemons answering it: the observer slowed what it measured.)"""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        # Attached to a session of its own, so it sizes no other; the server it starts
-        # passes ``env`` on to every session.
-        self.proc = subprocess.Popen(
-            [*TMUX, "-C", "new-session", "-s", "bench-control", "-x", "80", "-y", "24",
-             "sleep 100000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-            text=True, bufsize=1)
-        self.command("refresh-client -f no-output")
-
-    def command(self, line: str) -> list[str]:
-        """Run one tmux command; its output lines (raises on ``%error``)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        out: list[str] = []
-        inside = False
-        for raw in self.proc.stdout:
-            text = raw.rstrip("\n")
-            if not inside:
-                inside = text.startswith("%begin")
-                continue  # notifications between answers (and the first, to new-session)
-            if text.startswith("%end") or text.startswith("%error"):
-                if text.startswith("%error"):
-                    raise RuntimeError(f"tmux: {line}: {' '.join(out)}")
-                return out
-            out.append(text)
-        raise RuntimeError("the tmux control client ended")
-
-    def close(self) -> None:
-        self.proc.kill()
-
-
-def start_corral(control: "Control", cfg: Path, what: str) -> tuple[str, float]:
-    """Start the ``corral`` command in a new tmux session; (session, start time)."""
-    session = f"corral-{what}-{os.getpid()}-{next(_launches)}"
-    corral = str(ROOT / ".venv" / "bin" / "corral")
-    t0 = time.perf_counter()
-    control.command(f"new-session -d -s {session} -x 160 -y 45 "
-                    f"'{corral} --config {cfg}'")
-    return session, t0
-
-
-def quit_corral(control: "Control", session: str, *first: str) -> None:
-    """Send ``first`` (then ``q``), let corral save its cache and quit, end the session."""
-    for key in first:
-        control.command(f"send-keys -t {session} {key}")
-        time.sleep(0.3)  # a lone Esc followed at once by q would be alt+q
-    control.command(f"send-keys -t {session} q")
-    end = time.monotonic() + 15
-    while time.monotonic() < end and subprocess.run(
-            [*TMUX, "has-session", "-t", session], stderr=subprocess.DEVNULL).returncode == 0:
-        time.sleep(0.05)
-    subprocess.run([*TMUX, "kill-session", "-t", session], check=False,
-                   stderr=subprocess.DEVNULL)
 
 
 def launch(control: Control, cfg: Path, n: int, timeout: float = 30.0):
