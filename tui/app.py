@@ -82,8 +82,8 @@ class CorralApp(App[None]):
             logging.getLogger("corral.config").warning("%s", problem)
         if factory is None:
             def factory(remote: Remote, timeout: float) -> Backend:
-                options = {"default_accel": config.qemu_accel} if remote.kind == "qemu" else {}
-                return get_backend(remote, timeout=timeout, **options)
+                return get_backend(remote, timeout=timeout,
+                                   **config.backend_options(remote.kind))
         kwargs = {"factory": factory}
         self.inventory = Inventory(remotes, on_change=self._inventory_changed,
                                    timeout=config.network_timeout,

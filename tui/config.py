@@ -79,6 +79,15 @@ class Config:
     """Where VM definitions and disks live (default: $XDG_DATA_HOME/corral/qemu)."""
     qemu_accel: str = "auto"
     """Default accelerator of VMs set to 'auto': auto (KVM when usable), kvm or tcg."""
+
+    def backend_options(self, kind: str) -> dict[str, Any]:
+        """The keyword arguments a backend of ``kind`` is made with, from its own table
+        of the config file (the UI passes them on without knowing them)."""
+        return dict(self._backend_options.get(kind, {}))
+
+    @property
+    def _backend_options(self) -> dict[str, dict[str, Any]]:
+        return {"qemu": {"default_accel": self.qemu_accel}}
     lxc_enabled: bool = True
     lxc_paths: tuple[str, ...] = ()
     """lxcpaths to show (default: the lxc tools' own default)."""

@@ -15,6 +15,8 @@ from backends import get_backend
 from backends.errors import AuthError, BackendError, NotResponding
 from backends.models import Remote
 
+from .config import Config
+
 
 async def _state(remote: Remote, timeout: float, options: dict) -> tuple[str, str]:
     """(state word, detail) of one remote, after connecting and listing once."""
@@ -39,11 +41,10 @@ async def _state(remote: Remote, timeout: float, options: dict) -> tuple[str, st
         await backend.close()
 
 
-async def _states(remotes: list[Remote], timeout: float, accel: str
+async def _states(remotes: list[Remote], timeout: float, config: Config
                   ) -> list[tuple[str, str]]:
     return await asyncio.gather(*(
-        _state(r, timeout, {"default_accel": accel} if r.kind == "qemu" else {})
-        for r in remotes))
+        _state(r, timeout, config.backend_options(r.kind)) for r in remotes))
 
 
 def list_remotes(config_path: Path | None, names: list[str] | None) -> int:
@@ -52,7 +53,7 @@ def list_remotes(config_path: Path | None, names: list[str] | None) -> int:
 
     app = make_app(config_path, remote_names=names)
     remotes = app.remotes
-    states = asyncio.run(_states(remotes, app.config.network_timeout, app.config.qemu_accel))
+    states = asyncio.run(_states(remotes, app.config.network_timeout, app.config))
     for remote, (state, detail) in zip(remotes, states):
         project = f" project={remote.project}" if remote.project != "default" else ""
         print(f"{remote.name:16} {remote.kind:6} {state:10} {remote.address}{project}"

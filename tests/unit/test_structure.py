@@ -135,9 +135,26 @@ def test_the_ui_asks_capabilities_not_attributes():
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}()")
             if isinstance(node, ast.Compare):
                 text = ast.unparse(node)
-                if ".remote " in text + " " and any(
-                        isinstance(c, ast.Constant) and c.value in ("qemu", "lxc", "lxd",
-                                                                      "incus")
-                        for c in ast.walk(node)):
+                names_a_kind = any(isinstance(c, ast.Constant) and c.value in BACKEND_KINDS
+                                   for c in ast.walk(node))
+                by_kind = any(isinstance(n, ast.Attribute) and n.attr == "kind"
+                              for n in ast.walk(node))
+                if names_a_kind and (".remote " in text + " " or by_kind):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {text}")
     assert offenders == []
+
+
+BACKEND_KINDS = ("qemu", "lxc", "lxd", "incus", "libvirt")
+"""A comparison of a ``.kind`` (a remote's, a backend's) with one of these in tui/ is the
+UI choosing by backend instead of asking capabilities."""
+
+
+def test_the_kind_check_catches_both_spellings():
+    for source in ('x = {} if remote.kind == "qemu" else {}',
+                   'ok = backend.kind in ("lxd", "incus")', 'if ref.remote == "lxc": pass'):
+        node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare))
+        text = ast.unparse(node)
+        assert any(isinstance(c, ast.Constant) and c.value in BACKEND_KINDS
+                   for c in ast.walk(node)) and (
+            ".remote " in text + " " or any(isinstance(n, ast.Attribute) and n.attr == "kind"
+                                           for n in ast.walk(node))), source
