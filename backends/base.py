@@ -318,9 +318,13 @@ class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, abc.ABC)
     async def copy_to(self, ref: InstanceRef, target: "Backend", new_name: str, *,
                       move: bool = False, with_snapshots: bool = True,
                       progress: Callable[[str], None] | None = None) -> Instance:
-        """Copy (or with ``move``, move) a stopped instance to the remote ``target``
-        serves (a backend that also declares ``COPY_MOVE``)."""
+        """Copy (or with ``move``, move) a stopped instance to ``target``'s remote (it
+        declares ``COPY_MOVE`` too); a running one where ``live_move_to_problem`` is None."""
         raise self._unsupported("copy instances to other remotes")
+
+    def live_move_to_problem(self, instance: Instance, there: "Backend") -> str | None:
+        """Why running ``instance`` cannot move to ``there`` live (None: it moves running)."""
+        return "it is moved stopped (cold)"
 
     async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
         raise self._unsupported("rename instances")

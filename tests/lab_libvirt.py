@@ -28,6 +28,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import lab as labmod
@@ -46,6 +47,7 @@ auth_unix_rw = "none"
 listen_tls = 0
 listen_tcp = 0
 log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
+host_uuid = "{host_uuid}"
 """
 
 QEMU_CONF = """\
@@ -57,6 +59,10 @@ security_driver = "none"
 cgroup_controllers = [ ]
 namespaces = [ ]
 stdio_handler = "file"
+migration_address = "{address}"
+migration_host = "{address}"
+migration_port_min = {ports[0]}
+migration_port_max = {ports[1]}
 """
 
 SSHD_CONFIG = """\
@@ -137,30 +143,40 @@ def guest_xml(name: str, kernel: Path, initrd: Path, memory_mib: int = 128,
                             balloon="virtio" if balloon else "none")
 
 
-def session_lab(request) -> "LibvirtLab":
+SECOND = {"hostname": "corral-lab-b", "migration_address": "127.0.0.3",
+          "migration_ports": (49280, 49343)}
+"""The second lab host (``session_lab(request, second=True)``): libvirt refuses to migrate
+to the same host, which it knows by the host UUID (``host_uuid``, each lab its own) and
+the hostname (the second lab's daemon runs in a UTS namespace of its own with this one);
+its QEMUs take migration ports from another range on another loopback address (libvirt
+refuses 127.0.0.1 itself as ``migration_host``)."""
+
+
+def session_lab(request, *, second: bool = False) -> "LibvirtLab":
     """The one private libvirt of this test session (started on first use, stopped at the
-    end, also on failure). A machine that cannot run it fails the test, never skips it."""
+    end, also on failure); ``second``: the other lab host, for migrations between two. A
+    machine that cannot run it fails the test, never skips it."""
     import pytest
 
-    config = request.config
-    lab = getattr(config, "_corral_libvirt_lab", None)
+    config, key = request.config, "_corral_libvirt_lab2" if second else "_corral_libvirt_lab"
+    lab = getattr(config, key, None)
     if isinstance(lab, LibvirtLab):
         return lab
     if isinstance(lab, str):
         pytest.fail(lab, pytrace=False)
     reason = unavailable_reason()
     if reason:
-        config._corral_libvirt_lab = f"the private libvirt cannot run here: {reason}"
-        pytest.fail(config._corral_libvirt_lab, pytrace=False)
+        setattr(config, key, f"the private libvirt cannot run here: {reason}")
+        pytest.fail(getattr(config, key), pytrace=False)
     sweep_stale()
-    lab = LibvirtLab()
+    lab = LibvirtLab(**SECOND) if second else LibvirtLab()
     config.add_cleanup(lab.stop)
     try:
         lab.start()
     except Exception as e:  # said in the failure
-        config._corral_libvirt_lab = f"the private libvirt failed to start: {e}"
-        pytest.fail(config._corral_libvirt_lab, pytrace=False)
-    config._corral_libvirt_lab = lab
+        setattr(config, key, f"the private libvirt failed to start: {e}")
+        pytest.fail(getattr(config, key), pytrace=False)
+    setattr(config, key, lab)
     return lab
 
 
@@ -188,9 +204,15 @@ def _keygen(path: Path) -> str:
 class LibvirtLab:
     """One private libvirtd and its sshd (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hostname: str = "", migration_address: str = "127.0.0.2",
+                 migration_ports: tuple[int, int] = (49152, 49215)) -> None:
         self.root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX, dir="/tmp"))
         os.chmod(self.root, 0o755)
+        self.hostname = hostname
+        """Its own hostname (a UTS namespace), or "" for the machine's."""
+        self.migration_address, self.migration_ports = migration_address, migration_ports
+        """Where its QEMUs listen for an incoming migration (the other lab connects there)."""
+        self.host_uuid = str(uuid.uuid4())
         self.ssh = self.root / "ssh"
         self.port = labmod._free_port()
         self.daemon: subprocess.Popen | None = None
@@ -202,6 +224,12 @@ class LibvirtLab:
     @property
     def socket(self) -> Path:
         return self.root / "run" / "libvirt-sock"
+
+    @property
+    def images(self) -> Path:
+        """``/var/lib/libvirt/images`` of this lab host (its ``default`` pool), seen from
+        outside: a disk there is this host's own, not seen by the other lab."""
+        return self.root / "lib" / "images"
 
     @property
     def unix_uri(self) -> str:
@@ -218,11 +246,30 @@ class LibvirtLab:
         (self.root / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
         for sub in BINDS:
             (self.root / sub).mkdir(mode=0o755)
-        (self.root / "etc" / "libvirtd.conf").write_text(LIBVIRTD_CONF)
-        (self.root / "etc" / "qemu.conf").write_text(QEMU_CONF)
+        self.images.mkdir(mode=0o755)
+        (self.root / "etc" / "libvirtd.conf").write_text(
+            LIBVIRTD_CONF.format(host_uuid=self.host_uuid))
+        (self.root / "etc" / "qemu.conf").write_text(QEMU_CONF.format(
+            address=self.migration_address, ports=self.migration_ports))
         self._ssh_files()
         self.start_daemon()
         self._start_sshd()
+        self._default_pool()
+
+    def _default_pool(self) -> None:
+        """The ``default`` directory pool on ``/var/lib/libvirt/images``, as a host made by
+        virt-manager has: libvirt makes a migrated domain's disk there before copying it."""
+        import libvirt
+
+        conn = libvirt.open(self.unix_uri)
+        try:
+            pool = conn.storagePoolDefineXML(
+                "<pool type='dir'><name>default</name><target>"
+                "<path>/var/lib/libvirt/images</path></target></pool>")
+            pool.create()
+            pool.setAutostart(True)
+        finally:
+            conn.close()
 
     def _ssh_files(self) -> None:
         self.ssh.mkdir(mode=0o700)
@@ -240,7 +287,8 @@ class LibvirtLab:
         (self.ssh / "known_hosts_empty").write_text("")
 
     def _mounts(self) -> str:
-        lines = ["set -e", "mount -t tmpfs -o mode=0755 corral-lab-run /run",
+        lines = ["set -e", *([f"hostname '{self.hostname}'"] if self.hostname else []),
+                 "mount -t tmpfs -o mode=0755 corral-lab-run /run",
                  "mkdir -p /run/libvirt /run/sshd /run/lock"]
         lines += [f"mount --bind '{self.root / sub}' '{target}'" for sub, target in BINDS.items()]
         return "\n".join(lines)
@@ -253,16 +301,21 @@ class LibvirtLab:
         log = open(self.root / "libvirtd.out", "ab")  # the child keeps it
         env = labmod._clean_env()
         if self.sshd is not None and labmod._pid_alive(self.sshd.pid):
-            cmd = [_which("nsenter"), f"--target={self.sshd.pid}", "--mount", "--", *argv]
+            cmd = [_which("nsenter"), f"--target={self.sshd.pid}", *self._spaces(), "--",
+                   *argv]
         else:
             script = self._mounts() + "\nexec " + " ".join(f"'{a}'" for a in argv)
-            cmd = [_which("unshare"), "--mount", "--propagation", "private", "--",
+            cmd = [_which("unshare"), *self._spaces(), "--propagation", "private", "--",
                    "/bin/sh", "-c", script]
         self.daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                        env=env, start_new_session=True)
         log.close()
         self._wait_socket()
         self.namespace = os.readlink(f"/proc/{self.daemon.pid}/ns/mnt")
+
+    def _spaces(self) -> list[str]:
+        """The namespaces of the lab (``unshare``'s and ``nsenter``'s options alike)."""
+        return ["--mount", "--uts"] if self.hostname else ["--mount"]
 
     def _wait_socket(self, timeout: float = 30) -> None:
         import libvirt
@@ -288,7 +341,7 @@ class LibvirtLab:
         assert self.daemon is not None
         log = open(self.ssh / "sshd.log", "ab")
         self.sshd = subprocess.Popen(
-            [_which("nsenter"), f"--target={self.daemon.pid}", "--mount", "--",
+            [_which("nsenter"), f"--target={self.daemon.pid}", *self._spaces(), "--",
              _which("sshd"), "-D", "-e", "-f", str(self.ssh / "sshd_config")],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=labmod._clean_env(),
             start_new_session=True)

@@ -39,6 +39,7 @@ STARTS: dict[str, tuple[str, ...]] = {
     "lxc_path": ("lxc",),
     "open_lxcpath": ("lxc",),  # tests/backends/test_security_lxc_archives.py
     "vlab": ("libvirt",),  # tests/backends/test_libvirt_*.py
+    "vlab2": ("libvirt",),  # the second lab host (tests/backends/test_libvirt_migrate.py)
 }
 """Fixture -> the kinds of daemon it starts. A new fixture that starts one belongs here."""
 

@@ -11,6 +11,7 @@ event loop thread, errors in words):
 - ``snapshots.py``: internal snapshots of qcow2 disks (list, take, revert, delete)
 - ``limits.py``: vCPUs and memory, live (hot-add, balloon) or at the next start
 - ``names.py``: rename (shut-off domains) and the description
+- ``migrate.py``: moving a domain to another libvirt remote, live while it runs
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
 libvirt's numbers into corral's models.
@@ -25,13 +26,15 @@ from .consoles import Consoles
 from .events import Events
 from .lifecycle import Lifecycle
 from .limits import Limits
+from .migrate import Migrate
 from .names import Names
 from .portable import Portable
 from .snapshots import Snapshots
 from .uri import is_remote
 
 
-class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, Names, Backend):
+class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, Names, Migrate,
+                     Backend):
     """The domains of one libvirt connection URI."""
 
     kind = "libvirt"
@@ -40,7 +43,7 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, N
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
         Capability.METRICS, Capability.CONSOLE, Capability.PORTABLE, Capability.SNAPSHOTS,
         Capability.SNAPSHOT_STATEFUL, Capability.RESOURCES, Capability.RENAME,
-        Capability.DESCRIPTION,
+        Capability.DESCRIPTION, Capability.COPY_MOVE,
     })
     console_kinds = frozenset({"console"})
 

@@ -143,17 +143,22 @@ async def _copy_or_move(ctx: Context, move: bool) -> None:
     name = await ctx.ask(InputDialog(
         f"{verb.capitalize()} {ref} to {target}", "Name there", ref.name,
         confirm=verb.capitalize(), check=lambda v: there.check_name(v.strip())))
-    was_running = ctx.instance is not None and ctx.instance.status in (
+    inst = ctx.instance
+    was_running = inst is not None and inst.status in (
         InstanceStatus.RUNNING, InstanceStatus.FROZEN)
-    if not name or not await stop_first(ctx, f"{verb} it"):
+    # a backend that can move this one while it runs (a live migration) says so
+    live = move and was_running and inst is not None and \
+        backend.live_move_to_problem(inst, there) is None
+    if not name or (not live and not await stop_first(ctx, f"{verb} it")):
         return
-    made = await ctx.on_row("moving…" if move else "copying…", lambda p: backend.copy_to(
-        ref, there, name, move=move, progress=p))
+    made = await ctx.on_row("moving live…" if live else "moving…" if move else "copying…",
+                            lambda p: backend.copy_to(ref, there, name, move=move, progress=p))
     if made is not None:
-        ctx.notify(f"{'Moved' if move else 'Copied'} {ref} to {made.ref}.")
+        ctx.notify(f"{'Moved' if move else 'Copied'} {ref} to {made.ref}"
+                   + (f" ({made.status.value} all along)." if live else "."))
         ctx.inventory.refresh_soon(target)
         ctx.inventory.refresh_soon(ref.remote)
-    if was_running:
+    if was_running and not live:
         # it was stopped for the copy: offer to start it again (after a move: the moved one)
         again = made.ref if move and made is not None else ref
         if (made is not None or not move) and await ctx.ask(ConfirmDialog(
