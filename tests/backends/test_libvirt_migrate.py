@@ -5,7 +5,7 @@ libvirtd with its own host UUID, hostname, mount namespace and ``default`` pool 
 guest runs on (what it held in memory is there, its uptime went on), read back with
 ``virsh`` on both hosts; a cancelled move leaves it running at the source and nothing on
 the destination; a shut-off domain moves shut off; the refusals are in words with nothing
-changed."""
+changed; a move between two ``qemu+ssh://`` remotes works the same."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 import lab_libvirt
+from backends import get_backend
 from backends.errors import Conflict, InvalidInput, Unsupported
 from backends.fake import FakeBackend
 from backends.models import InstanceRef, InstanceStatus, Remote
@@ -227,3 +228,26 @@ async def test_the_refusals_in_words_change_nothing(here, there, vlab, vlab2, gu
 
     assert state(vlab, name) == "shut off" and state(vlab2, name) == ""
     assert (await here.get_instance(ref)).status is InstanceStatus.STOPPED
+
+
+@live
+async def test_a_move_between_ssh_remotes(vlab, vlab2, guest, images):
+    """Both remotes over ``qemu+ssh://`` (each lab host's sshd): the move's own connections
+    go the same way."""
+    name = define(vlab, guest)
+    backends = [get_backend(Remote(name=f"lvm-ssh-{i}", kind="libvirt",
+                                   address=lab.ssh_uri()), timeout=10)
+                for i, lab in enumerate((vlab, vlab2))]
+    for backend in backends:
+        await backend.connect()
+    a, b = backends
+    try:
+        ref = InstanceRef(a.remote.name, name)
+        await a.start(ref)
+        moved = await a.copy_to(ref, b, name, move=True)
+        assert moved.status is InstanceStatus.RUNNING
+        assert state(vlab2, name) == "running" and state(vlab, name) == ""
+        await b.delete(moved.ref, force=True)
+    finally:
+        for backend in backends:
+            await backend.close()
