@@ -21,6 +21,7 @@ from typing import AsyncIterator, Callable, ClassVar, Protocol, runtime_checkabl
 
 from .cluster_verbs import ClusterVerbs
 from .create_preview import PreviewVerbs
+from .deletion import DELETION_METHODS, DeletionVerbs
 from .portable import PortableVerbs, portable_problems
 from .errors import Unsupported
 from .read_only import READ_ONLY_CAPABILITIES, guard
@@ -47,7 +48,8 @@ from .models import (
 )
 
 
-class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, abc.ABC):
+class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, DeletionVerbs,
+              abc.ABC):
     """Base class of every backend (the verbs on profiles, networks, storage, projects and
     YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 
@@ -434,6 +436,7 @@ CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {
     Capability.PASSWORD: ("set_password",),
     Capability.NICS: ("list_nics", "add_nic", "remove_nic", "set_nic_addresses"),
     Capability.RENAME: ("rename_instance",),
+    Capability.DELETE_STORAGE: DELETION_METHODS,
     Capability.DESCRIPTION: ("set_description",),
     Capability.OPERATIONS: ("list_operations", "cancel_operation"),
     **RESOURCE_CAPABILITY_METHODS,

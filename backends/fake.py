@@ -42,6 +42,7 @@ class FakeBackend(Backend):
         Capability.START, Capability.STOP, Capability.FORCE_STOP, Capability.RESTART,
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
         Capability.METRICS, Capability.CREATE, Capability.RESOURCES,
+        Capability.DELETE_STORAGE,
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
@@ -64,6 +65,8 @@ class FakeBackend(Backend):
         self.state_calls = 0
         self.slow_create = 0.0
         """Seconds a creation takes (to test progress and cancelling)."""
+        self.storage: dict[str, list[str]] = {}
+        """What ``delete`` keeps of an instance (``owned_storage``), by name."""
 
     async def connect(self) -> ServerInfo:
         self.connects += 1
@@ -140,6 +143,20 @@ class FakeBackend(Backend):
         del self.data[ref.name]
         self.queue.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                            action="instance-deleted", ref=ref))
+
+    async def owned_storage(self, ref: InstanceRef) -> list[str]:
+        if ref.name not in self.data:
+            raise NotFound(f"{ref} not found")
+        return list(self.storage.get(ref.name, ()))
+
+    async def delete_with_storage(self, ref: InstanceRef, storage: list[str], *,
+                                  force: bool = False) -> None:
+        strangers = [p for p in storage if p not in self.storage.get(ref.name, ())]
+        if strangers:
+            raise Conflict(f"{', '.join(strangers)}: not {ref}'s own; nothing was deleted.")
+        await self.delete(ref, force=force)
+        self.calls.append(("delete_storage", ref.name, {"storage": list(storage)}))
+        self.storage.pop(ref.name, None)
 
     # Creation and limits (for the wizard's and editor's UI tests) ------------------------
 

@@ -59,6 +59,9 @@ class Capability(str, enum.Enum):
     FREEZE = "freeze"
     UNFREEZE = "unfreeze"
     DELETE = "delete"
+    DELETE_STORAGE = "delete-storage"
+    """Deleting can also remove the storage ``delete`` keeps, once listed to the user
+    (``owned_storage``, ``delete_with_storage``: ``backends.deletion``)."""
     EVENTS = "events"
     METRICS = "metrics"
     SNAPSHOTS = "snapshots"

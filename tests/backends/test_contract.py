@@ -10,6 +10,9 @@ cached test guest under TCG) and the in-memory FakeBackend the UI tests use.
   timeout; ``stop(force=True)`` then stops it.
 - Snapshots: create, list, count, restore, delete (where SNAPSHOTS is declared); a restore
   takes back what was written on the instance's disk after the snapshot.
+- Delete with storage (where DELETE_STORAGE is declared): ``owned_storage`` names items,
+  and ``delete_with_storage`` refuses a list naming what is not the instance's own, with
+  the instance left as it was.
 - Every verb of an ability the backend does not declare raises Unsupported, and so do the
   flags of abilities it lacks (``stateful=``, ``expires_at=``, ``linked=``, ``kind="vga"``).
 
@@ -35,7 +38,7 @@ from .contract_subjects import SETUPS, EventLog
 from .verb_calls import CALLS
 from backends import backend_class
 from backends.base import CAPABILITY_METHODS, Backend, contract_problems
-from backends.errors import NotFound, StopTimedOut, Unsupported
+from backends.errors import Conflict, NotFound, StopTimedOut, Unsupported
 from backends.fake import FakeBackend
 from backends.models import (
     Capability,
@@ -281,6 +284,21 @@ async def test_snapshots_create_list_restore_delete(subject, plain):
     await b.delete_snapshot(first)
     assert {s.name for s in await b.list_snapshots(ref)} == before
     assert await b.snapshot_counts([ref]) == {ref: len(before)}
+
+
+@live
+async def test_delete_with_storage_refuses_what_is_not_its_own(subject, plain):
+    b, ref = subject.backend, plain.ref
+    if Capability.DELETE_STORAGE not in b.capabilities:
+        return  # its verbs raise Unsupported: the test below
+    owned = await b.owned_storage(ref)
+    assert isinstance(owned, list) and all(isinstance(p, str) and p for p in owned)
+    with pytest.raises(Conflict) as refused:
+        await b.delete_with_storage(ref, [*owned, "/nonexistent/corral-not-its-own"],
+                                    force=True)
+    assert "corral-not-its-own" in str(refused.value)
+    assert (await b.get_instance(ref)).ref == ref
+    assert await b.owned_storage(ref) == owned
 
 
 @live

@@ -58,6 +58,8 @@ CALLS: dict[str, Call] = {
     "copy_to": lambda b, r, s, d: b.copy_to(r, b, r.name + "-c"),
     "portable_vm": lambda b, r, s, d: b.portable_vm(r),
     "rename_instance": lambda b, r, s, d: b.rename_instance(r, r.name + "-r"),
+    "owned_storage": lambda b, r, s, d: b.owned_storage(r),
+    "delete_with_storage": lambda b, r, s, d: b.delete_with_storage(r, [], force=True),
     "set_description": lambda b, r, s, d: b.set_description(r, "contract"),
     "publish_image": lambda b, r, s, d: b.publish_image(r),
     "list_images": lambda b, r, s, d: b.list_images(),

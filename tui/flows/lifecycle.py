@@ -5,7 +5,7 @@ from __future__ import annotations
 from backends.errors import AcceleratorUnusable, BackendError, StopTimedOut
 from backends.models import Capability, InstanceStatus
 
-from ..screens.dialogs import ConfirmDialog
+from ..screens.dialogs import ConfirmDialog, DeleteDialog
 from . import bulk
 from .context import Context
 
@@ -140,10 +140,35 @@ async def _delete(ctx: Context) -> None:
         ". This cannot be undone."
     if running:
         message += f"\n\nIt is {inst.status.value}: it will be stopped by force first."
-    if await ctx.ask(ConfirmDialog(f"Delete {ref}?", message,
-                                   "Stop and delete" if running else "Delete")):
+    storage = await _owned_storage(ctx)
+    if isinstance(storage, str):
+        message += storage
+        storage = []
+    title, button = f"Delete {ref}?", "Stop and delete" if running else "Delete"
+    if not storage:
+        if await ctx.ask(ConfirmDialog(title, message, button)):
+            await ctx.inventory.act(ref, "delete", PENDING["delete"], force=running)
+            ctx.notify(f"Deleted {ref}.")
+        return
+    answer = await ctx.ask(DeleteDialog(title, message, button, storage))
+    if answer == "instance":
         await ctx.inventory.act(ref, "delete", PENDING["delete"], force=running)
-        ctx.notify(f"Deleted {ref}.")
+        ctx.notify(f"Deleted {ref}; its storage is kept.")
+    elif answer == "storage":
+        await ctx.inventory.track(ref, PENDING["delete"], ctx.backend.delete_with_storage(
+            ref, storage, force=running))
+        ctx.notify(f"Deleted {ref} and its storage: {', '.join(storage)}.")
+
+
+async def _owned_storage(ctx: Context) -> list[str] | str:
+    """What deleting ``ctx.ref`` keeps and could remove too (where the remote can say),
+    or a sentence saying why it could not be listed."""
+    if not ctx.can(Capability.DELETE_STORAGE) or ctx.ref is None:
+        return []
+    try:
+        return await ctx.backend.owned_storage(ctx.ref)
+    except BackendError as e:
+        return f"\n\nIts storage could not be listed ({e.message}): it is kept."
 
 
 async def start(ctx: Context) -> None:

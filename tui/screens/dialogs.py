@@ -1,5 +1,6 @@
-"""Modal dialogs: confirmation (always naming what is affected), input, choices, the
-actions menu, passwords, snapshots and special keys."""
+"""Modal dialogs: confirmation (always naming what is affected), a delete that may take
+the instance's storage too, input, choices, the actions menu, passwords, snapshots and
+special keys."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from rich.text import Text
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, OptionList, Static
+from textual.widgets import Button, Checkbox, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from backends.models import InstanceRef
@@ -111,6 +112,44 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class DeleteDialog(ConfirmDialog):
+    """The confirmation of a delete that can also remove storage the instance keeps
+    (``Backend.owned_storage``): every item listed under a checkbox that is off, so only a
+    deliberate tick deletes them. Answers None (cancelled), ``"instance"`` or
+    ``"storage"`` (the instance and the storage listed)."""
+
+    def __init__(self, title: str, message: str, confirm: str, storage: list[str]) -> None:
+        super().__init__(title, message, confirm)
+        self.storage = storage
+
+    def compose(self) -> ComposeResult:
+        count = len(self.storage)
+        with Vertical(id="dialog"):
+            yield PlainLabel(self.title_text, id="dialog-title")
+            yield Plain(self.message, id="dialog-message")
+            yield Checkbox(gate(f"Also delete its storage ({count} item"
+                                f"{'' if count == 1 else 's'}, kept otherwise):"), False,
+                           id="delete-storage")
+            yield Plain("\n".join(f"  {item}" for item in self.storage),
+                        id="delete-storage-list")
+            yield dialog_buttons(self.confirm_label, variant="error")
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        label = self.confirm_label + (" with its storage" if event.value else "")
+        self.query_one("#confirm", Button).label = gate(label)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.prevent_default()  # not ConfirmDialog's answer as well
+        if event.button.id != "confirm":
+            self.dismiss(None)
+            return
+        with_storage = self.query_one("#delete-storage", Checkbox).value
+        self.dismiss("storage" if with_storage else "instance")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 _SPECIAL_LABELS = {
