@@ -12,6 +12,9 @@ event loop thread, errors in words):
 - ``limits.py``: vCPUs and memory, live (hot-add, balloon) or at the next start
 - ``names.py``: rename (shut-off domains) and the description
 - ``migrate.py``: moving a domain to another libvirt remote, live while it runs
+- ``clone.py``: a shut-off domain copied, its disks copied by the daemon (pool volumes)
+- ``nics.py``: NICs (networks, bridges, macvtap) and DHCP host entries for addresses
+- ``disks.py``: disks as pool volumes; deleting a domain with its own volumes
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
 libvirt's numbers into corral's models.
@@ -22,18 +25,22 @@ from __future__ import annotations
 from ..base import Backend
 from ..models import Capability, Remote
 from .connection import Connection
+from .clone import Clone
 from .consoles import Consoles
+from .disks import OwnedStorage
 from .events import Events
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .migrate import Migrate
 from .names import Names
+from .nics import Nics
 from .portable import Portable
 from .snapshots import Snapshots
 from .uri import is_remote
 
 
-class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, Names, Migrate,
+class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, Names,
+                     Clone, Nics, OwnedStorage, Migrate,
                      Backend):
     """The domains of one libvirt connection URI."""
 
@@ -44,6 +51,7 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, N
         Capability.METRICS, Capability.CONSOLE, Capability.PORTABLE, Capability.SNAPSHOTS,
         Capability.SNAPSHOT_STATEFUL, Capability.RESOURCES, Capability.RENAME,
         Capability.DESCRIPTION, Capability.COPY_MOVE,
+        Capability.CLONE, Capability.NICS, Capability.DELETE_STORAGE,
     })
     console_kinds = frozenset({"console"})
 

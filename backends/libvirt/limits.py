@@ -10,6 +10,11 @@ next start, as the QEMU backend's do (``backends/qemu/limits.py``).
   and has a balloon device (the guest needs its virtio-balloon driver), else saved for the
   next start.
 - ``memory_max``: the domain's memory (its ``<memory>``); at the next start.
+- ``disk``: the size of its first writable disk, grow only (a smaller size is refused in
+  words): while it runs at once (``virDomainBlockResize``: the guest sees the bigger disk
+  and grows its partition itself), shut off through the storage API
+  (``virStorageVolResize``) when the disk is a volume of a libvirt pool (see
+  ``disks.py``), else refused in words. It cannot be undone, so it is the last step.
 
 A value over a maximum is refused in words (raise the maximum first: it applies at the
 next start), as are malformed ones; everything is checked before anything is changed,
@@ -31,6 +36,7 @@ from ..errors import InvalidInput, Unsupported
 from ..models import InstanceRef, LimitField
 from ..units import format_size, is_whole, parse_size
 from .connection import Connection
+from .disks import disks_of, volume_of
 
 KiB = 1024
 MIN_MEMORY = 32 << 10
@@ -62,6 +68,30 @@ class Shape:
     """The saved definition's (the running one's for a transient domain)."""
     host_cpus: int | None
     """The most vCPUs this machine type takes (None: unknown)."""
+    disk: DiskSize | None = None
+    """Its first writable disk (None: it has none)."""
+
+
+@dataclass(frozen=True)
+class DiskSize:
+    dev: str
+    size: int
+    """Bytes (the guest's view: the virtual size); 0 when libvirt cannot tell."""
+    volume: libvirt.virStorageVol | None
+    """The pool volume it is (None: not a pool's)."""
+
+
+def _disk(conn: libvirt.virConnect, dom: libvirt.virDomain, xml: str) -> DiskSize | None:
+    """The first writable disk and its size (blocks)."""
+    first = next((d for d in disks_of(xml) if d.writable), None)
+    if first is None:
+        return None
+    volume = volume_of(conn, first)
+    try:
+        size = int(dom.blockInfo(first.dev, 0)[0])
+    except libvirt.libvirtError:
+        size = int(volume.info()[1]) if volume is not None else 0
+    return DiskSize(first.dev, size, volume)
 
 
 def _kib(element: ET.Element | None) -> int:
@@ -115,7 +145,7 @@ class Limits(Backend):
             xml = dom.XMLDesc(0)
             saved = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if persistent else xml
             return Shape(active, persistent, figures(xml), figures(saved),
-                         _host_cpus(conn, xml))
+                         _host_cpus(conn, xml), _disk(conn, dom, xml))
 
         return dom, await self.lv.call(read, what=f"reading the limits of {ref.name}")
 
@@ -160,6 +190,7 @@ class Limits(Backend):
                        f"the domain's memory; takes effect at the next start{transient}",
                        pending=pending(now.memory_max, saved.memory_max,
                                        _size(saved.memory_max))),
+            _disk_field(s),
         ]
 
     async def set_limits(self, ref: InstanceRef, changes: dict[str, str]) -> dict[str, str]:
@@ -202,6 +233,10 @@ def _plan(ref: InstanceRef, changes: dict[str, str], s: Shape) -> dict[str, int]
             if not is_whole(raw) or int(raw) < 1:
                 raise InvalidInput(f"'{raw}' is not a number of vCPUs (a whole number from 1).")
             plan[key] = int(raw)
+        elif key == "disk":
+            disk = _planned_disk(ref, raw, s)
+            if disk is not None:
+                plan[key] = disk
         elif key in ("memory", "memory_max"):
             try:
                 size = parse_size(raw, default_unit="MiB")
@@ -272,4 +307,51 @@ def _steps(dom: libvirt.virDomain, plan: dict[str, int], s: Shape
             ([(memory, (saved.memory, CONFIG))] if cfg else [])
         steps.append(((memory, (plan["memory"], (LIVE if live else 0) | cfg)), back))
         result["memory"] = "live" if live else "restart"
+    if "disk" in plan and s.disk is not None:  # last: a disk does not shrink back
+        if s.active:
+            step = (dom.blockResize, (s.disk.dev, plan["disk"],
+                                      libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES))
+        else:
+            assert s.disk.volume is not None
+            step = (s.disk.volume.resize, (plan["disk"], 0))
+        steps.append((step, []))
+        result["disk"] = "live" if s.active else "restart"
     return steps, result
+
+
+def _disk_field(s: Shape) -> LimitField:
+    disk = s.disk
+    if disk is None:
+        return LimitField("disk", "Disk size", "", "unsupported", "no disk")
+    label = f"Disk size ({disk.dev})"
+    value = format_size(disk.size) if disk.size else ""
+    if s.active:
+        return LimitField("disk", label, value, "live",
+                          "grow only; the guest then grows its partition")
+    if disk.volume is None:
+        return LimitField("disk", label, value, "unsupported",
+                          "grows while it runs; shut off only when it is a volume of a "
+                          "libvirt storage pool")
+    return LimitField("disk", label, value, "restart",
+                      "grow only; the guest then grows its partition")
+
+
+def _planned_disk(ref: InstanceRef, raw: str, s: Shape) -> int | None:
+    """The new size of the first disk in bytes (None: it has that size already)."""
+    try:
+        size = parse_size(raw, default_unit="GiB")
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
+    disk = s.disk
+    if disk is None:
+        raise InvalidInput(f"{ref} has no disk to resize.")
+    if disk.size and size < disk.size:
+        raise InvalidInput(f"Disks only grow: give a size of at least "
+                           f"{format_size(disk.size)} ({disk.dev} has that now).")
+    if size == disk.size:
+        return None
+    if not s.active and disk.volume is None:
+        raise Unsupported(f"The disk {disk.dev} of {ref} is not a volume of a libvirt "
+                          f"storage pool: corral resizes it only while {ref} runs (or add "
+                          f"its directory as a pool).")
+    return size

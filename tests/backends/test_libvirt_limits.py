@@ -53,7 +53,8 @@ async def test_a_shut_off_domains_limits_apply_at_the_next_start(lv, vlab, guest
                  memory_mib=256, balloon=True)
     assert await fields(lv, ref) == {
         "cpus": ("1", "restart", ""), "cpus_max": ("2", "restart", ""),
-        "memory": ("256MiB", "restart", ""), "memory_max": ("256MiB", "restart", "")}
+        "memory": ("256MiB", "restart", ""), "memory_max": ("256MiB", "restart", ""),
+        "disk": ("", "unsupported", "")}  # no disk (test_libvirt_storage.py resizes one)
     assert await lv.set_limits(ref, {"cpus": "2", "memory": "192"}) == {
         "cpus": "restart", "memory": "restart"}
     assert shape(vlab, ref.name) == (2, 2, 192 * MiB, 256 * MiB)
@@ -100,7 +101,8 @@ async def test_a_running_domain_gets_vcpus_and_memory_live_up_to_its_maximums(lv
     try:
         assert await fields(lv, ref) == {
             "cpus": ("1", "live", ""), "cpus_max": ("2", "restart", ""),
-            "memory": ("256MiB", "live", ""), "memory_max": ("256MiB", "restart", "")}
+            "memory": ("256MiB", "live", ""), "memory_max": ("256MiB", "restart", ""),
+            "disk": ("", "unsupported", "")}
         assert await lv.set_limits(ref, {"cpus": "2"}) == {"cpus": "live"}
         assert shape(vlab, ref.name)[0] == 2 and shape(vlab, ref.name, saved=True)[0] == 2
         assert await lv.set_limits(ref, {"memory": "160MiB"}) == {"memory": "live"}
