@@ -326,8 +326,8 @@ def palette_entries(inventory: Inventory, run: Callable[..., None],
     ``screen_action(name)`` is the screen's ``action_<name>``."""
     out: list[tuple[str, str, Callable[[], None], bool]] = []
     caps_anywhere: set[Capability] = set()
-    for backend in inventory.backends.values():
-        caps_anywhere |= backend.capabilities
+    for name in inventory.backends:
+        caps_anywhere |= inventory.declared_capabilities(name)
     for a in ACTIONS:
         if a.scope not in (Scope.INSTANCE, Scope.REMOTE, Scope.VIEW) or \
                 not offered(a, frozenset(caps_anywhere)):
@@ -371,9 +371,9 @@ def availability(action: Action, inventory: Inventory, ref: InstanceRef | None, 
         return True
     if ref is None:
         return None
-    backend = inventory.backends.get(ref.remote)
-    if backend is not None and not offered(action, backend.capabilities):
-        return False
+    if ref.remote in inventory.backends and not offered(
+            action, inventory.declared_capabilities(ref.remote, narrowed=False)):
+        return False  # (a read-only remote's: greyed below, not hidden)
     if action.scope is Scope.SNAPSHOT:
         return True
     return True if offered(action, inventory.capabilities(ref)) else None

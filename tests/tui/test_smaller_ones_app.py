@@ -100,7 +100,8 @@ async def test_every_modal_screen_is_drawn_in_the_middle(fake_env):  # noqa: F81
         await press(pilot, app, "escape")
         for screen in (
                 ImagesScreen(backends["alpha"], "alpha"),
-                NicScreen(backends["alpha"], InstanceRef("alpha", "web1")),
+                NicScreen(backends["alpha"], InstanceRef("alpha", "web1"),
+                          app.inventory.remote_capabilities("alpha")),
                 ConvertScreen(InstanceRef("alpha", "vm1"), "qemu", backends["alpha"],
                               CreateSource("vm-import", "the VM")),
         ):

@@ -158,3 +158,26 @@ def test_the_kind_check_catches_both_spellings():
                    for c in ast.walk(node)) and (
             ".remote " in text + " " or any(isinstance(n, ast.Attribute) and n.attr == "kind"
                                            for n in ast.walk(node))), source
+
+
+def _capability_reads(source: str) -> list[int]:
+    """Lines that read a ``.capabilities`` attribute (not the inventory's method call)."""
+    tree = ast.parse(source)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr == "capabilities"
+            and id(n) not in called]
+
+
+def test_the_ui_reads_capabilities_through_the_inventory():
+    """A backend's ``capabilities`` are read by the inventory only (tui/services/): it
+    narrows a read-only remote's, so the UI offers on one only what changes nothing."""
+    offenders = []
+    for path in (ROOT / "tui").rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[:2] == ("tui", "services"):
+            continue
+        offenders += [f"{rel}:{line}" for line in _capability_reads(path.read_text())]
+    assert offenders == []
+    assert _capability_reads("ok = Capability.X in backend.capabilities") == [1]
+    assert _capability_reads("caps = inventory.capabilities(ref)") == []

@@ -19,7 +19,9 @@ async def new_instance(ctx: Context) -> None:
         return
     from ..screens.wizard import WizardScreen  # loaded when first used, not at start-up
 
-    result = await ctx.ask(WizardScreen(backends, preferred=ctx.remote))
+    result = await ctx.ask(WizardScreen(backends, {name: inv.remote_capabilities(name)
+                                                   for name in backends},
+                                        preferred=ctx.remote))
     if result is None:
         return
     inst = result.instance

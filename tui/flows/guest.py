@@ -27,4 +27,4 @@ async def _set_password(backend, ref, user: str, secret: str) -> bool:
 
 
 async def nics(ctx: Context) -> None:
-    ctx.show(NicScreen(ctx.backend, ctx.ref))
+    ctx.show(NicScreen(ctx.backend, ctx.ref, ctx.inventory.remote_capabilities(ctx.ref.remote)))

@@ -12,7 +12,8 @@ from ..screens.dialogs import ConfirmDialog, InputDialog, SnapshotDialog
 from .context import Context
 
 
-async def read(backend: Backend, ref: InstanceRef) -> tuple[list[Snapshot], str]:
+async def read(backend: Backend, ref: InstanceRef, caps: frozenset[Capability]
+               ) -> tuple[list[Snapshot], str]:
     """The snapshots of ``ref`` and the line that counts them and says the schedule (the
     tab's keys are added by the pane, as the footer names them).
 
@@ -21,7 +22,7 @@ async def read(backend: Backend, ref: InstanceRef) -> tuple[list[Snapshot], str]
     """
     snapshots = await backend.list_snapshots(ref)
     text = f"{len(snapshots)} snapshot(s)"
-    if Capability.SNAPSHOT_SCHEDULE in backend.capabilities:
+    if Capability.SNAPSHOT_SCHEDULE in caps:
         try:
             settings = await backend.snapshot_settings(ref)
         except BackendError:

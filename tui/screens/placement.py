@@ -18,11 +18,12 @@ AUTO = "\x00cluster"
 AUTO_LABEL = AUTO_PLACEMENT.label
 
 
-async def load_placements(screen: Screen, backend: Backend) -> None:
+async def load_placements(screen: Screen, backend: Backend,
+                          caps: frozenset[Capability]) -> None:
     """Fill ``#wizard-target`` with the remote's placements; hidden when it is no cluster
     (or its members cannot be read now: the cluster then places the instance)."""
     places = []
-    if Capability.CLUSTER in backend.capabilities:
+    if Capability.CLUSTER in caps:
         try:
             places = await backend.placements()
         except BackendError:

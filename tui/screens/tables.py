@@ -88,12 +88,15 @@ class NicScreen(TableScreen):
                 tooltip="Set static IPv4/IPv6 addresses of the selected NIC"),
     ]
 
-    def __init__(self, backend: Backend, ref: InstanceRef) -> None:
+    def __init__(self, backend: Backend, ref: InstanceRef,
+                 caps: frozenset[Capability]) -> None:
+        """``caps``: what the remote offers (the inventory's reading)."""
         super().__init__(f"Network interfaces of {ref}",
                          ("Name", "Network / parent", "Type", "IPv4", "IPv6", "Limits"),
                          "a add · d remove · e static addresses · esc close")
         self.backend = backend
         self.ref = ref
+        self.caps = caps
         self.nics: dict[str, dict] = {}
 
     async def load(self) -> None:
@@ -125,7 +128,7 @@ class NicScreen(TableScreen):
     def action_add(self) -> None:
         async def flow() -> None:
             networks = []
-            if Capability.CREATE in self.backend.capabilities:
+            if Capability.CREATE in self.caps:
                 try:
                     networks = list((await self.backend.create_options()).networks)
                 except BackendError:
@@ -281,7 +284,7 @@ class OperationsScreen(TableScreen):
         for name, backend in sorted(inv.backends.items()):
             if inv.statuses[name].state.value != "connected":
                 continue
-            if Capability.OPERATIONS in backend.capabilities:
+            if Capability.OPERATIONS in inv.remote_capabilities(name):
                 try:
                     ops = await backend.list_operations()
                 except BackendError as e:
@@ -305,7 +308,8 @@ class OperationsScreen(TableScreen):
             return
         name, op = self.ops[key]
         backend = self.inventory.backends.get(name)
-        if backend is None or Capability.OPERATIONS not in backend.capabilities:
+        if backend is None \
+                or Capability.OPERATIONS not in self.inventory.remote_capabilities(name):
             self.say(f"{name} cannot cancel operations.")
             return
 

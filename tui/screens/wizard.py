@@ -73,10 +73,12 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         Binding("x", "cancel(True)", "Stop", show=False, tooltip="Cancel a running creation"),
     ]
 
-    def __init__(self, backends: dict, *, preferred: str | None = None) -> None:
-        """``backends``: remote name → backend (connected, writable, SupportsCreate)."""
+    def __init__(self, backends: dict, caps: dict, *, preferred: str | None = None) -> None:
+        """``backends``: remote name → backend (connected, writable, SupportsCreate);
+        ``caps``: remote name → what it offers (the inventory's reading)."""
         super().__init__()
         self.backends = backends
+        self.caps = caps
         self.remote = preferred if preferred in backends else next(iter(backends), None)
         self.sources: list[CreateSource] = []
         self.options = CreateOptions()
@@ -186,7 +188,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         elif step == "summary":
             self.query_one("#wizard-summary", Plain).update(self.summary())
             self.query_one("#wizard-console", Checkbox).display = \
-                Capability.CONSOLE in self.backend.capabilities
+                Capability.CONSOLE in self.caps.get(self.remote or "", frozenset())
         self.validate()
         focus = {
             "where": "#wizard-remote", "what": "#wizard-source", "name": "#wizard-name",
@@ -260,7 +262,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.query_one("#wizard-pool-label").display = bool(self.options.storage_pools)
         network = self.query_one("#wizard-network", Select)
         network.set_options([(external(n), n) for n in self.options.networks])
-        await load_placements(self, backend)
+        await load_placements(self, backend, self.caps.get(self.remote or "", frozenset()))
         problem.update("")
         return True
 

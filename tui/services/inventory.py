@@ -129,13 +129,17 @@ class Inventory(Sampling, Listings):
 
     def remote_capabilities(self, name: str) -> frozenset[Capability]:
         """What a connected remote offers (a read-only one: only what changes nothing)."""
-        backend = self.backends.get(name)
         status = self.statuses.get(name)
-        if backend is None or status is None or status.state is not ConnectionState.CONNECTED:
-            return frozenset()
-        if status.remote.read_only:
-            return backend.capabilities & READ_ONLY_CAPABILITIES
-        return backend.capabilities
+        connected = status is not None and status.state is ConnectionState.CONNECTED
+        return self.declared_capabilities(name) if connected else frozenset()
+
+    def declared_capabilities(self, name: str, *, narrowed: bool = True) -> frozenset[Capability]:
+        """What ``name``'s backend offers, connected or not (read-only: only what changes
+        nothing, if ``narrowed``); the UI reads them only here (tests/unit/test_structure)."""
+        backend, status = self.backends.get(name), self.statuses.get(name)
+        caps = backend.capabilities if backend is not None else frozenset()
+        read_only = narrowed and status is not None and status.remote.read_only
+        return caps & READ_ONLY_CAPABILITIES if read_only else caps
 
     def capabilities(self, ref: InstanceRef) -> frozenset[Capability]:
         """What can be done to one instance right now (nothing while an action runs)."""
@@ -146,7 +150,7 @@ class Inventory(Sampling, Listings):
         status = self.statuses[ref.remote]
         if status.state is not ConnectionState.CONNECTED or not status.listed:
             return frozenset()  # offline, or a row from the last run not yet confirmed
-        return backend.instance_capabilities(inst)
+        return backend.instance_capabilities(inst) & self.declared_capabilities(ref.remote)
 
     def seed(self, name: str, instances: Iterable[Instance]) -> None:
         """Show rows from the last run until the remote's first listing replaces them."""
@@ -155,8 +159,7 @@ class Inventory(Sampling, Listings):
                 self.instances.setdefault(inst.ref, inst)
 
     def retry(self, name: str) -> None:
-        """Reconnect a remote now (the user asked): ends its wait, or its current
-        connection, and connects again at once."""
+        """Reconnect a remote now (the user asked): ends its wait or connection at once."""
         self._wakeups.setdefault(name, asyncio.Event()).set()
 
     # Supervisor ------------------------------------------------------------------------

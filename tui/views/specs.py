@@ -145,24 +145,22 @@ def offered(inv: Inventory) -> list[ViewSpec]:
     """The views ``:`` offers: those some configured remote's kind can fill (a remote not
     connected yet counts by its backend once connected)."""
     caps: set[Capability] = set()
-    for backend in inv.backends.values():
-        caps |= backend.capabilities
+    for name in inv.backends:
+        caps |= inv.declared_capabilities(name)
     return [v for v in VIEWS if not v.hidden and (v.needs is None or v.needs in caps)]
 
 
 def remotes_for(inv: Inventory, spec: ViewSpec) -> list[str]:
     """The connected remotes whose backend can fill ``spec``."""
-    return [name for name, b in inv.backends.items()
+    return [name for name in inv.backends
             if inv.statuses[name].state is ConnectionState.CONNECTED
-            and (spec.needs is None or spec.needs in b.capabilities)]
+            and (spec.needs is None or spec.needs in inv.remote_capabilities(name))]
 
 
 def remotes_views(inv: Inventory, remote: str) -> list[ViewSpec]:
     """The views ``remote`` fills from the daemon (what is worth reading ahead)."""
-    backend = inv.backends.get(remote)
-    if backend is None:
-        return []
-    return [v for v in VIEWS if v.load is not None and v.needs in backend.capabilities]
+    caps = inv.declared_capabilities(remote)
+    return [v for v in VIEWS if v.load is not None and v.needs in caps]
 
 
 async def load_rows(inv: Inventory, spec: ViewSpec, remote: str, parent: str = ""
@@ -174,7 +172,7 @@ async def load_rows(inv: Inventory, spec: ViewSpec, remote: str, parent: str = "
     try:
         if spec.name == "operations":
             status = inv.statuses[remote]
-            if Capability.OPERATIONS in backend.capabilities:
+            if Capability.OPERATIONS in inv.declared_capabilities(remote):
                 rows = await _operations(backend, parent)
             else:
                 rows = [r.from_operation(remote, op) for op in status.operations.values()]

@@ -434,14 +434,15 @@ class DetailsPane(Vertical):
         inst = self.inventory.instances.get(ref)
         self._snapshot_count_shown = inst.snapshot_count if inst else None
         try:
-            listed, text = await read_snapshots(backend, ref)
+            listed, text = await read_snapshots(
+                backend, ref, self.inventory.declared_capabilities(ref.remote))
         except BackendError as e:
             table.show([])
             note.update(f"Cannot list the snapshots of {ref}: {e.message}")
             return
         if self.snapshots_of == ref:
             table.show(listed)
-            keys = self.snapshot_keys(backend.capabilities)
+            keys = self.snapshot_keys(self.inventory.declared_capabilities(ref.remote))
             note.update(f"{text} · {keys}" if keys else text)
 
     def snapshot_keys(self, caps: frozenset[Capability]) -> str:
