@@ -27,6 +27,7 @@ from .errors import Unsupported
 from .read_only import READ_ONLY_CAPABILITIES, guard
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 from .screen import ScreenSession
+from .transfer_verbs import TransferVerbs
 
 from .models import (
     BackendEvent,
@@ -49,7 +50,7 @@ from .models import (
 
 
 class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, DeletionVerbs,
-              abc.ABC):
+              TransferVerbs, abc.ABC):
     """Base class of every backend (the verbs on profiles, networks, storage, projects and
     YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 
@@ -316,17 +317,6 @@ class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, Deletion
         """A copy on the same remote. ``linked`` (``LINKED_CLONE``) shares the source's
         disk instead of copying it."""
         raise self._unsupported("clone instances")
-
-    async def copy_to(self, ref: InstanceRef, target: "Backend", new_name: str, *,
-                      move: bool = False, with_snapshots: bool = True,
-                      progress: Callable[[str], None] | None = None) -> Instance:
-        """Copy (or with ``move``, move) a stopped instance to ``target``'s remote (it
-        declares ``COPY_MOVE`` too); a running one where ``live_move_to_problem`` is None."""
-        raise self._unsupported("copy instances to other remotes")
-
-    def live_move_to_problem(self, instance: Instance, there: "Backend") -> str | None:
-        """Why running ``instance`` cannot move to ``there`` live (None: it moves running)."""
-        return "it is moved stopped (cold)"
 
     async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
         raise self._unsupported("rename instances")

@@ -245,12 +245,13 @@ ACTIONS: tuple[Action, ...] = (
            palette="Import a backup onto {remote}…"),
     Action("clone", "Clone…", "Copy it on the same remote under a new name", I,
            needs=(Cap.CLONE,), flow=transfer.clone, menu=True),
-    Action("copy", "Copy to another remote…", "Cold copy to another LXD/Incus remote", I,
-           needs=(Cap.COPY_MOVE,), flow=transfer.copy, menu=True,
+    Action("copy", "Copy to another remote…", "Copy it to another remote of a kind that "
+           "takes it (stopped)", I, needs=(Cap.COPY_MOVE,), flow=transfer.copy, menu=True,
            available=transfer.has_copy_target),
-    Action("move", "Move to another remote…", "Cold move to another LXD/Incus remote "
-           "(removed here once it is there)", I, needs=(Cap.COPY_MOVE,), flow=transfer.move,
-           menu=True, available=transfer.has_copy_target),
+    Action("move", "Move to another remote…", "Move it to another remote of a kind that "
+           "takes it (removed here once it is there; live where the remote can)", I,
+           needs=(Cap.COPY_MOVE,), flow=transfer.move, menu=True,
+           available=transfer.has_move_target),
     Action("convert_vm", "Convert to a local QEMU VM…", "Make a local QEMU VM from this "
            "stopped VM's definition and copies of its disks (the original is left as it is)",
            I, needs=(Cap.PORTABLE,), flow=convert_vm.convert, menu=True,

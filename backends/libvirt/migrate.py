@@ -51,6 +51,12 @@ class Migrate(Backend):
     lv: Connection
     _cpu: dict[str, tuple[int, float]]
 
+    def copy_problem(self, target: Backend, *, move: bool = False) -> str | None:
+        """libvirt moves a domain to another libvirt host; it does not copy one."""
+        if target.kind != self.kind or target.remote.name == self.remote.name:
+            return "libvirt moves a domain only to another libvirt remote"
+        return None if move else "libvirt moves a domain to another host; it does not copy it"
+
     def live_move_to_problem(self, instance: Instance, there: Backend) -> str | None:
         if there.kind != self.kind:
             return f"libvirt moves a domain only to another libvirt remote ({there.kind})"

@@ -30,6 +30,14 @@ class Transfer(Backend):
 
     rest: Rest
 
+    def copy_problem(self, target: Backend, *, move: bool = False) -> str | None:
+        """Another LXD or Incus remote pulls the instance from this one (either way)."""
+        if target is self or target.remote.name == self.remote.name:
+            return "it is the same remote"
+        if not isinstance(getattr(target, "rest", None), Rest):
+            return f"{target.remote.name} is not an LXD or Incus remote"
+        return None
+
     async def clone_instance(self, ref: InstanceRef, new_name: str, *,
                              with_snapshots: bool = True, linked: bool = False,
                              progress: Callable[[str], None] | None = None) -> Instance:

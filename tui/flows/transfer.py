@@ -51,12 +51,14 @@ def snapshots_label(ctx: Context, label: str) -> str:
     return f"{label} ({count})" if count else label
 
 
-def copy_targets(ctx: Context) -> dict[str, Backend]:
-    """Other connected, writable remotes an instance can be copied or moved to."""
-    inv = ctx.inventory
+def copy_targets(ctx: Context, *, move: bool = False) -> dict[str, Backend]:
+    """Other connected, writable remotes an instance of ``ctx.remote`` can be copied (or
+    moved) to: those its backend finds no problem with (``copy_problem``)."""
+    inv, here = ctx.inventory, ctx.inventory.backends.get(ctx.remote or "")
     return {name: b for name, b in sorted(inv.backends.items())  # the same order every run
             if name != ctx.remote and Capability.COPY_MOVE in inv.remote_capabilities(name)
-            and inv.statuses[name].state is ConnectionState.CONNECTED}
+            and inv.statuses[name].state is ConnectionState.CONNECTED
+            and here is not None and here.copy_problem(b, move=move) is None}
 
 
 async def export(ctx: Context) -> None:
@@ -133,7 +135,7 @@ async def clone(ctx: Context) -> None:
 async def _copy_or_move(ctx: Context, move: bool) -> None:
     ref, backend = ctx.ref, ctx.backend
     verb = "move" if move else "copy"
-    targets = copy_targets(ctx)
+    targets = copy_targets(ctx, move=move)
     target = await ctx.ask(ChoiceDialog(
         f"{verb.capitalize()} {ref} to",
         [(n, f"{n} ({b.remote.kind})") for n, b in targets.items()]))
@@ -185,6 +187,10 @@ async def move(ctx: Context) -> None:
 
 def has_copy_target(ctx: Context) -> bool:
     return bool(copy_targets(ctx))
+
+
+def has_move_target(ctx: Context) -> bool:
+    return bool(copy_targets(ctx, move=True))
 
 
 async def rename(ctx: Context) -> None:

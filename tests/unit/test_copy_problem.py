@@ -1,0 +1,36 @@
+"""Where an instance can be copied or moved, asked of the backends before anything is
+tried (``Backend.copy_problem``): the UI offers as targets only the remotes with no
+problem, so an LXD instance is not offered a libvirt remote, nor a libvirt domain a copy."""
+
+from __future__ import annotations
+
+from backends.libvirt.backend import LibvirtBackend
+from backends.lxd import IncusBackend, LXDBackend
+from backends.models import Remote
+from backends.qemu.backend import QEMUBackend
+
+
+def _all():
+    return {
+        "lxd1": LXDBackend(Remote("lxd1", "lxd", "unix:///run/nothing.socket")),
+        "lxd2": LXDBackend(Remote("lxd2", "lxd", "https://127.0.0.1:1")),
+        "inc": IncusBackend(Remote("inc", "incus", "https://127.0.0.1:2")),
+        "va": LibvirtBackend(Remote("va", "libvirt", "qemu:///system")),
+        "vb": LibvirtBackend(Remote("vb", "libvirt", "qemu+ssh://root@host/system")),
+        "qemu": QEMUBackend(Remote("qemu", "qemu", "/nonexistent/qemu")),
+    }
+
+
+def test_each_backend_says_where_its_instances_can_go():
+    b = _all()
+    assert b["lxd1"].copy_problem(b["lxd2"]) is None
+    assert b["lxd1"].copy_problem(b["inc"], move=True) is None  # LXD <-> Incus
+    assert b["inc"].copy_problem(b["lxd1"]) is None
+    assert "same remote" in b["lxd1"].copy_problem(b["lxd1"])
+    assert "not an LXD or Incus" in b["lxd1"].copy_problem(b["va"], move=True)
+    assert b["va"].copy_problem(b["vb"], move=True) is None  # a live migration
+    assert "does not copy" in b["va"].copy_problem(b["vb"])
+    assert "only to another libvirt" in b["va"].copy_problem(b["lxd1"], move=True)
+    assert "only to another libvirt" in b["va"].copy_problem(b["va"], move=True)
+    # the contract's default: another remote of the same kind
+    assert "is a lxd remote" in b["qemu"].copy_problem(b["lxd1"])
