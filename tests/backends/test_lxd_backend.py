@@ -307,10 +307,16 @@ async def test_exec_shell_over_websockets_types_resizes_and_exits(remote_backend
         await term.wait_for(b"\n42\r\n")
         await term.wait_for(b"40 100")  # the size given at open
         await session.resize(132, 43)  # a window-resize control message
-        await term.prompt()
-        await session.send_bytes(b"stty size\r")
-        await term.wait_for(b"43 132")
-        await term.prompt()
+        # (it travels on the control websocket, the command on the data one: the daemon
+        # may run a command typed at once before it applies the size, so ask until it has)
+        for _ in range(20):
+            start = len(term.data)
+            await session.send_bytes(b"stty size\r")
+            await term.prompt()
+            if b"43 132" in term.data[start:]:
+                break
+            await asyncio.sleep(0.25)
+        assert b"43 132" in term.data[start:], term.data[-400:]
         await session.send_bytes(b"exit 3\r")
         assert "exited (3)" in await asyncio.wait_for(session.wait(), 15)
         # a user's own command
