@@ -1,7 +1,7 @@
 """Copies and moves of an instance to another remote (``COPY_MOVE``): the part of the
 backend contract that says, before anything is tried, where an instance can go.
 
-:meth:`TransferVerbs.copy_problem` answers for a pair of backends (this one, a target) and
+:meth:`TransferVerbs.copy_problem` answers for a pair of backends (this one, the one ``there``) and
 a verb (copy or move): None when this backend can do it, else why not in words. The UI
 offers as targets only the remotes with no problem, so a copy is never offered where it
 can only be refused; ``copy_to`` still checks everything itself.
@@ -26,15 +26,15 @@ class TransferVerbs:
     _unsupported: Callable[[str], Unsupported]
     """Provided by :class:`~backends.base.Backend`."""
 
-    def copy_problem(self, target: Backend, *, move: bool = False) -> str | None:
+    def copy_problem(self, there: Backend, *, move: bool = False) -> str | None:
         """Why an instance of this remote cannot be copied (``move``: moved) to the remote
-        ``target`` serves, in words; None when it can. The default: only to another
+        ``there`` serves, in words; None when it can. The default: only to another
         remote of the same kind (a backend that can do more or less says so)."""
         me: Backend = self  # type: ignore[assignment]
-        if target is me or target.remote.name == me.remote.name:
+        if there is me or there.remote.name == me.remote.name:
             return "it is the same remote"
-        if target.kind != me.kind:
-            return f"{target.remote.name} is a {target.kind} remote, not {me.kind}"
+        if there.kind != me.kind:
+            return f"{there.remote.name} is a {there.kind} remote, not {me.kind}"
         return None
 
     async def copy_to(self, ref: InstanceRef, target: Backend, new_name: str, *,

@@ -51,9 +51,9 @@ class Migrate(Backend):
     lv: Connection
     _cpu: dict[str, tuple[int, float]]
 
-    def copy_problem(self, target: Backend, *, move: bool = False) -> str | None:
+    def copy_problem(self, there: Backend, *, move: bool = False) -> str | None:
         """libvirt moves a domain to another libvirt host; it does not copy one."""
-        if target.kind != self.kind or target.remote.name == self.remote.name:
+        if there.kind != self.kind or there.remote.name == self.remote.name:
             return "libvirt moves a domain only to another libvirt remote"
         return None if move else "libvirt moves a domain to another host; it does not copy it"
 

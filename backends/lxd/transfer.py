@@ -30,12 +30,12 @@ class Transfer(Backend):
 
     rest: Rest
 
-    def copy_problem(self, target: Backend, *, move: bool = False) -> str | None:
+    def copy_problem(self, there: Backend, *, move: bool = False) -> str | None:
         """Another LXD or Incus remote pulls the instance from this one (either way)."""
-        if target is self or target.remote.name == self.remote.name:
+        if there is self or there.remote.name == self.remote.name:
             return "it is the same remote"
-        if not isinstance(getattr(target, "rest", None), Rest):
-            return f"{target.remote.name} is not an LXD or Incus remote"
+        if not isinstance(getattr(there, "rest", None), Rest):
+            return f"{there.remote.name} is not an LXD or Incus remote"
         return None
 
     async def clone_instance(self, ref: InstanceRef, new_name: str, *,
