@@ -7,6 +7,7 @@ event loop thread, errors in words):
 - ``lifecycle.py``: connect, list, usage, start/shut down/force off/reboot/pause/delete
 - ``events.py``: ``watch`` (domain lifecycle callbacks, the connection closing)
 - ``consoles.py``: the serial console on a libvirt stream
+- ``display.py``: the graphical screen (a VNC device), through corral's console server
 - ``portable.py``: a stopped domain as its XML and disk files (``portable_vm``)
 - ``snapshots.py``: internal snapshots of qcow2 disks (list, take, revert, delete)
 - ``limits.py``: vCPUs and memory, live (hot-add, balloon) or at the next start
@@ -14,6 +15,7 @@ event loop thread, errors in words):
 - ``migrate.py``: moving a domain to another libvirt remote, live while it runs
 - ``clone.py``: a shut-off domain copied, its disks copied by the daemon (pool volumes)
 - ``nics.py``: NICs (networks, bridges, macvtap) and DHCP host entries for addresses
+- ``networks.py``: the libvirt networks (``list_networks``)
 - ``disks.py``: disks as pool volumes; deleting a domain with its own volumes
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
@@ -27,20 +29,22 @@ from ..models import Capability, Remote
 from .connection import Connection
 from .clone import Clone
 from .consoles import Consoles
+from .display import Display
 from .disks import OwnedStorage
 from .events import Events
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .migrate import Migrate
 from .names import Names
+from .networks import Networks
 from .nics import Nics
 from .portable import Portable
 from .snapshots import Snapshots
 from .uri import is_remote
 
 
-class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, Names,
-                     Clone, Nics, OwnedStorage, Migrate,
+class LibvirtBackend(Lifecycle, Events, Consoles, Display, Portable, Snapshots, Limits, Names,
+                     Clone, Nics, Networks, OwnedStorage, Migrate,
                      Backend):
     """The domains of one libvirt connection URI."""
 
@@ -50,14 +54,16 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Portable, Snapshots, Limits, N
         Capability.FREEZE, Capability.UNFREEZE, Capability.DELETE, Capability.EVENTS,
         Capability.METRICS, Capability.CONSOLE, Capability.PORTABLE, Capability.SNAPSHOTS,
         Capability.SNAPSHOT_STATEFUL, Capability.RESOURCES, Capability.RENAME,
-        Capability.DESCRIPTION, Capability.COPY_MOVE,
-        Capability.CLONE, Capability.NICS, Capability.DELETE_STORAGE,
+        Capability.DESCRIPTION, Capability.COPY_MOVE, Capability.DISPLAY,
+        Capability.CLONE, Capability.NICS, Capability.DELETE_STORAGE, Capability.NETWORKS,
     })
     console_kinds = frozenset({"console"})
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)
-        if is_remote(remote.address):  # its disks are on another machine: no convert
-            self.capabilities = type(self).capabilities - {Capability.PORTABLE}
+        if is_remote(remote.address):  # its disks are on another machine: no convert; a
+            # screen's file descriptor cannot cross SSH (display.py)
+            self.capabilities = type(self).capabilities - {Capability.PORTABLE,
+                                                           Capability.DISPLAY}
         self.lv = Connection(remote, timeout)
         self._cpu: dict[str, tuple[int, float]] = {}

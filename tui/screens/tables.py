@@ -125,14 +125,25 @@ class NicScreen(TableScreen):
         self.reload()
         return True
 
+    async def _networks(self) -> list[str]:
+        """The networks a NIC can be put on: the remote's own (``list_networks``, those
+        it manages) when it lists them, else the ones its create options name."""
+        if Capability.NETWORKS in self.caps:
+            try:
+                return [n.name for n in await self.backend.list_networks()
+                        if not n.read_only]
+            except BackendError:
+                pass
+        if Capability.CREATE in self.caps:
+            try:
+                return list((await self.backend.create_options()).networks)
+            except BackendError:
+                pass
+        return []
+
     def action_add(self) -> None:
         async def flow() -> None:
-            networks = []
-            if Capability.CREATE in self.caps:
-                try:
-                    networks = list((await self.backend.create_options()).networks)
-                except BackendError:
-                    networks = []
+            networks = await self._networks()
             name = await self.app.push_screen_wait(InputDialog(
                 "New network interface", "Device name", _free_name(self.nics),
                 confirm="Next", check=lambda v: _check_device(v, self.nics)))
