@@ -55,7 +55,7 @@ class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, Deletion
     YAML come from :class:`~backends.resources.ResourceVerbs`)."""
 
     kind: ClassVar[str] = ""
-    """Registry key: ``lxd``, ``incus``, ``qemu``, ``lxc``."""
+    """Registry key: ``lxd``, ``incus``, ``qemu``, ``lxc``, ``libvirt``."""
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
     """What this backend can do at all (see ``CAPABILITY_METHODS``)."""
     backup_extension: ClassVar[str] = ".tar.gz"

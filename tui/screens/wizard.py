@@ -74,7 +74,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     ]
 
     def __init__(self, backends: dict, caps: dict, *, preferred: str | None = None) -> None:
-        """``backends``: remote name → backend (connected, writable, SupportsCreate);
+        """``backends``: remote name → backend (connected, writable, with ``Capability.CREATE``);
         ``caps``: remote name → what it offers (the inventory's reading)."""
         super().__init__()
         self.backends = backends
