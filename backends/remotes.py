@@ -350,9 +350,14 @@ def libvirt_aliases(path: Path, out: Discovery) -> dict[str, str]:
     return aliases
 
 
-def libvirt_remotes(env: Mapping[str, str], out: Discovery) -> dict[str, Remote]:
-    """This host's ``qemu:///system`` (when its socket is there) and the ``uri_aliases`` of
-    the user's ``libvirt.conf``."""
+def libvirt_remotes(env: Mapping[str, str], out: Discovery, *,
+                    uid: int | None = None) -> dict[str, Remote]:
+    """This host's ``qemu:///system`` (when its socket is there), the user's
+    ``qemu:///session`` (not root's), the ``uri_aliases`` of the user's ``libvirt.conf``
+    and the connections virt-manager saved (``backends/libvirt/discovery.py``)."""
+    from .libvirt import discovery
+
+    uid = os.geteuid() if uid is None else uid
     found: dict[str, Remote] = {}
     socket = libvirt_system_socket(env)
     out.looked_in.extend(LIBVIRT_SYSTEM_SOCKETS)
@@ -362,12 +367,31 @@ def libvirt_remotes(env: Mapping[str, str], out: Discovery) -> dict[str, Remote]
         r = _libvirt_remote("libvirt", uri, f"socket {socket}", out)
         if r is not None:
             found[r.name] = r
+    session = discovery.session_socket(env, uid)
+    if session:
+        r = _libvirt_remote("libvirt-session", discovery.session_uri(session, uid),
+                            f"socket {session}", out)
+        if r is not None:
+            found[r.name] = r
     config = Path(env.get("XDG_CONFIG_HOME") or _home(env) / ".config") / "libvirt"
     conf = config / "libvirt.conf"
     for alias, uri in libvirt_aliases(conf, out).items():
         r = _libvirt_remote(alias, uri, str(conf), out)
         if r is not None:
             found[r.name] = r
+    out.looked_in.append("gsettings " + " ".join(discovery.VIRT_MANAGER_KEY))
+    for uri in discovery.virt_manager_uris(env):
+        name = base = discovery.name_for(uri)
+        if any(discovery.same_uri(uri, r.address) for r in found.values()) or (
+                discovery.is_local(uri) and (name in found or uid == 0 and "session" in uri)):
+            continue  # known already (this host's system or session connection)
+        n = 1
+        while name in found:
+            n += 1
+            name = f"{base}-{n}"
+        r = _libvirt_remote(name, uri, "virt-manager (gsettings)", out)
+        if r is not None:
+            found[name] = r
     return found
 
 
