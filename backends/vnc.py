@@ -16,6 +16,7 @@ first; 3.8 sends a list of security types and a SecurityResult even for "None";
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from dataclasses import dataclass
 
@@ -67,14 +68,20 @@ class RFBClient:
         self.pixels = bytearray()
         self._write_lock = asyncio.Lock()
 
-    async def connect(self, path: str) -> None:
-        """Open the socket, agree on RFB 3.8 without authentication and 32-bit pixels.
+    async def connect(self, path: str | None = None, *, sock: socket.socket | None = None
+                      ) -> None:
+        """Open the socket (or take ``sock``, already connected: libvirt's
+        ``virDomainOpenGraphicsFD``), agree on RFB 3.8 without authentication and 32-bit
+        pixels.
 
         Raises:
             OSError: no socket / nobody listening.
             RFBError: the server is not a VNC server we can use.
         """
-        self.reader, self.writer = await asyncio.open_unix_connection(path)
+        if sock is not None:
+            self.reader, self.writer = await asyncio.open_unix_connection(sock=sock)
+        else:
+            self.reader, self.writer = await asyncio.open_unix_connection(path)
         r, w = self.reader, self.writer
         version = await r.readexactly(12)
         if not version.startswith(b"RFB 003."):

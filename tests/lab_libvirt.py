@@ -127,16 +127,20 @@ def unavailable_reason() -> str | None:
 
 def guest_xml(name: str, kernel: Path, initrd: Path, memory_mib: int = 128,
               disk: Path | None = None, *, disks: tuple[tuple[Path, str], ...] = (),
-              vcpus: int = 1, current_vcpus: int | None = None, balloon: bool = False) -> str:
+              vcpus: int = 1, current_vcpus: int | None = None, balloon: bool = False,
+              vnc: bool = False) -> str:
     """The test guest's domain XML. ``disk``: a raw disk; ``disks``: ``(path, format)``
     of each disk (vda, vdb, …); ``current_vcpus`` below ``vcpus`` leaves room to add vCPUs
-    live; ``balloon`` adds a virtio balloon (the guest loads its driver)."""
+    live; ``balloon`` adds a virtio balloon (the guest loads its driver); ``vnc`` a VNC
+    screen listening on a unix socket libvirt picks (and its default VGA card)."""
     emulator = shutil.which("qemu-system-x86_64") or "/usr/bin/qemu-system-x86_64"
     all_disks = (((disk, "raw"),) if disk is not None else ()) + tuple(disks)
     disk_xml = "".join(
         f"\n    <disk type='file' device='disk'><driver name='qemu' type='{fmt}'/>"
         f"<source file='{path}'/><target dev='vd{chr(ord('a') + i)}' bus='virtio'/></disk>"
         for i, (path, fmt) in enumerate(all_disks))
+    if vnc:
+        disk_xml += "\n    <graphics type='vnc'><listen type='socket'/></graphics>"
     current = f" current='{current_vcpus}'" if current_vcpus is not None else ""
     return GUEST_XML.format(name=name, kernel=kernel, initrd=initrd, memory=memory_mib,
                             emulator=emulator, disk=disk_xml, vcpus=vcpus, current=current,

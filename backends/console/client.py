@@ -246,11 +246,12 @@ def server_argv() -> list[str]:
 
 
 async def ensure_server(sock: str, source: list[str], *, width: int = 80,
-                        height: int = 24) -> bool:
+                        height: int = 24, pass_fds: tuple[int, ...] = ()) -> bool:
     """Start the console server for ``sock`` unless one runs. True if this call started it.
 
     ``source`` is the server's source arguments (``["--unix", path, "--log", log]``,
-    ``["--vga-qmp", path]`` or ``["--pty", "--", *argv]``, last).
+    ``["--vga-qmp", path]`` or ``["--pty", "--", *argv]``, last); ``pass_fds``: open
+    file descriptors the server inherits (``--vnc-fd N``).
     """
     if server_alive(sock):
         return False
@@ -259,7 +260,7 @@ async def ensure_server(sock: str, source: list[str], *, width: int = 80,
         *server_argv(), "--socket", sock,
         "--width", str(width), "--height", str(height), *source,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd="/")
+        stderr=asyncio.subprocess.PIPE, cwd="/", pass_fds=pass_fds)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), 20)
     except asyncio.TimeoutError:

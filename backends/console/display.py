@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -83,13 +84,16 @@ class DisplayHub:
     """The VNC connection and the viewers of one VM's screen.
 
     Args:
-        path: QEMU's VNC unix socket.
+        path: QEMU's VNC unix socket (with ``fd``: what it is, for messages).
         fps: the default frame rate (a viewer may ask for another).
         finish: called with the reason when the screen ends (QEMU went away).
     """
 
-    def __init__(self, path: str, fps: float, finish: Callable[[str], None]) -> None:
+    def __init__(self, path: str, fps: float, finish: Callable[[str], None], *,
+                 fd: int | None = None) -> None:
         self.path = path
+        self.fd = fd
+        """An already connected VNC socket (``--vnc-fd``: libvirt's openGraphicsFD)."""
         self.fps = fps
         self.finish = finish
         self.rfb = RFBClient()
@@ -100,7 +104,12 @@ class DisplayHub:
 
     async def open(self) -> None:
         try:
-            await asyncio.wait_for(self.rfb.connect(self.path), 10)
+            if self.fd is not None:
+                sock = socket.socket(fileno=self.fd)
+                sock.setblocking(False)
+                await asyncio.wait_for(self.rfb.connect(sock=sock), 10)
+            else:
+                await asyncio.wait_for(self.rfb.connect(self.path), 10)
             await self.rfb.request(incremental=False)
             await asyncio.wait_for(self.rfb.read_update(), 10)
         except Exception as e:

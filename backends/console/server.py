@@ -128,9 +128,10 @@ class Server:
             await self.source.start(self)
         elif a.vga_qmp:
             await self.open_vga(a.vga_qmp)
-        elif a.vnc:
+        elif a.vnc or a.vnc_fd is not None:
             from .display import DisplayHub
-            self.display = DisplayHub(a.vnc, a.fps, self.finish)
+            self.display = DisplayHub(a.vnc or f"fd {a.vnc_fd}", a.fps, self.finish,
+                                      fd=a.vnc_fd)
             await self.display.open()
         else:
             raise SystemExit("no console source given")
@@ -307,6 +308,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     src.add_argument("--unix", help="a unix stream socket to relay (QEMU serial)")
     src.add_argument("--vga-qmp", help="a QMP socket to read VGA text memory through")
     src.add_argument("--vnc", help="a VNC unix socket whose screen to serve (QEMU -vnc)")
+    src.add_argument("--vnc-fd", type=int,
+                     help="an open, connected VNC socket inherited as this fd (libvirt)")
     src.add_argument("--pty", action="store_true",
                      help="run the program given after -- on a pty")
     p.add_argument("--fps", type=float, default=10.0, help="screen updates a second (--vnc)")

@@ -55,10 +55,11 @@ def status_of(state: int) -> InstanceStatus:
     return STATUS.get(state, InstanceStatus.UNKNOWN)
 
 
-def instance(remote: str, name: str, uuid: str, stats: Mapping[str, object], *,
-             persistent: bool = True, description: str = "",
+def instance(remote: str, name: str, uuid: str, stats: Mapping[str, object],
+             description: str = "", vnc: bool = False, *, persistent: bool = True,
              snapshot_count: int | None = None) -> Instance:
-    """A domain as an Instance, from its ``getAllDomainStats`` record (state, balloon, vcpu)."""
+    """A domain as an Instance, from its ``getAllDomainStats`` record (state, balloon, vcpu);
+    ``vnc``: it has a VNC screen (``extra["vnc"]``)."""
     status = status_of(int(stats.get("state.state", 0)))  # type: ignore[arg-type]
     maximum = stats.get("balloon.maximum")
     vcpus = stats.get("vcpu.current") or stats.get("vcpu.maximum")  # what it has now
@@ -67,7 +68,7 @@ def instance(remote: str, name: str, uuid: str, stats: Mapping[str, object], *,
         description=description, snapshot_count=snapshot_count,
         cpu_limit=str(vcpus) if vcpus else "",
         memory_limit=int(maximum) * 1024 if maximum else None,  # type: ignore[call-overload]
-        extra={"uuid": uuid, "persistent": persistent,
+        extra={"uuid": uuid, "persistent": persistent, "vnc": vnc,
                "state_reason": int(stats.get("state.reason", 0))})  # type: ignore[arg-type]
 
 

@@ -20,7 +20,7 @@ from ..errors import Conflict, NotFound, StopTimedOut
 from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
 from . import convert
 from .connection import CLOSED, Connection
-from .names import read_description
+from .display import description_and_vnc
 
 LIST_STATS = (libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_BALLOON
               | libvirt.VIR_DOMAIN_STATS_VCPU)
@@ -59,7 +59,7 @@ class Lifecycle(Backend):
 
         def listing() -> list[Instance]:
             return [convert.instance(name, dom.name(), dom.UUIDString(), stats,
-                                     description=read_description(dom))
+                                     *description_and_vnc(dom))
                     for dom, stats in conn.getAllDomainStats(LIST_STATS, 0)]
 
         return await self.lv.call(listing, what="listing domains")
@@ -71,8 +71,8 @@ class Lifecycle(Backend):
             dom = conn.lookupByName(ref.name)
             [(_, stats)] = conn.domainListGetStats([dom], LIST_STATS, 0)
             return convert.instance(ref.remote, dom.name(), dom.UUIDString(), stats,
+                                    *description_and_vnc(dom),
                                     persistent=_persistent(dom),
-                                    description=read_description(dom),
                                     snapshot_count=_snapshots(dom))
 
         try:

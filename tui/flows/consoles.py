@@ -79,8 +79,9 @@ async def vga(ctx: Context) -> None:
 
 
 async def screen(ctx: Context) -> None:
-    """The VM's graphical screen in a console tab (a local QEMU VM), or — for LXD/Incus
-    VMs, whose screen is SPICE — the external viewer and why it cannot be shown here."""
+    """The VM's graphical screen in a console tab (a local QEMU VM, a local libvirt
+    domain's VNC screen), or — for LXD/Incus VMs, whose screen is SPICE — the external
+    viewer and why it cannot be shown here."""
     ref, backend, dock = ctx.ref, ctx.backend, ctx.consoles
     assert ref is not None and dock is not None
     caps = ctx.inventory.capabilities(ref)
@@ -89,7 +90,8 @@ async def screen(ctx: Context) -> None:
             await offer_spice_viewer(ctx)
         else:
             ctx.notify(f"{ref} has no graphical screen corral can show (it must be a "
-                       f"running local QEMU VM).", title=f"Screen of {ref}",
+                       f"running local QEMU VM, or a running libvirt domain with a VNC "
+                       f"screen on a local connection).", title=f"Screen of {ref}",
                        severity="warning", timeout=10)
         return
     settings = ctx.settings
