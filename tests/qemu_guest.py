@@ -1,9 +1,9 @@
 """Bootable Linux guests for QEMU tests, built offline from Debian packages: the cloud
 kernel (vmlinuz) and a busybox initramfs.
 
-- :func:`guest`: BIOS boot; /init loads the virtio balloon driver (virtio_pci +
-  virtio_balloon and their dependencies, taken from the same kernel package), prints a
-  marker and runs a shell on the serial console.
+- :func:`guest`: BIOS boot; /init loads the virtio balloon, net and block drivers
+  (virtio_pci, virtio_balloon, virtio_net, virtio_blk and their dependencies, taken from
+  the same kernel package), prints a marker and runs a shell on the serial console.
 - :func:`display_guest`: the same kernel booted through OVMF (UEFI) with
   :data:`DISPLAY_CMDLINE`, so the kernel's efifb driver puts the screen in a true-colour
   framebuffer mode (1280x800x32 with QEMU's std VGA) and fbcon draws tty1 in it. The cloud
@@ -40,11 +40,12 @@ import tempfile
 from pathlib import Path
 
 # Bump when what the cached kernel directory or initramfs holds changes: the old cache
-# is then ignored and rebuilt. v2: virtio balloon modules in the initramfs.
-CACHE_VERSION = 2
+# is then ignored and rebuilt. v2: virtio balloon modules in the initramfs; v3: virtio
+# net and block too (a NIC and a disk the guest can use: their usage figures move).
+CACHE_VERSION = 3
 
 # Modules the guest loads (their dependencies are added, and loaded first).
-MODULES = ("virtio_pci", "virtio_balloon")
+MODULES = ("virtio_pci", "virtio_balloon", "virtio_net", "virtio_blk")
 
 INIT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc

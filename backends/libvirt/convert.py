@@ -72,9 +72,21 @@ def instance(remote: str, name: str, uuid: str, stats: Mapping[str, object],
                "state_reason": int(stats.get("state.reason", 0))})  # type: ignore[arg-type]
 
 
+def _summed(stats: Mapping[str, object], group: str, key: str) -> int | None:
+    """The sum of ``<group>.<n>.<key>`` over the domain's disks or NICs (None: none)."""
+    values = [int(v) for k, v in stats.items()  # type: ignore[call-overload]
+              if k.startswith(f"{group}.") and k.endswith(f".{key}")
+              and k.split(".")[1].isdigit()]
+    return sum(values) if values else None
+
+
 def usage(stats: Mapping[str, object], previous: tuple[int, float] | None) -> InstanceState:
     """Usage of a running domain from its ``domainListGetStats`` record (cpu-total,
-    balloon); ``previous`` is the last ``(cpu ns, monotonic time)`` for the percentage."""
+    balloon, block, interface); ``previous`` is the last ``(cpu ns, monotonic time)`` for
+    the percentage. The disk usage is the size of the disks' files on the host (each
+    one's ``physical``: a qcow2 grows as its guest writes; the ``allocation`` where there
+    is none), their ``capacity`` the limit, the network the bytes its NICs received and
+    sent."""
     now = time.monotonic()
     cpu = int(stats.get("cpu.time", 0))  # type: ignore[call-overload]
     percent = None
@@ -89,4 +101,9 @@ def usage(stats: Mapping[str, object], previous: tuple[int, float] | None) -> In
         memory, given = (kib.get("current") or kib.get("rss") or 0) * 1024, True
     return InstanceState(cpu_usage_ns=cpu, cpu_percent=percent, memory_usage=memory,
                          memory_limit=limit * 1024 if limit else None,
-                         memory_is_allocation=given, sampled_at=now)
+                         memory_is_allocation=given,
+                         disk_usage=_summed(stats, "block", "physical")
+                         or _summed(stats, "block", "allocation"),
+                         disk_limit=_summed(stats, "block", "capacity") or None,
+                         rx_bytes=_summed(stats, "net", "rx.bytes") or 0,
+                         tx_bytes=_summed(stats, "net", "tx.bytes") or 0, sampled_at=now)

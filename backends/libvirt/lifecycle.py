@@ -3,7 +3,8 @@
 Listings are one round trip (``getAllDomainStats`` with the state, balloon and vCPU
 groups, every domain at once) and one small call per domain for its description (libvirt
 has no bulk read of it); usage figures of the rows shown are another
-(``domainListGetStats`` with the CPU and balloon groups). A graceful stop presses the
+(``domainListGetStats`` with the CPU, balloon, block and interface groups: the disk
+files' size and the NICs' bytes in the same round trip). A graceful stop presses the
 ACPI power button (``shutdownFlags``) and waits for the domain's own "stopped" event
 within the time-out, then says :class:`~backends.errors.StopTimedOut` (the UI offers force:
 ``destroy``). Deleting undefines the domain and keeps its disks.
@@ -24,7 +25,8 @@ from .display import description_and_vnc
 
 LIST_STATS = (libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_BALLOON
               | libvirt.VIR_DOMAIN_STATS_VCPU)
-USAGE_STATS = libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | libvirt.VIR_DOMAIN_STATS_BALLOON
+USAGE_STATS = (libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | libvirt.VIR_DOMAIN_STATS_BALLOON
+               | libvirt.VIR_DOMAIN_STATS_BLOCK | libvirt.VIR_DOMAIN_STATS_INTERFACE)
 UNDEFINE = (libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
             | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
             | libvirt.VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA
