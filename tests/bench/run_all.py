@@ -35,6 +35,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bench_import.py", ("--size", "256", "-n", "2")),
     ("bench_screen.py", ("-n", "20")),
     ("bench_files.py", ("--repeats", "3")),
+    ("bench_libvirt.py", ("-n", "40", "--running", "1", "--repeats", "3")),
     ("bench_console_latency.py", ("-n", "50")),
     ("bench_inventory.py", ("-n", "90", "--idle-seconds", "15")),
     ("bench_views.py", ("-n", "60", "--objects", "20", "--rounds", "3")),
