@@ -107,7 +107,10 @@ async def test_import_wizard_summary_boot_refusal_and_cancel(tmp_path, monkeypat
             # Create: converted, started, booted
             await pilot.press("ctrl+n")
             await wait_for(pilot, lambda: rows(app).get("qemu:boot-me", [None] * 4)[3]
-                           == "running", timeout=90, what="boot-me running")
+                           == "running", timeout=90, what=lambda: (
+                               f"boot-me running: row {rows(app).get('qemu:boot-me')}, "
+                               f"screen {type(app.screen).__name__}, notifications "
+                               f"{[n.message for n in app._notifications]}"))
             log = Path(run) / "corral" / "qemu" / "boot-me" / "serial.log"
             await wait_for(pilot, lambda: log.exists() and "corral-guest ready"
                            in log.read_text(errors="replace"), timeout=90,
