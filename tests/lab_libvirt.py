@@ -297,6 +297,13 @@ class LibvirtLab:
         lines += [f"mount --bind '{self.root / sub}' '{target}'" for sub, target in BINDS.items()]
         return "\n".join(lines)
 
+    def daemon_report(self) -> str:
+        """Whether libvirtd still runs, and the end of its logs (for a failure message)."""
+        alive = self.daemon is not None and self.daemon.poll() is None
+        state = "running" if alive else f"exited ({self.daemon.returncode if self.daemon else '-'})"
+        return (f"libvirtd {state}; libvirtd.out:\n{labmod._tail(self.root / 'libvirtd.out', 15)}"
+                f"\nlibvirtd.log:\n{labmod._tail(self.root / 'log' / 'libvirtd.log', 15)}")
+
     def start_daemon(self) -> None:
         """Start libvirtd: in a new namespace the first time, in the lab's (through its sshd)
         after :meth:`kill_daemon`."""

@@ -17,13 +17,15 @@ import lab_libvirt
 from backends.models import ConnectionState, InstanceRef, InstanceStatus, Remote
 
 
-async def _until(check, timeout: float, what: str):
+async def _until(check, timeout: float, what):
+    """Until ``check()``; after ``timeout`` s an AssertionError with ``what`` (text, or a
+    function giving it then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
+    raise AssertionError(f"not within {timeout} s: {what() if callable(what) else what}")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,8 @@ async def test_inventory_lists_follows_and_survives_a_silent_daemon(vlab, guest)
         finally:
             os.kill(vlab.daemon.pid, signal.SIGCONT)
         await _until(lambda: status.state is ConnectionState.CONNECTED, 40,
-                     f"connected again ({status.state}, {status.message})")
+                     lambda: f"connected again ({status.state}, {status.message}); "
+                             f"{vlab.daemon_report()}")
         await inv.act(ref, "stop", "stopping…", force=True)
         await _until(lambda: inv.instances[ref].status is InstanceStatus.STOPPED, 20,
                      "stopped after the reconnect")
