@@ -76,3 +76,19 @@ def size_or_none(text: str | None) -> int | None:
         return parse_size(str(text))
     except ValueError:
         return None
+
+
+LIBVIRT_UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1 << 10, "kib": 1 << 10,
+                 "mb": 1000**2, "m": 1 << 20, "mib": 1 << 20, "gb": 1000**3, "g": 1 << 30,
+                 "gib": 1 << 30, "tb": 1000**4, "t": 1 << 40, "tib": 1 << 40}
+"""libvirt XML's ``unit`` attribute (``<memory unit='KiB'>``) -> bytes per unit: ``KB``
+decimal, ``k``/``KiB`` binary, as libvirt's formatdomain reads them."""
+
+
+def libvirt_bytes(amount: str, unit: str | None, default: str = "KiB") -> int | None:
+    """Bytes of a libvirt XML size (its text and ``unit``), None when not understood."""
+    factor = LIBVIRT_UNITS.get((unit or default).lower())
+    amount = (amount or "").strip()
+    if factor is None or not is_whole(amount):
+        return None
+    return int(amount) * factor

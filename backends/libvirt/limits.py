@@ -34,15 +34,13 @@ import libvirt
 from ..base import Backend
 from ..errors import InvalidInput, Unsupported
 from ..models import InstanceRef, LimitField
-from ..units import format_size, is_whole, parse_size
+from ..units import format_size, is_whole, libvirt_bytes, parse_size
 from .connection import Connection
 from .disks import disks_of, volume_of
 
 KiB = 1024
 MIN_MEMORY = 32 << 10
 """KiB: the least memory accepted (QEMU's backend's bound too)."""
-UNITS = {"b": 1, "bytes": 1, "k": KiB, "kib": KiB, "kb": 1000, "m": KiB**2, "mib": KiB**2,
-         "mb": 1000**2, "g": KiB**3, "gib": KiB**3, "gb": 1000**3, "t": KiB**4, "tib": KiB**4}
 LIVE, CONFIG = libvirt.VIR_DOMAIN_AFFECT_LIVE, libvirt.VIR_DOMAIN_AFFECT_CONFIG
 RESTART_ONLY = ("cpus_max", "memory_max")
 
@@ -95,10 +93,9 @@ def _disk(conn: libvirt.virConnect, dom: libvirt.virDomain, xml: str) -> DiskSiz
 
 
 def _kib(element: ET.Element | None) -> int:
-    if element is None or not (element.text or "").strip():
+    if element is None:
         return 0
-    factor = UNITS.get(element.get("unit", "KiB").lower(), KiB)
-    return int(element.text.strip()) * factor // KiB  # type: ignore[union-attr]
+    return (libvirt_bytes(element.text or "", element.get("unit")) or 0) // KiB
 
 
 def figures(xml: str) -> Figures:

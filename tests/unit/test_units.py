@@ -182,3 +182,15 @@ def test_lxd_convert_reads_2g_as_2_gib():
 def test_human_size_rounds_for_reading(n, shown, cli):
     assert units.human_size(n) == shown
     assert units.human_size(n, decimals=2, sep="") == cli
+
+
+def test_libvirt_xml_sizes():
+    """One reading of libvirt's ``unit`` attribute for the importer and the backend."""
+    from backends.units import libvirt_bytes
+
+    assert libvirt_bytes("1048576", None) == 1 << 30  # KiB by default
+    assert libvirt_bytes("2", "GiB") == libvirt_bytes("2", "g") == 2 << 30
+    assert libvirt_bytes("2", "GB") == 2 * 1000**3
+    assert libvirt_bytes("512", "bytes") == 512
+    assert libvirt_bytes("12", "furlongs") is None
+    assert libvirt_bytes("1.5", "GiB") is None and libvirt_bytes("", "KiB") is None

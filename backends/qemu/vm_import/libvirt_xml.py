@@ -6,13 +6,11 @@ filesystems…). Pure: reads bytes, touches no file."""
 
 from __future__ import annotations
 
+from ...units import libvirt_bytes
 from .ovf import _bounds
 from .plan import FORMATS, Described, DiskRef, mac_address
 from .xmlsafe import XMLRefused, attr, kid, kids, local, parse, text, walk
 
-_UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1 << 10, "kib": 1 << 10, "mb": 1000**2,
-          "m": 1 << 20, "mib": 1 << 20, "gb": 1000**3, "g": 1 << 30, "gib": 1 << 30,
-          "tb": 1000**4, "t": 1 << 40, "tib": 1 << 40}
 
 
 def describe(data: bytes) -> Described:
@@ -30,12 +28,12 @@ def describe(data: bytes) -> Described:
     vcpu = text(root, "vcpu") or "1"
     d.cpus = int(vcpu) if vcpu.isdigit() else 0
     memory = kid(root, "memory")
-    unit = _UNITS.get(attr(memory, "unit", "KiB").lower())
     amount = text(memory) or "0"
-    if unit is None or not amount.isdigit():
+    size = libvirt_bytes(amount, attr(memory, "unit") or None)
+    if size is None:
         d.problems.append(f"its memory ({amount} {attr(memory, 'unit')}) is not understood")
     else:
-        d.memory_mib = int(amount) * unit >> 20
+        d.memory_mib = size >> 20
     d.understood.append(f"{d.cpus} CPU{'s' if d.cpus != 1 else ''}, "
                         f"{d.memory_mib} MiB of memory")
     os_el = kid(root, "os")
