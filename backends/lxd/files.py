@@ -56,7 +56,8 @@ class SFTPChannels:
         """The daemon has no ``/sftp`` endpoint (it said 404): ``/files`` lists."""
         self.failed: dict[InstanceRef, float] = {}
         self.listed: dict[tuple[InstanceRef, str], list[FileEntry]] = {}
-        """A listing's entries, for the :meth:`Files.stat_files` that follows its names."""
+        """An instance's last listing, for the :meth:`Files.stat_files` that follows its
+        names (one per instance)."""
         self.lock = threading.Lock()
 
 
@@ -106,6 +107,10 @@ class Files(Backend):
         listed = await self._sftp_list(ref, path)
         if listed is not None:
             with self.sftp.lock:
+                # one kept per instance: a listing whose details were never asked for
+                # (another directory chosen meanwhile) does not stay behind
+                for key in [k for k in self.sftp.listed if k[0] == ref]:
+                    del self.sftp.listed[key]
                 self.sftp.listed[(ref, path)] = listed
             return sorted(e.name for e in listed)
         node = self.rest.client.api.instances[ref.name].files

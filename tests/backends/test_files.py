@@ -300,6 +300,10 @@ async def test_listing_through_sftp_has_every_detail_in_one_round_trip(lxd_subje
     with pytest.raises(InvalidInput, match="not a directory"):
         await backend.list_names(ref, "/srv/t/data")
     assert not backend.sftp.failed and not backend.sftp.absent  # (refusals, not failures)
+    # a listing whose details were never asked for does not stay behind
+    await backend.list_names(ref, "/srv/t")
+    await backend.list_names(ref, "/srv")
+    assert [k for k in backend.sftp.listed if k[0] == ref] == [(ref, "/srv")]
     # no channel is left open: the container stops at once, and is listed stopped too
     daemon.cli("stop", "--force", ref.name, timeout=20)
     assert "data" in await backend.list_names(ref, "/srv/t")
