@@ -337,6 +337,30 @@ class LimitField:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceField:
+    """One thing the launch wizard asks about a :class:`CreateSource` (its path, an initrd,
+    a kernel command line, the firmware…). The source describes its own fields; the wizard
+    draws them in order and knows nothing of source kinds."""
+
+    key: str
+    """Where the answer goes: ``""`` is the source's own ``value`` (a path, say); any other
+    key is an entry of ``CreateRequest.options``."""
+    label: str
+    placeholder: str = ""
+    """What to type, shown in the empty field."""
+    required: bool = False
+    """An empty answer keeps the step from being done."""
+    path: str = ""
+    """``local``: a file on the machine corral runs on (the wizard expands ``~`` and checks
+    it exists); ``remote``: a path on the remote's own host (passed as typed: the backend
+    checks it); ``""``: not a path."""
+    choices: tuple[tuple[str, str], ...] = ()
+    """``(value, label)`` pairs: the field is a choice among them (then ``default`` or the
+    first is chosen at first)."""
+    default: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CreateSource:
     """Something an instance can be created from, as the launch wizard lists it."""
 
@@ -360,6 +384,8 @@ class CreateSource:
     cancellable: bool = False
     """A creation from it can be cancelled (also where ``CreateOptions.can_cancel`` is
     not set)."""
+    fields: tuple[SourceField, ...] = ()
+    """What the wizard asks for this source, in order (see :class:`SourceField`)."""
 
 
 @dataclass(frozen=True, slots=True)
