@@ -1,8 +1,11 @@
 """Local QEMU VMs with no daemon: QEMU runs detached (``-daemonize``), corral talks QMP.
 
 :class:`QEMUBackend` only composes; each concern lives in its own module and reaches the
-shared plumbing (:class:`~backends.qemu.machines.Machines`: files, processes, QMP
-connections) through ``self.vms``:
+shared plumbing through three parts, each with its own state: ``self.vms``
+(:class:`~backends.qemu.machines.Machines`: the VMs' directories, definitions, pids, busy
+marks and known states), ``self.launcher`` (:class:`~backends.qemu.launcher.Launcher`: the
+accelerator, the command line, starting QEMU) and ``self.monitor``
+(:class:`~backends.qemu.monitor.Monitor`: the QMP connections and their events):
 
 - ``lifecycle.py``: connect, list, usage figures, start/stop/restart/pause/delete
 - ``events.py``: ``watch`` (QMP events, VMs defined or removed outside corral)
@@ -28,7 +31,10 @@ from .create import Create
 from .events import Events
 from .lifecycle import Lifecycle
 from .limits import Limits
-from .machines import Machines, kvm_usable, runtime_root
+from .kvm import KVMWatch
+from .launcher import Launcher, kvm_usable
+from .machines import Machines, runtime_root
+from .monitor import Monitor
 from .snapshots import Snapshots
 from .transfer import Transfer
 from .vm_import import Importer
@@ -56,7 +62,10 @@ class QEMUBackend(Lifecycle, Events, Importer, Create, Limits, Snapshots, Transf
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
                  default_accel: str = "auto") -> None:
         super().__init__(remote, timeout=timeout)
-        self.vms = Machines(remote, default_accel)
+        self.vms = Machines(remote)
+        kvm = KVMWatch(self.vms.root)
+        self.monitor = Monitor(self.vms, kvm)
+        self.launcher = Launcher(self.vms, self.monitor, kvm, default_accel)
 
     def instance_capabilities(self, instance: Instance) -> frozenset[Capability]:
         """No VGA text screen for UEFI VMs: OVMF draws graphics."""

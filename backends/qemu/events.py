@@ -1,5 +1,5 @@
 """What changes on the QEMU remote, as events: those of the VMs' QMP connections (pumped by
-:class:`~backends.qemu.machines.Machines`) and of the backend's own verbs, and VMs defined
+:class:`~backends.qemu.monitor.Monitor`) and of the backend's own verbs, and VMs defined
 or removed outside corral (the directory changes) and VMs started by another corral (a
 new pid file)."""
 
@@ -11,12 +11,14 @@ from typing import AsyncIterator
 from ..base import Backend
 from ..models import BackendEvent, EventKind
 from .machines import Machines
+from .monitor import Monitor
 
 
 class Events(Backend):
     """``watch``."""
 
     vms: Machines
+    monitor: Monitor
 
     async def watch(self) -> AsyncIterator[BackendEvent]:
         yield BackendEvent(EventKind.CONNECTION, self.remote.name, action="connected")
@@ -37,6 +39,6 @@ class Events(Backend):
                     yield BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                        action="remote-changed")
                 last = mtime
-                await self.vms.notice_outside_starts()
+                await self.monitor.notice_outside_starts()
                 continue
             yield event

@@ -80,7 +80,7 @@ def expects_serial_output(kernel: str, cmdline: str) -> bool:
 
 
 class KVMWatch:
-    """What a :class:`~backends.qemu.machines.Machines` knows of its KVM starts."""
+    """What a :class:`~backends.qemu.launcher.Launcher` knows of its KVM starts."""
 
     def __init__(self, root: Path) -> None:
         self.fallback = HostFallback(root)

@@ -33,19 +33,21 @@ from .definition import QEMU
 from .files import sweep
 from .host_paths import open_boot_files
 from .kvm import SILENT_BOOT, expects_serial_output
+from .launcher import Launcher
 from .machines import Machines, runtime_root
+from .monitor import Monitor
 
 
 
 BALLOON = "/machine/peripheral/balloon0"
 
 
-async def _guest_used(vms: Machines, ref: InstanceRef) -> int | None:
+async def _guest_used(monitor: Monitor, ref: InstanceRef) -> int | None:
     """What the guest says it uses (total - available, from the virtio balloon's
     statistics), or None while it reports nothing; asks QEMU to poll them (every 5 s)."""
     try:
-        stats = await vms.execute(ref, "qom-get", within=3, path=BALLOON,
-                                  property="guest-stats")
+        stats = await monitor.execute(ref, "qom-get", within=3, path=BALLOON,
+                                      property="guest-stats")
     except OperationFailed:  # "guest hasn't updated any stats yet"
         stats = {}
     figures = stats.get("stats") or {}  # type: ignore[union-attr]
@@ -55,8 +57,8 @@ async def _guest_used(vms: Machines, ref: InstanceRef) -> int | None:
         free = int(figures.get("stat-free-memory", -1))
     if stats.get("last-update") and total > 0 and 0 <= free <= total:  # type: ignore[union-attr]
         return total - free
-    await vms.execute(ref, "qom-set", within=3, path=BALLOON,
-                      property="guest-stats-polling-interval", value=5)
+    await monitor.execute(ref, "qom-set", within=3, path=BALLOON,
+                          property="guest-stats-polling-interval", value=5)
     return None
 
 
@@ -64,6 +66,8 @@ class Lifecycle(Backend):
     """Connect, list, get, states, start, stop, restart, freeze, unfreeze, delete."""
 
     vms: Machines
+    monitor: Monitor
+    launcher: Launcher
 
     async def connect(self) -> ServerInfo:
         if shutil.which(QEMU) is None:
@@ -74,10 +78,10 @@ class Lifecycle(Backend):
         self.vms.root.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(sweep, self.vms.root)  # what a killed corral left
         for name in self.vms.names():  # VMs that outlived an earlier corral
-            await self.vms.adopt(name)
+            await self.monitor.adopt(name)
         await asyncio.to_thread(self._end_orphan_servers)
         version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
-        self.vms.kvm.fallback.qemu_version = version
+        self.launcher.kvm.fallback.qemu_version = version
         return ServerInfo(server="qemu", version=version, auth="local")
 
     def _end_orphan_servers(self) -> None:
@@ -89,7 +93,7 @@ class Lifecycle(Backend):
                 end_servers(run)
 
     async def close(self) -> None:
-        await self.vms.close()
+        await self.monitor.close()
 
     # Listing ---------------------------------------------------------------------------
 
@@ -98,7 +102,7 @@ class Lifecycle(Backend):
         out = []
         for name in vms.names():
             if name not in vms.status:
-                await vms.adopt(name)
+                await self.monitor.adopt(name)
             out.append(vms.entry(name))
         return out
 
@@ -106,7 +110,7 @@ class Lifecycle(Backend):
         if not self.vms.exists(ref.name):
             raise NotFound(f"No QEMU VM named '{ref.name}'.")
         if ref.name not in self.vms.status:
-            await self.vms.adopt(ref.name)
+            await self.monitor.adopt(ref.name)
         return self.vms.instance(ref.name)
 
     async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
@@ -115,7 +119,7 @@ class Lifecycle(Backend):
         tick = os.sysconf("SC_CLK_TCK")
         for ref in refs:
             pid = vms.pid(ref.name)
-            qmp = vms.qmp.get(ref.name)
+            qmp = self.monitor.qmp.get(ref.name)
             if pid is None or qmp is None:
                 continue
             # the serial log grows while no console server trims it
@@ -133,9 +137,9 @@ class Lifecycle(Backend):
             percent = (cpu_s - prev[0]) / (now - prev[1]) * 100 if prev and now > prev[1] else None
             memory, given = rss, True
             try:
-                balloon = await vms.execute(ref, "query-balloon", within=3)
+                balloon = await self.monitor.execute(ref, "query-balloon", within=3)
                 memory = int(balloon.get("actual", rss))  # type: ignore[union-attr]
-                used = await _guest_used(vms, ref)
+                used = await _guest_used(self.monitor, ref)
                 if used is not None:
                     memory, given = used, False
             except BackendError:
@@ -165,15 +169,15 @@ class Lifecycle(Backend):
         vms.refuse_if_base(ref, "started")
         await asyncio.to_thread(end_servers, vms.run_dir(ref.name))  # of an earlier run
         with await asyncio.to_thread(open_boot_files, d, f"{ref} was not started") as boot:
-            await vms.launch(ref, boot.definition, boot.fds)
-        if ref.name in vms.kvm.started and expects_serial_output(d.kernel, d.cmdline):
+            await self.launcher.launch(ref, boot.definition, boot.fds)
+        if ref.name in self.launcher.kvm.started and expects_serial_output(d.kernel, d.cmdline):
             task = asyncio.ensure_future(self._watch_kvm_boot(ref, vms.pid(ref.name)))
             self._boot_watches.add(task)
             task.add_done_callback(self._boot_watches.discard)
         if d.memory_target_mib and d.memory_target_mib < d.memory_mib:
-            await vms.execute(ref, "balloon", value=d.memory_target_mib << 20)
+            await self.monitor.execute(ref, "balloon", value=d.memory_target_mib << 20)
         if d.disks and any(d.io_limits.values()):
-            await vms.apply_io_limits(ref, d)
+            await self.monitor.apply_io_limits(ref, d)
         vms.emit("instance-started", ref)
 
     _boot_watches: set[asyncio.Task[None]] = set()
@@ -181,15 +185,15 @@ class Lifecycle(Backend):
     async def _watch_kvm_boot(self, ref: InstanceRef, pid: int | None) -> None:
         """A kernel with its console on ttyS0 prints within a second under working KVM;
         silence for :data:`SILENT_BOOT` s means KVM is broken here (the guest hangs)."""
-        vms = self.vms
+        vms, kvm = self.vms, self.launcher.kvm
         await asyncio.sleep(SILENT_BOOT)
         run = vms.run_dir(ref.name)
         printed = any((run / f).exists() and (run / f).stat().st_size
                       for f in ("serial.log", "serial.log.prev"))
-        if printed or pid is None or vms.pid(ref.name) != pid or ref.name not in vms.kvm.started:
+        if printed or pid is None or vms.pid(ref.name) != pid or ref.name not in kvm.started:
             return
-        _, auto = vms.kvm.started[ref.name]
-        vms.why[ref.name] = vms.kvm.blame(
+        _, auto = kvm.started[ref.name]
+        vms.why[ref.name] = kvm.blame(
             f"The guest printed nothing on its serial console in {SILENT_BOOT:.0f} s under "
             f"KVM (it hangs)", auto).replace("Start the VM again",
                                              "Force-stop it and start it again")
@@ -198,38 +202,38 @@ class Lifecycle(Backend):
     async def stop(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
         """``force``: QMP ``quit`` (SIGKILL when that fails or QEMU lingers); otherwise the
         ACPI power button, which the guest may ignore (see ``docs/protocols.md``, "QMP")."""
-        vms = self.vms
+        vms, monitor = self.vms, self.monitor
         if force:
-            vms.expect_exit.add(ref.name)
+            monitor.expect_exit.add(ref.name)
             try:
-                await vms.execute(ref, "quit")
+                await monitor.execute(ref, "quit")
             except (OperationFailed, Conflict, NotResponding):
                 pid = vms.pid(ref.name)
                 if pid is None:
                     raise
                 os.kill(pid, signal.SIGKILL)
-            if not await vms.wait_stopped(ref, 15):
+            if not await monitor.wait_stopped(ref, 15):
                 pid = vms.pid(ref.name)
                 if pid:
                     os.kill(pid, signal.SIGKILL)
-                await vms.wait_stopped(ref, 5)
+                await monitor.wait_stopped(ref, 5)
             return
-        await vms.execute(ref, "system_powerdown")
-        vms.expect_exit.add(ref.name)
-        if not await vms.wait_stopped(ref, timeout):
-            vms.expect_exit.discard(ref.name)
+        await monitor.execute(ref, "system_powerdown")
+        monitor.expect_exit.add(ref.name)
+        if not await monitor.wait_stopped(ref, timeout):
+            monitor.expect_exit.discard(ref.name)
             raise StopTimedOut(f"{ref} did not power off within {timeout} s (the guest ignored "
                                f"the ACPI power button). It can be force-stopped.")
 
     async def restart(self, ref: InstanceRef, *, force: bool = False, timeout: int = 30) -> None:
-        await self.vms.execute(ref, "system_reset")
+        await self.monitor.execute(ref, "system_reset")
 
     async def freeze(self, ref: InstanceRef) -> None:
-        await self.vms.execute(ref, "stop")
+        await self.monitor.execute(ref, "stop")
         self.vms.status[ref.name] = InstanceStatus.FROZEN
 
     async def unfreeze(self, ref: InstanceRef) -> None:
-        await self.vms.execute(ref, "cont")
+        await self.monitor.execute(ref, "cont")
         self.vms.status[ref.name] = InstanceStatus.RUNNING
 
     async def delete(self, ref: InstanceRef, *, force: bool = False) -> None:

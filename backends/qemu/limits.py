@@ -13,7 +13,8 @@ from ..units import is_whole
 from ..units import size_or_none as parse_size
 from .definition import VMDefinition
 from .images import info, qemu_img
-from .machines import IO_KEYS, Machines
+from .machines import Machines
+from .monitor import IO_KEYS, Monitor
 
 IO_MAX = 1 << 50
 """The largest IO limit accepted (QEMU's own bound is of this order)."""
@@ -28,6 +29,7 @@ class Limits(Backend):
     """``get_limits``, ``set_limits``."""
 
     vms: Machines
+    monitor: Monitor
 
     async def _virtual_size(self, ref: InstanceRef) -> int | None:
         d = self.vms.definition(ref.name)
@@ -47,11 +49,11 @@ class Limits(Backend):
         io_now: dict[str, int] | None = None
         if running:
             try:
-                cpus = len(await self.vms.execute(ref, "query-cpus-fast"))  # type: ignore
+                cpus = len(await self.monitor.execute(ref, "query-cpus-fast"))  # type: ignore
             except BackendError:
                 pass
             try:
-                summary = await self.vms.execute(ref, "query-memory-size-summary")
+                summary = await self.monitor.execute(ref, "query-memory-size-summary")
                 ram_mib = int(summary["base-memory"]) >> 20  # type: ignore[index]
             except (BackendError, KeyError, TypeError, ValueError):
                 pass
@@ -91,7 +93,7 @@ class Limits(Backend):
     async def _running_io_limits(self, ref: InstanceRef) -> dict[str, int] | None:
         """The IO throttling QEMU applies to the first disk now (None: not found)."""
         try:
-            blocks = await self.vms.execute(ref, "query-block")
+            blocks = await self.monitor.execute(ref, "query-block")
         except BackendError:
             return None
         for block in blocks or ():  # type: ignore[union-attr]
@@ -167,19 +169,19 @@ class Limits(Backend):
             if "cpus" in plan:
                 result["cpus"] = await self._set_cpus(ref, plan["cpus"], running)
             if "memory" in plan and running:
-                await self.vms.execute(ref, "balloon", value=plan["memory"] << 20)
+                await self.monitor.execute(ref, "balloon", value=plan["memory"] << 20)
                 undo.append(("balloon", {"value": (before.memory_target_mib
                                                    or before.memory_mib) << 20}))
             if "disk" in plan:
                 if running:
-                    await self.vms.execute(ref, "block_resize", **{"node-name": "disk0",
+                    await self.monitor.execute(ref, "block_resize", **{"node-name": "disk0",
                                                                    "size": plan["disk"]})
                 else:
                     await qemu_img("resize", str(self.vms.dir(ref.name) / d.disks[0]),
                                    str(plan["disk"]))
                 result["disk"] = "live" if running else "restart"
             if io and running:
-                await self.vms.apply_io_limits(ref, d)
+                await self.monitor.apply_io_limits(ref, d)
                 undo.append(("io", {}))
             pending.commit()
         except BaseException:
@@ -187,9 +189,9 @@ class Limits(Backend):
             for what, args in reversed(undo):
                 try:
                     if what == "balloon":
-                        await self.vms.execute(ref, "balloon", **args)
+                        await self.monitor.execute(ref, "balloon", **args)
                     else:
-                        await self.vms.apply_io_limits(ref, before)
+                        await self.monitor.apply_io_limits(ref, before)
                 except BackendError:
                     pass
             raise
@@ -199,12 +201,12 @@ class Limits(Backend):
         """Hot-add vCPUs up to ``target`` ("live"), or leave it to the next start."""
         if not running:
             return "restart"
-        current = len(await self.vms.execute(ref, "query-cpus-fast"))  # type: ignore
+        current = len(await self.monitor.execute(ref, "query-cpus-fast"))  # type: ignore
         if target <= current:
             return "restart"
-        slots = [s for s in await self.vms.execute(ref, "query-hotpluggable-cpus")
+        slots = [s for s in await self.monitor.execute(ref, "query-hotpluggable-cpus")
                  if "qom-path" not in s]  # type: ignore[union-attr]
         for i, slot in enumerate(slots[: target - current]):
-            await self.vms.execute(ref, "device_add", driver=slot["type"],
+            await self.monitor.execute(ref, "device_add", driver=slot["type"],
                                    id=f"cpu-hot{current + i}", **slot["props"])
         return "live"

@@ -13,12 +13,14 @@ from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import InstanceRef, Snapshot
 from .images import info, qemu_img
 from .machines import Machines
+from .monitor import Monitor
 
 
 class Snapshots(Backend):
     """``list_snapshots``, ``snapshot_counts``, ``create/restore/delete_snapshot``."""
 
     vms: Machines
+    monitor: Monitor
 
     def _disk_paths(self, ref: InstanceRef) -> list[str]:
         d = self.vms.definition(ref.name)
@@ -57,17 +59,18 @@ class Snapshots(Backend):
         args: dict[str, object] = {"job-id": job, "tag": tag, "devices": nodes}
         if vmstate:
             args["vmstate"] = "disk0"
-        await self.vms.execute(ref, command, **args)
+        await self.monitor.execute(ref, command, **args)
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            jobs = {j["id"]: j for j in await self.vms.execute(ref, "query-jobs")}  # type: ignore
+            running = await self.monitor.execute(ref, "query-jobs")
+            jobs = {j["id"]: j for j in running}  # type: ignore
             state = jobs.get(job)
             if state is None or state["status"] == "concluded":
                 break
             await asyncio.sleep(0.1)
         error = (state or {}).get("error")
         if state is not None:
-            await self.vms.execute(ref, "job-dismiss", id=job)
+            await self.monitor.execute(ref, "job-dismiss", id=job)
         if error:
             raise OperationFailed(f"{command} of {ref} failed: {error}")
 

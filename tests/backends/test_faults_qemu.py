@@ -32,7 +32,7 @@ async def running_vm(qemu, guest, name: str):
 async def test_sigstopped_qemu_times_out_shows_unknown_and_recovers(qemu, guest):
     ref = await running_vm(qemu, guest, "stopped")
     pid = qemu.vms.pid("stopped")
-    qemu.vms.qmp_timeout = 1.5
+    qemu.monitor.qmp_timeout = 1.5
     stream = qemu.watch()
     assert (await anext(stream)).action == "connected"
     os.kill(pid, signal.SIGSTOP)

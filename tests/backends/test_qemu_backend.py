@@ -198,16 +198,16 @@ async def test_live_resources_through_qmp(qemu, guest):
     result = await qemu.set_limits(ref, {"cpus": "2", "memory": "384", "disk": "2GiB",
                                          "read_iops": "500"})
     assert result == {"cpus": "live", "memory": "live", "disk": "live", "read_iops": "live"}
-    assert len(await qemu.vms.execute(ref, "query-cpus-fast")) == 2
-    block = next(b for b in await qemu.vms.execute(ref, "query-block") if b["device"] == "drive0"
+    assert len(await qemu.monitor.execute(ref, "query-cpus-fast")) == 2
+    block = next(b for b in await qemu.monitor.execute(ref, "query-block") if b["device"] == "drive0"
                  or b.get("qdev", "").startswith("/machine/peripheral/vblk0"))
     assert block["inserted"]["iops_rd"] == 500
     assert block["inserted"]["bps_wr"] == 1048576  # the saved limit was applied at start
     assert await qemu._virtual_size(ref) == 2 * 1024**3
     # the guest's virtio_balloon driver (loaded by its /init) gives the memory back
     deadline = time.monotonic() + 20  # TCG is slow
-    while (await qemu.vms.execute(ref, "query-balloon"))["actual"] != 384 << 20:
-        assert time.monotonic() < deadline, await qemu.vms.execute(ref, "query-balloon")
+    while (await qemu.monitor.execute(ref, "query-balloon"))["actual"] != 384 << 20:
+        assert time.monotonic() < deadline, await qemu.monitor.execute(ref, "query-balloon")
         await asyncio.sleep(0.2)
     state = (await qemu.get_states([ref]))[ref]
     assert state.memory_limit == 512 << 20

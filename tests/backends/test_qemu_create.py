@@ -164,7 +164,7 @@ async def test_disk_image_overlay_copy_and_grow(qemu, tmp_path):
     d = qemu.vms.definition("inst")
     assert (d.boot, d.iso, d.network) == ("cdrom", str(iso), "none")
     assert image_info(qemu.vms.dir("inst") / d.disks[0])["virtual-size"] == 10 * GiB
-    assert "-netdev" not in qemu.vms.argv(d)
+    assert "-netdev" not in qemu.launcher.argv(d)
 
 
 async def test_a_vm_that_does_not_start_stays_defined(qemu, guest, tmp_path):

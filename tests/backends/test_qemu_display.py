@@ -75,7 +75,7 @@ async def start_display_vm(qemu, name: str, display_guest) -> InstanceRef:
 
 
 async def screendump(qemu, ref: InstanceRef, path: Path) -> Image.Image:
-    await qemu.vms.execute(ref, "screendump", filename=str(path), format="png")
+    await qemu.monitor.execute(ref, "screendump", filename=str(path), format="png")
     return Image.open(path).convert("RGB")
 
 
@@ -119,13 +119,13 @@ async def test_screen_pixels_keys_pointer_screenshot(qemu, display_guest, tmp_pa
 
     # the pointer: absolute, through the USB tablet corral adds
     log = tmp_path / "trace.log"
-    await qemu.vms.execute(ref, "human-monitor-command", **{"command-line": f"logfile {log}"})
-    await qemu.vms.execute(ref, "human-monitor-command",
+    await qemu.monitor.execute(ref, "human-monitor-command", **{"command-line": f"logfile {log}"})
+    await qemu.monitor.execute(ref, "human-monitor-command",
                            **{"command-line": "log trace:input_event_*"})
     # the test kernel has no USB drivers, so its PS/2 mouse is the current one; a guest
     # with USB (any distribution) drives the tablet, which this makes current by hand
-    tablet = next(m for m in await qemu.vms.execute(ref, "query-mice") if m["absolute"])
-    await qemu.vms.execute(ref, "human-monitor-command",
+    tablet = next(m for m in await qemu.monitor.execute(ref, "query-mice") if m["absolute"])
+    await qemu.monitor.execute(ref, "human-monitor-command",
                            **{"command-line": f"mouse_set {tablet['index']}"})
     await session.pointer(640, 200, 1)
     await session.pointer(640, 200, 0)

@@ -171,7 +171,7 @@ while True:
             assert again.vms.definition("cc").linked_to == present[0]
             d = again.vms.definition(present[0])
             assert d.name == present[0]
-            argv = again.vms.argv(d)
+            argv = again.launcher.argv(d)
             drive = next(a for a in argv if "disk0.qcow2" in a)
             assert f"file={vms / present[0] / 'disk0.qcow2'}" in drive
             assert leftovers(vms) == []
@@ -279,12 +279,12 @@ async def test_live_change_that_cannot_be_saved_is_rolled_back(guest, small_fs, 
                           disk_gib=0.01,
                           cmdline="console=ttyS0", accel="tcg")
         await qemu.start(ref)
-        before = await qemu.vms.execute(ref, "query-balloon")
+        before = await qemu.monitor.execute(ref, "query-balloon")
         fill(small_fs)
         with pytest.raises(OperationFailed, match="is full"):
             await qemu.set_limits(ref, {"memory": "128MiB", "write_bps": "1000000"})
-        assert await qemu.vms.execute(ref, "query-balloon") == before
-        blocks = await qemu.vms.execute(ref, "query-block")
+        assert await qemu.monitor.execute(ref, "query-balloon") == before
+        blocks = await qemu.monitor.execute(ref, "query-block")
         assert all((b.get("inserted") or {}).get("bps_wr", 0) == 0 for b in blocks)
         saved = json.loads((small_fs / "vms" / "live" / "vm.json").read_text())
         assert saved["memory_target_mib"] == 0 and saved["io_limits"] == {}

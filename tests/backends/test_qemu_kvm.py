@@ -19,7 +19,7 @@ from qemu_guest import wait_serial
 
 from backends.errors import AcceleratorUnusable
 from backends.models import InstanceRef, InstanceStatus
-from backends.qemu import QEMUBackend, machines
+from backends.qemu import QEMUBackend, launcher
 from backends.qemu.kvm import FALLBACK, SILENT_BOOT, HostFallback, kvm_error
 
 from .kvm_hosts import accels, fake_kvm, host_kvm
@@ -84,10 +84,10 @@ async def _kvm_used_and_kept(qemu, ref, stream, accel_seen):
     await wait_serial(qemu, ref.name, "corral-guest ready")
     await _no_kvm_complaint(stream, ref, SILENT_BOOT + 2)
     assert (await qemu.get_instance(ref)).status is InstanceStatus.RUNNING
-    assert qemu.vms.kvm.fallback.reason() == ""
+    assert qemu.launcher.kvm.fallback.reason() == ""
     again = QEMUBackend(qemu.remote, timeout=10)
     await again.connect()
-    assert again.vms.accel(again.vms.definition(ref.name)) == "kvm"
+    assert again.launcher.accel(again.vms.definition(ref.name)) == "kvm"
     await again.close()
     await qemu.stop(ref, force=True)
 
@@ -117,13 +117,13 @@ async def _kvm_found_broken(qemu, ref, stream, how, accel_seen):
         assert "TCG" in note and FALLBACK in note
         print(f"broken KVM found {time.monotonic() - started:.1f} s after the start")
         await qemu.stop(ref, force=True)
-    assert qemu.vms.kvm.fallback.reason()
+    assert qemu.launcher.kvm.fallback.reason()
     await qemu.start(ref)  # the host fallback: TCG this time
     assert accel_seen() == "tcg"
     await wait_serial(qemu, ref.name, "corral-guest ready")
     again = QEMUBackend(qemu.remote, timeout=10)
     await again.connect()
-    assert again.vms.accel(again.vms.definition(ref.name)) == "tcg"
+    assert again.launcher.accel(again.vms.definition(ref.name)) == "tcg"
     await again.close()
     await qemu.stop(ref, force=True)
 
@@ -147,7 +147,7 @@ async def test_this_hosts_kvm_as_it_is(qemu, guest):
             await qemu.start(ref)
             assert accel_seen() == "tcg"
             await wait_serial(qemu, ref.name, "corral-guest ready")
-            assert qemu.vms.kvm.fallback.reason() == ""
+            assert qemu.launcher.kvm.fallback.reason() == ""
         elif how == "works":
             await _kvm_used_and_kept(qemu, ref, stream, accel_seen)
         else:
@@ -163,7 +163,7 @@ async def test_broken_kvm_is_reported_and_the_next_start_uses_tcg(qemu, guest, t
     kvm_buf_set_msrs as QEMU 10 does here, or runs a guest that never prints (a hang); and
     /dev/kvm reported usable (corral's own check), so 'auto' tries KVM first."""
     log = fake_kvm(tmp_path / "bin", how, monkeypatch)
-    monkeypatch.setattr(machines, "kvm_usable", lambda: True)
+    monkeypatch.setattr(launcher, "kvm_usable", lambda: True)
     ref, stream = await _auto_vm(qemu, guest, f"kvm{how}")
     try:
         await _kvm_found_broken(qemu, ref, stream, how, lambda: accels(log)[-1])
@@ -178,7 +178,7 @@ async def test_working_kvm_is_used_and_no_fallback_is_remembered(qemu, guest, tm
     wrapper runs what corral starts with -accel kvm under TCG (this host's KVM cannot run the
     guest); corral asked for KVM, the guest boots, the silent-boot watch does not misfire."""
     log = fake_kvm(tmp_path / "bin", "works", monkeypatch)
-    monkeypatch.setattr(machines, "kvm_usable", lambda: True)
+    monkeypatch.setattr(launcher, "kvm_usable", lambda: True)
     ref, stream = await _auto_vm(qemu, guest, "kvmworks")
     try:
         await _kvm_used_and_kept(qemu, ref, stream, lambda: accels(log)[-1])
@@ -192,13 +192,13 @@ async def test_without_dev_kvm_auto_is_tcg_and_never_asks_for_kvm(qemu, guest, t
     """A host without /dev/kvm, by fault injection on any host: corral's check reports no
     device, and the wrapper refuses KVM as QEMU does there; 'auto' starts TCG at once."""
     log = fake_kvm(tmp_path / "bin", "absent", monkeypatch)
-    monkeypatch.setattr(machines, "kvm_usable", lambda: False)
+    monkeypatch.setattr(launcher, "kvm_usable", lambda: False)
     ref, stream = await _auto_vm(qemu, guest, "nokvm")
     try:
         await qemu.start(ref)
         await wait_serial(qemu, ref.name, "corral-guest ready")
         assert accels(log) == ["tcg"]
-        assert qemu.vms.kvm.fallback.reason() == ""
+        assert qemu.launcher.kvm.fallback.reason() == ""
         await qemu.stop(ref, force=True)
     finally:
         await stream.aclose()
@@ -221,9 +221,9 @@ sys.path.insert(0, {str(ROOT)!r})
 from backends.errors import AcceleratorUnusable
 from backends.qemu import QEMUBackend, qemu_remote
 from backends.models import InstanceRef
-from backends.qemu import machines
+from backends.qemu import launcher
 if {not real!r}:
-    machines.kvm_usable = lambda: True
+    launcher.kvm_usable = lambda: True
 async def main():
     b = QEMUBackend(qemu_remote({str(vms)!r}), timeout=10)
     await b.connect()
@@ -235,7 +235,7 @@ async def main():
     except AcceleratorUnusable as e:
         print("UNUSABLE", e.retry_slower, e.message)
     await b.start(InstanceRef("qemu", "refused"))
-    print("ACCEL", b.vms.accel(b.vms.definition("refused")))
+    print("ACCEL", b.launcher.accel(b.vms.definition("refused")))
     await b.stop(InstanceRef("qemu", "refused"), force=True)
     await b.close()
 asyncio.run(main())

@@ -51,7 +51,7 @@ async def boots(qemu, name):
     await qemu.start(ref(name))
     try:
         await wait_serial(qemu, name, "corral-guest ready", timeout=90)
-        blocks = await qemu.vms.execute(ref(name), "query-block")
+        blocks = await qemu.monitor.execute(ref(name), "query-block")
         files = [b["inserted"]["file"] for b in blocks if b.get("inserted")]
         assert str(qemu.vms.dir(name) / "disk0.qcow2") in files
         return files

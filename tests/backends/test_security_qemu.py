@@ -143,7 +143,7 @@ async def test_commas_in_paths_are_escaped_and_the_iso_is_raw(guest, tmp_path, m
                              memory_mib=256, disk_gib=1, cmdline="console=ttyS0",
                              accel="tcg")
         await backend.start(ref("commas"))
-        blocks = await backend.vms.execute(ref("commas"), "query-block")
+        blocks = await backend.monitor.execute(ref("commas"), "query-block")
         inserted = {b["device"] or b["qdev"]: b["inserted"] for b in blocks
                     if b.get("inserted")}
         files = {v["file"]: v for v in inserted.values()}

@@ -170,7 +170,7 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
             balloon = {}
 
             async def poll():
-                balloon.update(await backend.vms.execute(ref, "query-balloon"))
+                balloon.update(await backend.monitor.execute(ref, "query-balloon"))
 
             for _ in range(100):
                 await poll()
