@@ -17,6 +17,7 @@ event loop thread, errors in words):
 - ``nics.py``: NICs (networks, bridges, macvtap) and DHCP host entries for addresses
 - ``networks.py``: the libvirt networks (``list_networks``)
 - ``disks.py``: disks as pool volumes; deleting a domain with its own volumes
+- ``export.py``: export to and import from a tar archive (``archived.py``: what it holds)
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
 libvirt's numbers into corral's models.
@@ -32,6 +33,7 @@ from .consoles import Consoles
 from .display import Display
 from .disks import OwnedStorage
 from .events import Events
+from .export import Export
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .migrate import Migrate
@@ -44,7 +46,7 @@ from .uri import is_remote
 
 
 class LibvirtBackend(Lifecycle, Events, Consoles, Display, Portable, Snapshots, Limits, Names,
-                     Clone, Nics, Networks, OwnedStorage, Migrate,
+                     Clone, Nics, Networks, OwnedStorage, Migrate, Export,
                      Backend):
     """The domains of one libvirt connection URI."""
 
@@ -56,6 +58,7 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Display, Portable, Snapshots, 
         Capability.SNAPSHOT_STATEFUL, Capability.RESOURCES, Capability.RENAME,
         Capability.DESCRIPTION, Capability.COPY_MOVE, Capability.DISPLAY,
         Capability.CLONE, Capability.NICS, Capability.DELETE_STORAGE, Capability.NETWORKS,
+        Capability.EXPORT, Capability.IMPORT,
     })
     console_kinds = frozenset({"console"})
 
