@@ -6,8 +6,6 @@ behind."""
 
 from __future__ import annotations
 
-from backends.paths import UntrustedFile
-
 import asyncio
 import contextlib
 import dataclasses
@@ -20,7 +18,8 @@ from typing import Callable
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import Instance, InstanceRef, InstanceStatus
-from ..paths import export_target
+from ..paths import UntrustedFile, export_target
+from ..steps import Steps
 from ..work import in_thread
 from .archive import DamagedArchive, copy_file, read_archive, write_archive
 from .definition import (
@@ -151,8 +150,9 @@ class Transfer(Backend):
         ``OVMF_VARS.fd`` plain files (no paths, links or directories), the disks exactly
         those ``vm.json`` names, each a qcow2 without a backing file that passes
         ``qemu-img check``; the files it names (ISO, kernel, initrd) public or already used
-        by a VM here, its other values in bounds (:mod:`.imported`). The VM keeps the archive's settings and MAC; its name becomes
-        ``name``. Nothing is left on failure or cancellation.
+        by a VM here, its other values in bounds (:mod:`.imported`). The VM keeps the
+        archive's settings and MAC; its name becomes ``name``. Nothing is left on failure
+        or cancellation.
 
         Raises:
             InvalidInput: bad name, ``storage_pool`` given, missing file, or the archive
@@ -175,56 +175,52 @@ class Transfer(Backend):
             raise Conflict(f"A VM named '{name}' already exists.") from None
         self.vms.busy[name] = "being imported"
         try:
-            mark_partial(directory)
-            def allowed(member: str) -> bool:
-                return member in ("vm.json", "OVMF_VARS.fd") or bool(DISK_RE.match(member))
-
-            try:
-                kept = await in_thread(read_archive, path, directory, allowed, {"vm.json"},
-                                       progress=say)
-            except DamagedArchive as e:
-                raise InvalidInput(f"{path} is not a corral QEMU export: {e}.") from None
-            except OSError as e:
-                raise OperationFailed(f"Importing {path} failed. "
-                                      f"{in_words(e, str(directory))}") from e
-            assert isinstance(kept, dict)
-            if "vm.json" not in kept:
-                raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
-            d = archived_definition(kept["vm.json"], path)
-            check_imported(d, path, self._files_in_use(name))
-            present = sorted(p.name for p in directory.iterdir() if DISK_RE.match(p.name))
-            if sorted(d.disks) != present:
-                raise InvalidInput(f"{path} is incomplete or inconsistent: its vm.json names "
-                                   f"the disks {', '.join(d.disks) or 'none'}, the archive "
-                                   f"holds {', '.join(present) or 'none'}.")
-            has_vars = (directory / "OVMF_VARS.fd").exists()
-            if (d.firmware == "uefi") != has_vars:
-                raise InvalidInput(f"{path} is inconsistent: a {d.firmware} VM "
-                                   f"{'without' if not has_vars else 'with'} UEFI variables.")
-            for disk in d.disks:
-                say(f"checking {disk}…")
-                target = str(directory / disk)
-                try:  # the one image gate: a self-contained qcow2, nothing else opened
-                    (await inspect_image(target, fmt="qcow2")).close()
-                except InvalidInput as e:  # NeedsConfirmation too: never asked for
-                    raise InvalidInput(f"{path} holds a {disk} that is not a self-contained "
-                                       f"qcow2; refused. {e.message}") from e
-                try:
-                    await qemu_img("check", "-q", "-f", "qcow2", target)
-                except OperationFailed as e:
-                    raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e
-            d.name, d.linked_to = name, ""
-            d.save(directory)
-            unmark_partial(directory)
-        except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
+            async with Steps() as steps:
+                steps.undo(f"the directory {directory}", lambda: asyncio.to_thread(
+                    shutil.rmtree, directory, ignore_errors=True))
+                mark_partial(directory)
+                d = await self._unpack_export(path, directory, name, say)
+                await _check_exported_disks(path, directory, d, say)
+                d.name, d.linked_to = name, ""
+                d.save(directory)
+                unmark_partial(directory)
         finally:
             self.vms.busy.pop(name, None)
         self.vms.status[name] = InstanceStatus.STOPPED
         self.vms.why.pop(name, None)
         self.vms.emit("instance-created", self.vms.ref(name))
         return self.vms.instance(name)
+
+    async def _unpack_export(self, path: str, directory: Path, name: str,
+                             say: Callable[[str], None]) -> VMDefinition:
+        """Unpack the archive's allowed members into ``directory``; its definition, once
+        it is consistent with what the archive held."""
+        def allowed(member: str) -> bool:
+            return member in ("vm.json", "OVMF_VARS.fd") or bool(DISK_RE.match(member))
+
+        try:
+            kept = await in_thread(read_archive, path, directory, allowed, {"vm.json"},
+                                   progress=say)
+        except DamagedArchive as e:
+            raise InvalidInput(f"{path} is not a corral QEMU export: {e}.") from None
+        except OSError as e:
+            raise OperationFailed(f"Importing {path} failed. "
+                                  f"{in_words(e, str(directory))}") from e
+        assert isinstance(kept, dict)
+        if "vm.json" not in kept:
+            raise InvalidInput(f"{path} is not a corral QEMU export: it has no vm.json.")
+        d = archived_definition(kept["vm.json"], path)
+        check_imported(d, path, self._files_in_use(name))
+        present = sorted(p.name for p in directory.iterdir() if DISK_RE.match(p.name))
+        if sorted(d.disks) != present:
+            raise InvalidInput(f"{path} is incomplete or inconsistent: its vm.json names "
+                               f"the disks {', '.join(d.disks) or 'none'}, the archive "
+                               f"holds {', '.join(present) or 'none'}.")
+        has_vars = (directory / "OVMF_VARS.fd").exists()
+        if (d.firmware == "uefi") != has_vars:
+            raise InvalidInput(f"{path} is inconsistent: a {d.firmware} VM "
+                               f"{'without' if not has_vars else 'with'} UEFI variables.")
+        return d
 
     async def clone_instance(self, ref: InstanceRef, new_name: str, *, linked: bool = False,
                              with_snapshots: bool = True,
@@ -312,63 +308,21 @@ class Transfer(Backend):
         old_dir, new_dir = self.vms.dir(ref.name), self.vms.dir(new_name)
         if new_dir.exists():
             raise Conflict(f"A VM named '{new_name}' already exists.")
-        prefix = str(old_dir) + os.sep
-        dependants: list[tuple[str, Path, str]] = []  # (vm, disk path, old backing)
-        for other in self.vms.names():
-            if other == ref.name:
-                continue
-            try:
-                od = VMDefinition.load(self.vms.dir(other))
-            except (OSError, ValueError, TypeError, UntrustedFile):
-                continue  # (another VM's damaged or refused file: not this one's)
-            for disk in od.disks:
-                backing = qcow2_backing(self.vms.dir(other) / disk)
-                if backing and backing.startswith(prefix):
-                    if self.vms.pid(other) is not None or other in self.vms.busy:
-                        raise Conflict(f"{other} is an overlay of {ref}'s disks and is "
-                                       f"running or busy: stop it first (its backing file "
-                                       f"moves).")
-                    dependants.append((other, self.vms.dir(other) / disk, backing))
+        overlays = self._overlays_of(ref)
         self.vms.busy[ref.name] = "being renamed"
-        done: list[tuple[Path, str]] = []
-        relinked: list[str] = []
         try:
-            # a kill -9 from here on is completed or undone at the next start
-            write_rename_journal(old_dir, ref.name, new_name, [
-                (str(disk), backing, str(new_dir) + os.sep + backing[len(prefix):])
-                for _, disk, backing in dependants])
-            try:
+            async with Steps() as steps:
+                # a kill -9 from here on is completed or undone at the next start
+                write_rename_journal(old_dir, ref.name, new_name, [
+                    (str(o.disk), o.backing, o.moved(old_dir, new_dir)) for o in overlays])
+                steps.undo("the rename journal", lambda: drop_rename_journal(old_dir))
                 os.rename(old_dir, new_dir)
-            except BaseException:
-                drop_rename_journal(old_dir)
-                raise
-            try:
-                for _, disk, backing in dependants:
-                    await qemu_img("rebase", "-u", "-F", "qcow2", "-b",
-                                   str(new_dir) + os.sep + backing[len(prefix):], str(disk))
-                    done.append((disk, backing))
-                for other in {o for o, _, _ in dependants}:
-                    od = VMDefinition.load(self.vms.dir(other))
-                    if od.linked_to == ref.name:
-                        od.linked_to = new_name
-                        od.save(self.vms.dir(other))
-                        relinked.append(other)
+                steps.undo(f"the move to {new_dir}", lambda: os.rename(new_dir, old_dir))
+                await _rebase_overlays(steps, overlays, old_dir, new_dir)
+                self._relink_clones(steps, ref.name, new_name, {o.vm for o in overlays})
                 d.name = new_name
                 d.save(new_dir)
                 drop_rename_journal(new_dir)
-            except BaseException:
-                for disk, backing in reversed(done):
-                    with contextlib.suppress(BaseException):
-                        await qemu_img("rebase", "-u", "-F", "qcow2", "-b", backing,
-                                       str(disk))
-                for other in relinked:
-                    with contextlib.suppress(Exception):
-                        od = VMDefinition.load(self.vms.dir(other))
-                        od.linked_to = ref.name
-                        od.save(self.vms.dir(other))
-                os.rename(new_dir, old_dir)
-                drop_rename_journal(old_dir)
-                raise
         finally:
             self.vms.busy.pop(ref.name, None)
         old_run, new_run = self.vms.run_dir(ref.name), self.vms.run_dir(new_name)
@@ -385,9 +339,88 @@ class Transfer(Backend):
         self.vms.emit("instance-renamed", new_ref, f"renamed from {ref.name}")
         return self.vms.instance(new_name)
 
+    def _overlays_of(self, ref: InstanceRef) -> list[_Overlay]:
+        """The disks of other VMs whose backing file is in ``ref``'s directory.
+
+        Raises:
+            Conflict: such a VM is running or busy (its backing file would move).
+        """
+        prefix = str(self.vms.dir(ref.name)) + os.sep
+        overlays = []
+        for other in self.vms.names():
+            if other == ref.name:
+                continue
+            try:
+                od = VMDefinition.load(self.vms.dir(other))
+            except (OSError, ValueError, TypeError, UntrustedFile):
+                continue  # (another VM's damaged or refused file: not this one's)
+            for disk in od.disks:
+                backing = qcow2_backing(self.vms.dir(other) / disk)
+                if backing and backing.startswith(prefix):
+                    if self.vms.pid(other) is not None or other in self.vms.busy:
+                        raise Conflict(f"{other} is an overlay of {ref}'s disks and is "
+                                       f"running or busy: stop it first (its backing file "
+                                       f"moves).")
+                    overlays.append(_Overlay(other, self.vms.dir(other) / disk, backing))
+        return overlays
+
+    def _relink_clones(self, steps: Steps, old: str, new: str, vms: set[str]) -> None:
+        """The linked clones among ``vms`` name ``new`` as their source (undone: ``old``
+        again)."""
+        def link(vm: str, to: str) -> None:
+            od = VMDefinition.load(self.vms.dir(vm))
+            od.linked_to = to
+            od.save(self.vms.dir(vm))
+
+        for vm in vms:
+            if VMDefinition.load(self.vms.dir(vm)).linked_to == old:
+                link(vm, new)
+                steps.undo(f"the link of {vm}", lambda vm=vm: link(vm, old))
+
     async def set_description(self, ref: InstanceRef, text: str) -> None:
         """Save the VM's description in its definition (running or not)."""
         d = self.vms.definition(ref.name)
         d.description = text
         d.save(self.vms.dir(ref.name))
         self.vms.emit("instance-updated", ref)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Overlay:
+    """A disk of another VM whose backing file is in a VM's directory."""
+
+    vm: str
+    disk: Path
+    backing: str
+
+    def moved(self, old_dir: Path, new_dir: Path) -> str:
+        """Its backing file's path once ``old_dir`` is ``new_dir``."""
+        return str(new_dir) + os.sep + self.backing[len(str(old_dir) + os.sep):]
+
+
+async def _rebase_overlays(steps: Steps, overlays: list[_Overlay], old_dir: Path,
+                           new_dir: Path) -> None:
+    """Point each overlay at its backing file's new path (undone: the old one)."""
+    for o in overlays:
+        await qemu_img("rebase", "-u", "-F", "qcow2", "-b", o.moved(old_dir, new_dir),
+                       str(o.disk))
+        steps.undo(f"the rebase of {o.disk}", lambda o=o: qemu_img(
+            "rebase", "-u", "-F", "qcow2", "-b", o.backing, str(o.disk)))
+
+
+async def _check_exported_disks(path: str, directory: Path, d: VMDefinition,
+                                say: Callable[[str], None]) -> None:
+    """Each disk an export brought is a self-contained qcow2 that ``qemu-img check``
+    passes."""
+    for disk in d.disks:
+        say(f"checking {disk}…")
+        target = str(directory / disk)
+        try:  # the one image gate: a self-contained qcow2, nothing else opened
+            (await inspect_image(target, fmt="qcow2")).close()
+        except InvalidInput as e:  # NeedsConfirmation too: never asked for
+            raise InvalidInput(f"{path} holds a {disk} that is not a self-contained "
+                               f"qcow2; refused. {e.message}") from e
+        try:
+            await qemu_img("check", "-q", "-f", "qcow2", target)
+        except OperationFailed as e:
+            raise InvalidInput(f"{path} holds a damaged {disk}: {e.message}") from e

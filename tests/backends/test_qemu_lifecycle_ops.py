@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qemu_guest import wait_serial
 
-from backends.errors import Conflict, InvalidInput
+from backends.errors import Conflict, InvalidInput, OperationFailed
 from backends.models import InstanceRef, InstanceStatus
 from backends.qemu.definition import VMDefinition
 
@@ -270,6 +270,35 @@ async def test_full_and_linked_clones_boot_and_protect_their_source(qemu, guest,
     await qemu.start(ref("src"))  # free again
     await qemu.stop(ref("src"), force=True)
     await qemu.delete(ref("src"))
+
+
+async def test_a_rename_that_fails_half_way_is_put_back(qemu):
+    """Of two linked clones, the first is rebased onto the new path and the second cannot
+    be (its qcow2 carries the "corrupt" flag, so qemu-img opens it read-only): the steps'
+    undos rebase the first back, relink it and move the directory back; the journal goes."""
+    await qemu.create("orig", disk_gib=1, network_boot=True, accel="tcg")
+    await qemu.clone_instance(ref("orig"), "a-clone", linked=True)
+    await qemu.clone_instance(ref("orig"), "b-clone", linked=True)
+    broken = qemu.vms.dir("b-clone") / "disk0.qcow2"
+    with open(broken, "r+b") as f:  # header: incompatible_features at byte 72, bit 1
+        f.seek(72)
+        flags = int.from_bytes(f.read(8), "big")
+        f.seek(72)
+        f.write((flags | 2).to_bytes(8, "big"))
+    old_disk = str(qemu.vms.dir("orig") / "disk0.qcow2")
+
+    with pytest.raises(OperationFailed) as failed:
+        await qemu.rename_instance(ref("orig"), "renamed")
+    print(f"\nrefused half way: {failed.value}")
+    assert qemu.vms.dir("orig").is_dir() and not qemu.vms.dir("renamed").exists()
+    assert qemu.vms.definition("orig").name == "orig"
+    assert image_info(qemu.vms.dir("a-clone") / "disk0.qcow2")["backing-filename"] == old_disk
+    assert qemu.vms.definition("a-clone").linked_to == "orig"
+    assert qemu.vms.definition("b-clone").linked_to == "orig"
+    assert not [p.name for p in qemu.vms.dir("orig").iterdir() if "rename" in p.name]
+    assert sorted(i.name for i in await qemu.list_instances()) == ["a-clone", "b-clone",
+                                                                     "orig"]
+    assert qemu.vms.busy == {}
 
 
 async def test_rename_keeps_linked_clones_and_uefi_working(qemu, guest):
