@@ -64,9 +64,16 @@ async def test_inventory_lists_follows_and_survives_a_silent_daemon(vlab, guest)
             assert "not responding" in status.message
         finally:
             os.kill(vlab.daemon.pid, signal.SIGCONT)
-        await _until(lambda: status.state is ConnectionState.CONNECTED, 40,
-                     lambda: f"connected again ({status.state}, {status.message}); "
-                             f"{vlab.daemon_report()}")
+        try:
+            await _until(lambda: status.state is ConnectionState.CONNECTED, 40,
+                         lambda: f"connected again ({status.state}, {status.message}); "
+                                 f"{vlab.daemon_report()}")
+        finally:
+            # libvirtd died once after SIGCONT (in CI, under load; cause unknown): this
+            # test then fails with its report, and the next tests of this module get the
+            # daemon back instead of failing one after another on its socket
+            if vlab.daemon is not None and vlab.daemon.poll() is not None:
+                vlab.start_daemon()
         await inv.act(ref, "stop", "stopping…", force=True)
         await _until(lambda: inv.instances[ref].status is InstanceStatus.STOPPED, 20,
                      "stopped after the reconnect")
