@@ -39,6 +39,7 @@ from ..errors import (
     Unsupported,
 )
 from ..models import BackendEvent, EventKind, InstanceRef, InstanceStatus, Remote
+from . import ssh_tunnel
 from . import uri as uris
 from .convert import lifecycle_action, status_of
 
@@ -116,6 +117,8 @@ class Connection:
         self._opening: asyncio.Lock | None = None
         self._callbacks: list[int] = []
         self._dead: list[libvirt.virConnect] = []
+        self.tunnel: ssh_tunnel.Master | None = None
+        """The host's SSH master (``ssh_tunnel.py``) once a screen or the transport needs it."""
 
     # -- calls -------------------------------------------------------------------------
     async def call(self, fn: Callable[..., Any], *args: Any, what: str = "",
@@ -161,6 +164,11 @@ class Connection:
                 return self.conn
             self.loop = asyncio.get_running_loop()
             await asyncio.to_thread(ensure_event_loop)
+            dest = ssh_tunnel.destination(self.remote.address)
+            if dest is not None and dest.shares_transport:  # one SSH connection per host
+                master = self.master()
+                await master.ensure(max(self.timeout, 15))
+                self.uri = master.carry(uris.effective(self.remote.address))
             asked: list[str] = []
             try:
                 conn = await self.call(self._open_blocking, asked, what="connecting",
@@ -221,6 +229,15 @@ class Connection:
                                   daemon=True)
         closer.start()
         await asyncio.to_thread(closer.join, 5)  # a hung call: it closes in the background
+        if self.tunnel is not None:
+            self.tunnel = None
+            await ssh_tunnel.release(self)
+
+    def master(self) -> ssh_tunnel.Master:
+        """This remote's hold on its host's SSH master (an SSH URI only; not started)."""
+        if self.tunnel is None:
+            self.tunnel = ssh_tunnel.acquire(self.remote.address, self)
+        return self.tunnel
 
     def _close_blocking(self, conn: libvirt.virConnect) -> None:
         for callback in self._callbacks:
