@@ -352,8 +352,9 @@ class SourceField:
     """An empty answer keeps the step from being done."""
     path: str = ""
     """``local``: a file on the machine corral runs on (the wizard expands ``~`` and checks
-    it exists); ``remote``: a path on the remote's own host (passed as typed: the backend
-    checks it); ``""``: not a path."""
+    it exists and is a regular file, or a folder for a source that reads one: no device,
+    pipe or socket); ``remote``: a path on the remote's own host (passed as typed: the
+    backend checks it); ``""``: not a path."""
     choices: tuple[tuple[str, str], ...] = ()
     """``(value, label)`` pairs: the field is a choice among them (then ``default`` or the
     first is chosen at first)."""
@@ -375,9 +376,6 @@ class CreateSource:
     type: InstanceType = InstanceType.CONTAINER
     """What gets created from it."""
     detail: str = ""
-    needs_path: bool = False
-    """The wizard must ask for the path of a file on this machine (``value`` is then what
-    the user typed; the wizard checks that it exists)."""
     preview: bool = False
     """The wizard asks ``preview_source`` about it before the summary (see
     :mod:`backends.create_preview`)."""

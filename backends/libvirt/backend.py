@@ -8,6 +8,7 @@ event loop thread, errors in words):
 - ``events.py``: ``watch`` (domain lifecycle callbacks, the connection closing)
 - ``consoles.py``: the serial console on a libvirt stream
 - ``display.py``: the graphical screen (a VNC device), through corral's console server
+- ``ssh_tunnel.py``: one SSH master per ``qemu+ssh://`` host (libvirt's transport, screens)
 - ``portable.py``: a stopped domain as its XML and disk files (``portable_vm``)
 - ``snapshots.py``: internal snapshots of qcow2 disks (list, take, revert, delete)
 - ``limits.py``: vCPUs and memory, live (hot-add, balloon) or at the next start
@@ -42,6 +43,7 @@ from .networks import Networks
 from .nics import Nics
 from .portable import Portable
 from .snapshots import Snapshots
+from .ssh_tunnel import destination
 from .uri import is_remote
 
 
@@ -65,8 +67,8 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Display, Portable, Snapshots, 
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)
         if is_remote(remote.address):  # its disks are on another machine: no convert; a
-            # screen's file descriptor cannot cross SSH (display.py)
-            self.capabilities = type(self).capabilities - {Capability.PORTABLE,
-                                                           Capability.DISPLAY}
+            # screen only through SSH (display.py, ssh_tunnel.py), not over TCP or TLS
+            self.capabilities = type(self).capabilities - {Capability.PORTABLE} - (
+                set() if destination(remote.address) else {Capability.DISPLAY})
         self.lv = Connection(remote, timeout)
         self._cpu: dict[str, tuple[int, float]] = {}

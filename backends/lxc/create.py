@@ -15,7 +15,8 @@ from typing import Callable
 from ..archive import ArchiveRefused, read_archive
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, OperationFailed
-from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceStatus
+from ..models import (CreateOptions, CreateRequest, CreateSource, Instance, InstanceStatus,
+                      SourceField)
 from ..work import Worker, in_thread
 from .archive import UnifiedImage
 from .limits import cgroup_pairs, cgroup_version, host_supports
@@ -171,7 +172,9 @@ class Create(Backend):
                                 detail=self._TEMPLATE_DETAIL.get(n, f"the lxc-{n} template"))
                    for n in names]
         sources.append(CreateSource(
-            "tarball", "LXD-style image tarball", needs_path=True,
+            "tarball", "LXD-style image tarball",
+            fields=(SourceField("", "Image tarball", "path of an LXD-style image tarball",
+                                required=True, path="local"),),
             detail="metadata.yaml + rootfs/ (gzip or xz), checked and unpacked by corral"))
         return sources
 

@@ -21,6 +21,7 @@ from ..models import (
     Instance,
     InstanceStatus,
     InstanceType,
+    SourceField,
 )
 from .definition import VMDefinition, check_name
 from .files import building
@@ -186,22 +187,40 @@ class Create(Backend):
                        "allow_backing", "format")
 
     async def create_sources(self) -> list[CreateSource]:
+        """Each source with what the wizard asks for it: the file on this machine, the
+        firmware (BIOS by default), a kernel's initrd and command line."""
         vm = InstanceType.VM
+        firmware = SourceField("firmware", "Firmware", choices=(
+            ("bios", "BIOS (SeaBIOS)"), ("uefi", "UEFI (OVMF)")), default="bios")
+
+        def path(label: str, placeholder: str) -> SourceField:
+            return SourceField("", label, placeholder, required=True, path="local")
+
         return [
             CreateSource("disk-image", "Disk image (qcow2/raw) — overlay or copy", type=vm,
-                         needs_path=True,
+                         fields=(path("Disk image", "path of a disk image (qcow2 or raw)"),
+                                 firmware),
                          detail="a qcow2 overlay backed by the image (option overlay=yes), "
                                 "or a qcow2 copy (overlay=no); a disk size grows it"),
-            CreateSource("iso", "Installer ISO + empty disk", type=vm, needs_path=True,
+            CreateSource("iso", "Installer ISO + empty disk", type=vm,
+                         fields=(path("ISO", "path of the installer ISO"), firmware),
                          detail="boots the ISO from a CD drive; the disk is new and empty"),
-            CreateSource("kernel", "Kernel + initrd + command line", type=vm, needs_path=True,
+            CreateSource("kernel", "Kernel + initrd + command line", type=vm,
+                         fields=(path("Kernel", "path of the kernel (vmlinuz)"),
+                                 SourceField("initrd", "Initrd", "initrd path (optional)",
+                                             path="local"),
+                                 SourceField("cmdline", "Command line",
+                                             "kernel command line, e.g. console=ttyS0")),
                          detail="direct kernel boot (options initrd, cmdline); disk only if "
                                 "a size is given"),
-            CreateSource("pxe", "Empty VM, network boot (PXE)", type=vm,
+            CreateSource("pxe", "Empty VM, network boot (PXE)", type=vm, fields=(firmware,),
                          detail="boots from the network through its NIC; the disk is new "
                                 "and empty"),
             CreateSource("vm-import", "Import a VM… (OVA/OVF, VirtualBox, libvirt XML)",
-                         type=vm, needs_path=True, preview=True, cancellable=True,
+                         type=vm, preview=True, cancellable=True,
+                         fields=(path("VM to import", "an .ova, .ovf or .vbox file, an OVF "
+                                      "or VirtualBox machine folder, or a libvirt domain "
+                                      ".xml"),),
                          detail="an .ova, an OVF or VirtualBox machine folder, or a libvirt "
                                 "domain XML: its settings, and copies of its disks as qcow2"),
         ]

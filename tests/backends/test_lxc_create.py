@@ -36,7 +36,8 @@ async def test_sources_options_and_names(backend, lxc_path):
     templates = [s.value for s in sources if s.kind == "template"]
     assert templates[0] == "busybox" and set(templates) <= {"busybox", "download"}
     tarball = [s for s in sources if s.kind == "tarball"]
-    assert len(tarball) == 1 and tarball[0].needs_path
+    assert len(tarball) == 1 and [(f.key, f.path, f.required) for f in tarball[0].fields] \
+        == [("", "local", True)]  # the wizard asks for the tarball's path here
     options = await backend.create_options()
     assert options.networks[-1] == "none"
     assert all(os.path.isdir(f"/sys/class/net/{n}/bridge") for n in options.networks[:-1])
@@ -99,8 +100,7 @@ async def test_from_an_lxd_style_tarball(backend, lxc_path, tmp_path):
     import lab as labmod  # tests/ is on sys.path (conftest)
 
     image = labmod.build_busybox_image(tmp_path / "img")
-    source = CreateSource("tarball", "LXD-style image tarball", value=str(image),
-                          needs_path=True)
+    source = CreateSource("tarball", "LXD-style image tarball", value=str(image))
     said = []
     inst = await backend.create_instance(CreateRequest("tar1", source, memory=128 * MiB,
                                                        start=True), progress=said.append)

@@ -40,7 +40,7 @@ def kernel_request(name, kernel, initrd, **kw):
     options = {"initrd": str(initrd), "cmdline": "console=ttyS0", "accel": "tcg"}
     options.update(kw.pop("options", {}))
     return CreateRequest(name=name, source=CreateSource("kernel", "Kernel", value=str(kernel),
-                                                        type=InstanceType.VM, needs_path=True),
+                                                        type=InstanceType.VM),
                          options=options, **kw)
 
 
@@ -49,8 +49,16 @@ async def test_sources_options_and_names(qemu):
     sources = {s.kind: s for s in await qemu.create_sources()}
     assert list(sources) == ["disk-image", "iso", "kernel", "pxe", "vm-import"]
     assert all(s.type is InstanceType.VM for s in sources.values())
-    assert [k for k, s in sources.items() if s.needs_path] == ["disk-image", "iso", "kernel",
-                                                                "vm-import"]
+    # what the wizard asks for each: the file here (the source's value), the firmware, a
+    # kernel's initrd and command line (options)
+    asked = {k: [(f.key, f.path, f.required) for f in s.fields] for k, s in sources.items()}
+    here, firmware = ("", "local", True), ("firmware", "", False)
+    assert asked == {"disk-image": [here, firmware], "iso": [here, firmware],
+                     "kernel": [here, ("initrd", "local", False), ("cmdline", "", False)],
+                     "pxe": [firmware], "vm-import": [here]}
+    assert sources["pxe"].fields[0].choices == (("bios", "BIOS (SeaBIOS)"),
+                                                ("uefi", "UEFI (OVMF)"))
+    assert sources["pxe"].fields[0].default == "bios"
     options = await qemu.create_options()
     assert options.networks == ("user", "none")  # no bridged NIC in a VM definition
     assert options.max_cpus == os.cpu_count() and not options.user_data

@@ -140,8 +140,7 @@ def vbox_ova(tmp_path: Path, raw: Path, name: str = "deb", **kw) -> Path:
 async def test_imported_ova_boots_and_its_serial_console_answers(qemu, tmp_path):
     ova = vbox_ova(tmp_path, fx.boot_disk(), cpus=1, memory_mib=256)
     said = []
-    source = CreateSource("vm-import", "Import a VM…", value=str(ova), type=InstanceType.VM,
-                          needs_path=True)
+    source = CreateSource("vm-import", "Import a VM…", value=str(ova), type=InstanceType.VM)
     inst = await qemu.create_instance(
         CreateRequest(name="ova1", source=source, options={"accel": "tcg"}, start=True),
         progress=said.append)
@@ -390,7 +389,8 @@ async def test_wizard_preview_suggests_values_and_create_reuses_what_it_read(qem
     ova = vbox_ova(tmp_path, fx.pattern_disk(tmp_path / "d.raw"), name="Deb_VM", cpus=2,
                    memory_mib=384)
     source = next(s for s in await qemu.create_sources() if s.kind == "vm-import")
-    assert source.preview and source.cancellable and source.needs_path
+    assert source.preview and source.cancellable
+    assert [(f.key, f.path, f.required) for f in source.fields] == [("", "local", True)]
     chosen = CreateSource(**{**{f: getattr(source, f) for f in source.__slots__},
                              "value": str(ova)})
     preview = await qemu.preview_source(chosen)

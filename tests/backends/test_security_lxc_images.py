@@ -78,8 +78,7 @@ def image_tar(path: Path, tree: Path, *, drop=(), extra=(), top=None) -> Path:
 
 
 def source(path: Path) -> CreateSource:
-    return CreateSource("tarball", "LXD-style image tarball", value=str(path),
-                        needs_path=True)
+    return CreateSource("tarball", "LXD-style image tarball", value=str(path))
 
 
 def left_behind(lxc_path: Path) -> list[str]:

@@ -142,8 +142,8 @@ async def test_wizard_limits_and_snapshots_on_qemu_and_lxc(tmp_path, monkeypatch
 
             # a QEMU VM from the kernel fixture, with a disk, started and booting
             await wizard(pilot, app, remote="qemu", source=lambda s: s.kind == "kernel",
-                         path=str(kernel), fields={"#wizard-initrd": str(initrd),
-                                                   "#wizard-cmdline": "console=ttyS0"},
+                         path=str(kernel), fields={"#wizard-field-initrd": str(initrd),
+                                                   "#wizard-field-cmdline": "console=ttyS0"},
                          name="vm1", cpus="1", memory="256MiB", disk="1GiB")
             await wait_for(pilot, lambda: status(app, "qemu:vm1") == "running",
                            timeout=30, what=f"vm1 running ({notes(app)})")

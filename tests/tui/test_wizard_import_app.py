@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import import_fixtures as fx
 from test_real_app import rows, wait_for, write_config
-from wizard_keys import choose, fill, problem
+from wizard_keys import choose, fill, problem, source_fields
 
 MiB = 1 << 20
 
@@ -47,7 +47,8 @@ async def to_summary(pilot, app, path: str) -> None:
     sources = app.screen.sources
     await choose(pilot, app, "#wizard-source", lambda i: sources[i].kind == "vm-import",
                  "Import a VM…")
-    await fill(pilot, app, "#wizard-path", path)
+    await source_fields(pilot, app, "#wizard-field-value")
+    await fill(pilot, app, "#wizard-field-value", path)
     await pilot.press("ctrl+n")
     await wait_for(pilot, lambda: app.screen.step == "name", timeout=60,
                    what=lambda: f"the name step ({problem(app)})")

@@ -28,6 +28,13 @@ async def fill(pilot, app, input_id: str, text: str) -> None:
         await pilot.press(*text)
 
 
+async def source_fields(pilot, app, *ids: str) -> None:
+    """Until the chosen source's fields ``ids`` are drawn (those of the source before it
+    removed)."""
+    await wait_for(pilot, lambda: all(len(app.screen.query(i)) == 1 for i in ids),
+                   what=f"the source's fields {ids}")
+
+
 def problem(app) -> str:
     return str(app.screen.query_one("#wizard-problem").render())
 
@@ -36,7 +43,9 @@ async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None
                  name: str, cpus: str = "", memory: str = "", disk: str | None = None,
                  user_data: str | None = None, start: bool = True,
                  placement: str | None = None) -> None:
-    """Walk the launch wizard from N to Create. ``source(index, CreateSource) -> bool``."""
+    """Walk the launch wizard from N to Create. ``source(CreateSource) -> bool``; ``path``
+    goes into the source's own value (``#wizard-field-value``), ``fields`` maps the ids of
+    its other fields (``#wizard-field-<key>``) to what is typed there."""
     await pilot.press("N")
     await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
                    timeout=30, what="the wizard")
@@ -46,8 +55,9 @@ async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None
     await wait_for(pilot, lambda: app.screen.step == "what", what="the 'what' step")
     sources = app.screen.sources
     await choose(pilot, app, "#wizard-source", lambda i: source(sources[i]), "the source")
+    await source_fields(pilot, app, *(["#wizard-field-value"] if path else []), *fields or {})
     if path:
-        await fill(pilot, app, "#wizard-path", path)
+        await fill(pilot, app, "#wizard-field-value", path)
     for input_id, text in (fields or {}).items():
         await fill(pilot, app, input_id, text)
     await pilot.press("ctrl+n")

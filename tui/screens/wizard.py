@@ -11,7 +11,6 @@ backend's promise) and says why.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, replace
 
 from rich.text import Text
@@ -41,9 +40,9 @@ from ..widgets.marked_list import MarkedOptionList
 from ..widgets.plain import Plain, PlainInput, PlainLabel
 from .dialogs import ConfirmDialog
 from .wizard_leave import leave
-from .paths import PathInput
 from . import wizard_checks as checks
 from . import wizard_preview as preview
+from .wizard_fields import FieldsHolder, SourceFields
 from .placement import AUTO, AUTO_LABEL, chosen_target, load_placements
 
 STEPS = ("where", "what", "name", "resources", "network", "cloud-init", "summary",
@@ -83,6 +82,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.sources: list[CreateSource] = []
         self.options = CreateOptions()
         self.source: CreateSource | None = None
+        self.fields = SourceFields()
+        """The chosen source's own fields and what was typed into them."""
         self.step = "where"
         self._create_task: asyncio.Task | None = None
         self._loaded_for: str | None = None
@@ -103,14 +104,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 with Vertical(id="what"):
                     yield Plain("Create it from:")
                     yield MarkedOptionList(id="wizard-source")
-                    yield PathInput(placeholder="path (Tab completes)", id="wizard-path")
-                    with Vertical(id="wizard-kernel"):
-                        yield PathInput(placeholder="initrd path (optional)",
-                                        id="wizard-initrd")
-                        yield PlainInput(placeholder="kernel command line, e.g. console=ttyS0",
-                                         id="wizard-cmdline")
-                    yield Select([("BIOS (SeaBIOS)", "bios"), ("UEFI (OVMF)", "uefi")],
-                                 value="bios", allow_blank=False, id="wizard-firmware")
+                    yield FieldsHolder(id="wizard-fields")  # the source's own fields
                 with Vertical(id="name"):
                     yield Plain("Name of the new instance:")
                     yield PlainInput(id="wizard-name")
@@ -201,13 +195,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                 widget.focus()
 
     def _show_source_fields(self) -> None:
-        src = self.source
-        self.query_one("#wizard-path").display = bool(src and src.needs_path)
-        if src and src.needs_path:
-            self.query_one("#wizard-path", Input).placeholder = preview.placeholder(src.kind)
-        self.query_one("#wizard-kernel").display = bool(src and src.kind == "kernel")
-        self.query_one("#wizard-firmware").display = bool(
-            src and src.kind in ("disk-image", "iso", "pxe"))
+        index = self.sources.index(self.source) if self.source in self.sources else -1
+        self.fields.show(self.query_one("#wizard-fields", FieldsHolder), index, self.source)
 
     # Loading what the remote offers --------------------------------------------------------
 
@@ -233,6 +222,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.sources, self.options = sources, options
         self._loaded_for = remote
         self.source = None
+        self.fields.forget()
         sources = self.query_one("#wizard-source", OptionList)
         sources.clear_options()
         sources.add_options([
@@ -242,6 +232,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         if self.sources:
             sources.highlighted = 0
             self.source = self.sources[0]
+        self._show_source_fields()
         defaults = self.options.defaults
         self.query_one("#wizard-cpus", Input).value = defaults.get("cpus", "")
         self.query_one("#wizard-memory", Input).value = defaults.get("memory", "")
@@ -281,7 +272,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     @on(Input.Changed)
     @on(TextArea.Changed)
-    def _changed(self) -> None:
+    @on(Select.Changed)
+    def _changed(self, event: Input.Changed | TextArea.Changed | Select.Changed) -> None:
+        self.fields.changed(event.control)
         self.validate()
 
     @on(OptionList.OptionHighlighted, "#wizard-remote")
@@ -296,7 +289,14 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.validate()
 
     @on(OptionList.OptionSelected)
-    def _selected(self) -> None:
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        """Enter on a remote, or on a source that needs nothing more: the next step. On a
+        source with a field to fill in: that field (what is typed next goes there)."""
+        if event.option_list.id == "wizard-source" and self.problems() is not None:
+            widget = self.fields.first_to_fill()
+            if widget is not None:
+                widget.focus()
+                return
         self.action_next()
 
     @on(Input.Submitted)
@@ -305,27 +305,18 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     # The request ------------------------------------------------------------------------
 
+    def chosen(self) -> tuple[CreateSource, dict[str, str]]:
+        """The chosen source with its value answered, and the options its fields answer."""
+        assert self.source is not None
+        return self.fields.apply(self.source)
+
     def request(self) -> CreateRequest:
-        src = self.source
-        assert src is not None
-        if src.needs_path:
-            path = os.path.expanduser(self.query_one("#wizard-path", Input).value.strip())
-            src = replace(src, value=path)
+        src, options = self.chosen()
         cpus = self.query_one("#wizard-cpus", Input).value.strip()
         memory = self.query_one("#wizard-memory", Input).value.strip()
         disk = self.query_one("#wizard-disk", Input).value.strip()
         pool = self.query_one("#wizard-pool", Select).value
         network = self.query_one("#wizard-network", Select).value
-        options: dict[str, str] = {}
-        if src.kind == "kernel":
-            initrd = self.query_one("#wizard-initrd", Input).value.strip()
-            if initrd:
-                options["initrd"] = os.path.expanduser(initrd)
-            cmdline = self.query_one("#wizard-cmdline", Input).value.strip()
-            if cmdline:
-                options["cmdline"] = cmdline
-        if src.kind in ("disk-image", "iso", "pxe"):
-            options["firmware"] = str(self.query_one("#wizard-firmware", Select).value)
         if (target := chosen_target(self)) is not None:
             options["target"] = target
         user_data = ""
@@ -355,8 +346,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             ("Name", r.name),
             ("Type", r.source.type.value if r.source.type is InstanceType.VM
              else "container"),
-            ("From", f"{r.source.label}" + (f": {r.source.value}" if r.source.needs_path
-                                            else "")),
+            ("From", r.source.label),
+            *self.fields.rows(),
             ("CPUs", str(r.cpus) if r.cpus else "default"),
             ("Memory", format_size(r.memory) if r.memory else "default"),
             ("Disk", format_size(r.disk) if r.disk else "default"),
@@ -366,8 +357,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         if r.storage_pool:
             rows.append(("Storage", r.storage_pool))
         rows.append(("Network", r.network or "default"))
-        for key, value in r.options.items():
-            rows.append(("Placement" if key == "target" else key.capitalize(), value))
+        if "target" in r.options:
+            rows.append(("Placement", r.options["target"]))
         if self.query_one("#wizard-target", Select).display and "target" not in r.options:
             rows.append(("Placement", "the cluster chooses the member"))
         if self.options.user_data:

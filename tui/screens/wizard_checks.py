@@ -1,10 +1,10 @@
 """What keeps a step of the launch wizard from being done, in words: each field checked as
 it is typed, with the backend's own rules (``check_name``), corral's size parser and the
-cloud-init checks; the summary's by :mod:`.wizard_preview`."""
+cloud-init checks; the source's own fields by :mod:`.wizard_fields`, the summary's by
+:mod:`.wizard_preview`."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from textual.widgets import Input, TextArea
@@ -26,17 +26,8 @@ def problem(w: WizardScreen) -> str | None:
         src = w.source
         if src is None:
             return "Choose what to create the instance from."
-        if src.needs_path:
-            path = w.query_one("#wizard-path", Input).value.strip()
-            if not path:
-                return "Give the path of the file."
-            if not os.path.exists(os.path.expanduser(path)):
-                return f"No such file: {path}"
-            if src.kind == "kernel":
-                initrd = w.query_one("#wizard-initrd", Input).value.strip()
-                if initrd and not os.path.exists(os.path.expanduser(initrd)):
-                    return f"No such file: {initrd}"
-        return None
+        found = w.fields.problem()  # the source's own fields, as it declares them
+        return found[1] if found else None
     if w.step == "name":
         name = w.query_one("#wizard-name", Input).value
         if not name:

@@ -3,13 +3,9 @@ one): for a source the backend marks ``preview``, leaving the *What* step asks t
 backend's ``preview_source`` (with its progress shown, and cancelled by leaving), fills
 the name, CPU and memory fields with what the source says, and the summary lists what was
 understood and what not; a source that cannot be created from keeps *Create* disabled
-with the reason. Also the path field's hint per source kind, and whether a running
-creation can be cancelled."""
+with the reason. Also whether a running creation can be cancelled."""
 
 from __future__ import annotations
-
-import os
-from dataclasses import replace
 
 from rich.text import Text
 from textual.widgets import Input
@@ -20,22 +16,10 @@ from backends.errors import BackendError
 from ..format import external
 from ..widgets.plain import Plain
 
-PLACEHOLDERS = {
-    "disk-image": "path of a disk image (qcow2 or raw)",
-    "iso": "path of the installer ISO",
-    "kernel": "path of the kernel (vmlinuz)",
-    "tarball": "path of an LXD-style image tarball",
-    "vm-import": "an .ova, .ovf or .vbox file, an OVF or VirtualBox machine folder, or a "
-                 "libvirt domain .xml",
-}
-
-
-def placeholder(kind: str) -> str:
-    return PLACEHOLDERS.get(kind, "path")
-
-
-def _path(screen) -> str:  # the WizardScreen
-    return os.path.expanduser(screen.query_one("#wizard-path", Input).value.strip())
+def _chosen(screen):  # the WizardScreen
+    """The chosen source as it would be asked for, and the options its fields give."""
+    source, options = screen.chosen()
+    return source, tuple(sorted(options.items()))
 
 
 def current(screen) -> SourcePreview | None:
@@ -45,14 +29,14 @@ def current(screen) -> SourcePreview | None:
     if kept is None or src is None or not src.preview:
         return None
     key, result = kept
-    return result if key == (screen.remote, src.kind, _path(screen)) else None
+    return result if key == (screen.remote, *_chosen(screen)) else None
 
 
 async def enter(screen) -> None:
     """Leave the *What* step through the backend's preview of the chosen source."""
-    src, remote = screen.source, screen.remote
-    path = _path(screen)
-    chosen = replace(src, value=path)
+    remote = screen.remote
+    chosen, options = _chosen(screen)
+    path = chosen.value or chosen.label  # (what is read, in the progress line)
     problem = screen.query_one("#wizard-problem", Plain)
     screen.query_one("#next").disabled = True
     drop(screen)
@@ -68,7 +52,7 @@ async def enter(screen) -> None:
         return
     finally:
         screen.query_one("#next").disabled = False
-    screen.__dict__["_preview"] = ((remote, src.kind, path), result)
+    screen.__dict__["_preview"] = ((remote, chosen, options), result)
     screen.__dict__["_previewed"] = (screen.backend, chosen)
     fields = {"name": "#wizard-name", "cpus": "#wizard-cpus", "memory": "#wizard-memory"}
     for key, widget in fields.items():
