@@ -9,8 +9,13 @@ which holds the connection while viewers come and go, outlives corral, and ends 
 domain; a server found dead is started again on a fresh descriptor. The server's socket is
 private, in corral's runtime directory under the remote's URI and the domain's UUID.
 
-Over ``qemu+ssh://`` a descriptor cannot cross SSH: the screen is refused in words (the
-capability is not declared for a remote URI); ``virt-viewer --connect URI NAME`` shows it.
+Over ``qemu+ssh://`` a descriptor cannot cross SSH: corral reads the running domain's
+XML for where its VNC server listens on the server (a unix socket, or an address and the
+port autoport gave it) and asks the host's SSH master (``ssh_tunnel.py``, the connection
+libvirt's own transport uses when it runs the ssh program) for a stream to it; that
+connected socket is handed to the console server the same way. A device that listens
+nowhere (``<listen type='none'/>``) or wants a password is refused in words, as is a
+remote reached without SSH (TCP, TLS); ``virt-viewer --connect URI NAME`` shows those.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from ..errors import Conflict, Unsupported
 from ..models import Capability, Instance, InstanceRef, InstanceStatus
 from ..paths import runtime_dir
 from .connection import Connection
+from .uri import is_remote
 
 if TYPE_CHECKING:  # the console modules (websockets, Pillow) load with the first screen
     from ..console.screen import ScreenSession
@@ -45,6 +51,36 @@ def vnc_index(xml: str) -> int | None:
         if graphics.get("type") == "vnc":
             return i
     return None
+
+
+def vnc_target(xml: str) -> tuple[str, str]:
+    """Where the first VNC device of a running domain's XML listens, as seen on its host:
+    ``(target, "")`` with a unix socket path or ``host:port``, else ``("", why not)``."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return "", "its definition could not be read"
+    graphics = next((g for g in root.findall("./devices/graphics")
+                     if g.get("type") == "vnc"), None)
+    if graphics is None:
+        return "", "it has no VNC screen"
+    if graphics.get("passwd") is not None:
+        return "", "its VNC screen has a password (corral types none)"
+    listens = graphics.findall("listen")
+    path = graphics.get("socket") or next(
+        (lst.get("socket") for lst in listens if lst.get("type") == "socket"), None)
+    if path:
+        return path, ""
+    if any(lst.get("type") == "none" for lst in listens):
+        return "", "its VNC screen listens nowhere (only a local connection reaches it)"
+    port = graphics.get("port", "")
+    if not port.isdigit() or int(port) <= 0:
+        return "", "its VNC screen has no port yet"
+    address = graphics.get("listen") or next(
+        (lst.get("address") for lst in listens if lst.get("address")), "")
+    if address in ("", "0.0.0.0", "::"):  # everywhere: the server itself reaches it
+        address = "localhost"
+    return (f"[{address}]" if ":" in address else address) + f":{port}", ""
 
 
 def description_and_vnc(dom: libvirt.virDomain) -> tuple[str, bool]:
@@ -73,9 +109,10 @@ class Display(Backend):
     def _local_only(self, ref: InstanceRef) -> None:
         if Capability.DISPLAY not in self.capabilities:
             raise Unsupported(
-                f"corral shows the screen of a domain on a local libvirt connection only: "
-                f"libvirt hands over the VNC connection as a file descriptor, which cannot "
-                f"cross SSH ({self.remote.address}). Use virt-viewer --connect "
+                f"corral shows the screen of a domain on a local or SSH libvirt connection "
+                f"only: libvirt hands over the VNC connection as a file descriptor, which "
+                f"cannot cross the network, and corral reaches the server's VNC listen "
+                f"through SSH ({self.remote.address}). Use virt-viewer --connect "
                 f"'{self.remote.address}' {ref.name}.")
 
     def _display_socket(self, uuid: str) -> str:
@@ -83,7 +120,7 @@ class Display(Backend):
         return str(runtime_dir("libvirt", remote, uuid) / "display.ws")
 
     async def open_display(self, ref: InstanceRef, *, fps: float = 10.0) -> ScreenSession:
-        """The domain's screen through its VNC device (local connections only)."""
+        """The domain's screen through its VNC device (local and SSH connections)."""
         from ..console import ensure_server, server_alive
         from ..console.client import local_opener
         from ..console.screen import ScreenSession
@@ -107,9 +144,12 @@ class Display(Backend):
         async def start() -> None:
             if server_alive(sock):
                 return
-            fd = await self.lv.call(dom.openGraphicsFD, index,
-                                    libvirt.VIR_DOMAIN_OPEN_GRAPHICS_SKIPAUTH,
-                                    what=f"opening the screen of {ref.name}")
+            if is_remote(self.remote.address):
+                fd = await self._tunnelled_fd(dom, ref)
+            else:
+                fd = await self.lv.call(dom.openGraphicsFD, index,
+                                        libvirt.VIR_DOMAIN_OPEN_GRAPHICS_SKIPAUTH,
+                                        what=f"opening the screen of {ref.name}")
             try:
                 await ensure_server(sock, [*source, "--vnc-fd", str(fd)], pass_fds=(fd,))
             finally:
@@ -117,6 +157,19 @@ class Display(Backend):
 
         await start()
         return ScreenSession(f"{ref} screen", local_opener(sock, start), fps=fps)
+
+    async def _tunnelled_fd(self, dom: libvirt.virDomain, ref: InstanceRef) -> int:
+        """A descriptor connected to the domain's VNC server on a remote host, through the
+        host's SSH master (read again each time: a restarted domain listens elsewhere)."""
+        xml = await self.lv.call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_SECURE,  # a password
+                                 what=f"reading {ref.name}")
+        target, why = vnc_target(xml)
+        if not target:
+            raise Unsupported(f"corral cannot show the screen of {ref}: {why}. Use "
+                              f"virt-viewer --connect '{self.remote.address}' {ref.name}.")
+        stream = await self.lv.master().stream(target, max(self.lv.timeout, 15),
+                                               f"the VNC screen of {ref.name}")
+        return stream.detach()
 
     def display_viewer_argv(self, ref: InstanceRef) -> list[str]:
         """virt-viewer on the same libvirt URI (it finds the device and its listen)."""

@@ -3,7 +3,8 @@
 libvirt picks) in VGA text mode, read through ``virDomainOpenGraphicsFD`` by corral's
 console server. One boot: the frame matches libvirt's own screenshot, keys typed on the
 screen reach the guest's tty1, the PNG screenshot is the screen, the server ends with the
-domain. Refused in words: a shut-off domain, one without a VNC device, a remote URI."""
+domain. Refused in words: a shut-off domain, one without a VNC device, a remote URI
+reached without SSH (TCP, TLS)."""
 
 from __future__ import annotations
 
@@ -152,10 +153,15 @@ async def test_a_domain_without_vnc_has_no_screen(lv, vlab, guest):
 
 
 @live
-async def test_a_remote_uri_refuses_the_screen_in_words(vlab):
-    backend = get_backend(Remote(name="lvd-ssh", kind="libvirt", address=vlab.ssh_uri()))
+async def test_a_remote_uri_without_ssh_refuses_the_screen_in_words(vlab):
+    """TCP or TLS: no descriptor crosses, no SSH reaches the server's VNC listen (over
+    SSH: test_libvirt_display_ssh.py)."""
+    uri = "qemu+tcp://127.0.0.1:1/system"
+    backend = get_backend(Remote(name="lvd-tcp", kind="libvirt", address=uri))
     assert Capability.DISPLAY not in backend.capabilities
-    with pytest.raises(Unsupported, match="cannot cross SSH.*virt-viewer --connect"):
+    with pytest.raises(Unsupported, match="cannot cross the network.*virt-viewer --connect"):
         await backend.open_display(InstanceRef(backend.remote.name, "any"))
-    with pytest.raises(Unsupported, match="cannot cross SSH"):
+    with pytest.raises(Unsupported, match="through SSH"):
         backend.display_viewer_argv(InstanceRef(backend.remote.name, "any"))
+    ssh = get_backend(Remote(name="lvd-ssh", kind="libvirt", address=vlab.ssh_uri()))
+    assert Capability.DISPLAY in ssh.capabilities
