@@ -181,3 +181,40 @@ def test_the_ui_reads_capabilities_through_the_inventory():
     assert offenders == []
     assert _capability_reads("ok = Capability.X in backend.capabilities") == [1]
     assert _capability_reads("caps = inventory.capabilities(ref)") == []
+
+
+SOURCE_KINDS = ("empty-vm", "kernel", "disk-image", "iso", "pxe", "template", "tarball",
+                "vm-import")
+"""The kinds of the create sources the backends offer today (but ``image``, which tui/
+names as an instance's field): each source says what the wizard asks for it
+(``CreateSource.fields``), so tui/ never names one."""
+
+
+def _source_kind_uses(source: str) -> list[str]:
+    """A ``.kind`` read on something named like a create source (``src``, ``source``,
+    ``sources[i]``, ``self.source``), or a source kind's name as a string constant."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "kind":
+            owner = node.value
+            if isinstance(owner, ast.Subscript):
+                owner = owner.value
+            name = owner.id if isinstance(owner, ast.Name) else (
+                owner.attr if isinstance(owner, ast.Attribute) else "")
+            if name.lower().rstrip("s").endswith(("src", "source")):
+                found.append(f"{node.lineno} {ast.unparse(node)}")
+        elif isinstance(node, ast.Constant) and node.value in SOURCE_KINDS:
+            found.append(f"{node.lineno} {node.value!r}")
+    return found
+
+
+def test_the_ui_knows_no_create_source_kinds():
+    """The launch wizard draws a source's own fields: no ``src.kind == "kernel"`` in tui/,
+    and no table keyed by source kinds."""
+    offenders = [f"{path.relative_to(ROOT)}:{use}" for path in (ROOT / "tui").rglob("*.py")
+                 for use in _source_kind_uses(path.read_text())]
+    assert offenders == []
+    for caught in ('show = src.kind == "kernel"', 'ok = self.source.kind in ("iso", "pxe")',
+                   'hint = HINTS.get(sources[i].kind)', 'HINTS = {"tarball": "a path"}'):
+        assert _source_kind_uses(caught), caught
+    assert _source_kind_uses('ok = remote.kind == "qemu"') == []
