@@ -20,6 +20,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -39,6 +40,22 @@ from .test_qemu_display import Sink, typing
 
 live = pytest.mark.asyncio(loop_scope="module")
 PREFIX = "lvs-"
+ROOT = Path(__file__).resolve().parents[2]
+
+CORRAL = """
+import asyncio, sys
+from backends import get_backend
+from backends.models import Remote
+
+async def main():
+    lv = get_backend(Remote(name="k", kind="libvirt", address=sys.argv[1]), timeout=30)
+    await lv.connect()
+    print(lv.lv.tunnel.proc.pid, lv.lv.tunnel.ctl, flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+"""A corral process connected to a remote over the ssh program, until it is killed."""
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +240,22 @@ async def test_a_stale_control_socket_does_not_break_a_start(vlab, tmp_path, mon
     finally:
         await master.stop()
     assert not master.ctl.exists()
+
+
+@live
+async def test_the_master_ends_when_corral_is_killed(vlab, tmp_path, monkeypatch):
+    user_known_hosts(tmp_path, monkeypatch, vlab.ssh / "known_hosts")
+    before = ssh_connections(vlab)
+    corral = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CORRAL, program_uri(vlab), cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE)
+    try:
+        line = await asyncio.wait_for(corral.stdout.readline(), 120)
+        pid, ctl = line.decode().split()
+        assert ssh_connections(vlab) == before + 1
+    finally:
+        corral.kill()  # SIGKILL: corral has no say in it
+        await corral.wait()
+    await until(lambda: not Path(f"/proc/{pid}").exists(), "the master to end")
+    await until(lambda: ssh_connections(vlab) == before, "its connection to end")
+    assert not Path(ctl).exists()  # ssh removed its socket as it ended
