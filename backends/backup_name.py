@@ -1,7 +1,8 @@
 """The name an instance had when it was backed up, read from the backup itself.
 
 LXD/Incus backups start with ``backup/index.yaml`` (``name:``), corral's QEMU exports with
-``vm.json`` (``"name"``), LXC exports with ``config`` (``lxc.uts.name``). Only the first
+``vm.json`` (``"name"``), LXC exports with ``config`` (``lxc.uts.name``), libvirt exports
+with ``manifest.json`` (``"name"``). Only the first
 few members are read, so a big archive costs next to nothing.
 """
 
@@ -28,14 +29,14 @@ def _read(worker: Worker, path: str) -> str | None:
                     return None
                 name = member.name.removeprefix("./")
                 if not member.isfile() or member.size > _MAX_META or name not in (
-                        "backup/index.yaml", "vm.json", "config"):
+                        "backup/index.yaml", "vm.json", "config", "manifest.json"):
                     continue
                 f = tar.extractfile(member)
                 text = f.read().decode(errors="replace") if f else ""
                 if name == "backup/index.yaml":
                     data = yaml.safe_load(text)
                     found = data.get("name") if isinstance(data, dict) else None
-                elif name == "vm.json":
+                elif name in ("vm.json", "manifest.json"):
                     data = json.loads(text)
                     found = data.get("name") if isinstance(data, dict) else None
                 else:

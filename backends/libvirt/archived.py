@@ -137,16 +137,6 @@ def read_manifest(data: bytes, members: set[str]) -> list[ArchivedDisk]:
     return disks
 
 
-def original_name(data: bytes) -> str | None:
-    """The domain name a manifest records (for the import dialog), or None."""
-    try:
-        found = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    name = found.get("name") if isinstance(found, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
 @dataclass
 class Checked:
     """A domain XML that passed: the tree (what only named the old host dropped), the
