@@ -141,14 +141,15 @@ def refusal(text: str, dest: Destination) -> BackendError:
     last = lines[-1] if lines else "ssh ended without a word"
     pinned = dest.known_hosts or "your known_hosts"
     if "IDENTIFICATION HAS CHANGED" in text or "host key for" in text and "changed" in text:
-        return AuthError(f"The SSH host key of {host} is not the one pinned for it "
-                         f"({pinned}): corral refuses the connection. If the server's key "
-                         "really changed, remove its old line from that file and connect "
-                         "once with ssh to check the new key.")
+        return AuthError(f"ssh could not verify the host key of {host}: it is not the one "
+                         f"pinned for it ({pinned}); corral refuses the connection. If the "
+                         "server's key really changed, remove its old line from that file "
+                         "and connect once with ssh to check the new key.")
     if "Host key verification failed" in text:
-        return AuthError(f"The SSH host key of {host} is not known ({pinned}): corral "
-                         "accepts no key it has not seen. Pin it first (connect once with "
-                         "ssh, or ssh-keyscan into that file).")
+        return AuthError(f"ssh could not verify the host key of {host}: it is not known "
+                         f"({pinned}); corral accepts no key it has not seen. Connect once "
+                         "with ssh to check and pin it, or name a pinned file with "
+                         "known_hosts= in the URI.")
     if "Permission denied" in text or "passphrase" in text.lower():
         return AuthError(f"{host} did not accept corral's SSH key ({last}); corral never "
                          "types a password or passphrase. Use a key the server accepts "
