@@ -259,3 +259,54 @@ async def test_the_master_ends_when_corral_is_killed(vlab, tmp_path, monkeypatch
     await until(lambda: not Path(f"/proc/{pid}").exists(), "the master to end")
     await until(lambda: ssh_connections(vlab) == before, "its connection to end")
     assert not Path(ctl).exists()  # ssh removed its socket as it ended
+
+
+@live
+async def test_a_killed_master_is_replaced_on_the_next_call(vlab, tmp_path, monkeypatch):
+    """SIGKILL leaves the master's control socket behind and ends libvirt's session in it:
+    the remote's next call opens libvirt again through a new master on the same path."""
+    user_known_hosts(tmp_path, monkeypatch, vlab.ssh / "known_hosts")
+    before = ssh_connections(vlab)
+    lv = get_backend(Remote(name="lvs4", kind="libvirt", address=program_uri(vlab)),
+                     timeout=30)
+    try:
+        await lv.connect()
+        master = lv.lv.tunnel
+        first = master.proc
+        first.kill()
+        await first.wait()
+        assert master.ctl.exists()  # stale: nobody listens on it any more
+        await until(lambda: lv.lv.conn is None, "libvirt to see its connection end")
+        await lv.list_instances()
+        assert master.proc is not first and master.running()
+        assert ssh_connections(vlab) == before + 1
+    finally:
+        await lv.close()
+    await until(lambda: ssh_connections(vlab) == before, "the master to end")
+
+
+def _graphics(inner: str) -> str:
+    return f"<domain><devices><graphics type='spice'/>{inner}</devices></domain>"
+
+
+@pytest.mark.parametrize("graphics, target, why", [
+    ("<graphics type='vnc' socket='/run/v.sock'><listen type='socket' socket='/run/v.sock'/>"
+     "</graphics>", "/run/v.sock", ""),
+    ("<graphics type='vnc'><listen type='socket' socket='/run/w.sock'/></graphics>",
+     "/run/w.sock", ""),
+    ("<graphics type='vnc' port='5901' autoport='yes' listen='127.0.0.1'>"
+     "<listen type='address' address='127.0.0.1'/></graphics>", "127.0.0.1:5901", ""),
+    ("<graphics type='vnc' port='5902' listen='0.0.0.0'/>", "localhost:5902", ""),
+    ("<graphics type='vnc' port='5903'><listen type='address' address='::1'/></graphics>",
+     "[::1]:5903", ""),
+    ("<graphics type='vnc' port='-1' autoport='yes'/>", "", "has no port yet"),
+    ("<graphics type='vnc'><listen type='none'/></graphics>", "", "listens nowhere"),
+    ("<graphics type='vnc' port='5904' passwd='x'/>", "", "has a password"),
+    ("", "", "no VNC screen"),
+])
+def test_where_a_vnc_screen_listens_on_the_server(graphics, target, why):
+    """Read from the running domain's XML (libvirt's live XML: autoport's port filled in)."""
+    from backends.libvirt.display import vnc_target
+
+    found, reason = vnc_target(_graphics(graphics))
+    assert found == target and why in reason and bool(reason) == bool(why)
