@@ -26,7 +26,7 @@ renders to). What it does (docs/protocols.md, "Terminal emulation"):
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import groupby, repeat
 
 from rich.cells import cell_len
@@ -240,7 +240,7 @@ class TerminalEmulator:
     def screen_text(self) -> list[str]:
         """The visible lines as text (each rstripped; wide-character stubs skipped)."""
         s = self._screen
-        return ["".join(t for t, _ in row_runs(s.buffer.get(y) or {}, s.columns)).rstrip()
+        return ["".join(t for t, _ in row_runs(s.buffer.get(y), s.columns)).rstrip()
                 for y in range(s.lines)]
 
     def shown_text(self) -> list[str]:
@@ -248,13 +248,13 @@ class TerminalEmulator:
         the blanks it shows as."""
         s = self._screen
         return ["".join(_blank(t) if key[9] else t
-                        for t, key in row_runs(s.buffer.get(y) or {}, s.columns)).rstrip()
+                        for t, key in row_runs(s.buffer.get(y), s.columns)).rstrip()
                 for y in range(s.lines)]
 
     def screen_runs(self) -> list[tuple[Run, ...]]:
         """The visible lines as canonical styled runs."""
         s = self._screen
-        return [row_runs(s.buffer.get(y) or {}, s.columns) for y in range(s.lines)]
+        return [row_runs(s.buffer.get(y), s.columns) for y in range(s.lines)]
 
     def history_runs(self) -> list[tuple[Run, ...]]:
         return list(self._history)
@@ -300,7 +300,7 @@ class TerminalEmulator:
         s = self._screen
         if y >= s.lines:
             return []
-        line = s.buffer.get(y) or {}
+        line: Mapping[int, Char] = s.buffer.get(y) or {}
         return [line[x].data if x in line else " " for x in range(s.columns)]
 
     def selection_text(self, sel: Selection) -> str:
@@ -408,7 +408,7 @@ class TerminalEmulator:
         style_for = self._styles.style
         segments: list[Segment] = []
         texts: list[str] = []
-        run_key: Key | None = None
+        run_key: Key = ()  # the key of ``texts``; () while it is empty (no run yet)
         for x, data, c in visible_cells(cells):
             key = c[1:]
             if x == cursor_x:
@@ -419,7 +419,7 @@ class TerminalEmulator:
                     texts = []
                 segments.append(Segment(_blank(data) if key[9] else data,
                                         self._cursor_style(key)))
-                run_key = None
+                run_key = ()
                 continue
             if key != run_key:
                 if texts:

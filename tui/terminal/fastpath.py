@@ -82,7 +82,7 @@ class FastPath:
             and mo.DECSCNM not in mode
             and s.translate is None
             and not s.single_pending
-            and not row_runs(s.buffer.get(s.lines - 1) or {}, s.columns)
+            and not row_runs(s.buffer.get(s.lines - 1), s.columns)
         )
 
     def need(self) -> int:
@@ -240,7 +240,7 @@ class FastPath:
         if split is None:
             rows, x, attrs, last_text = self._layout.rows(block, cursor.x, cursor.attrs)
             e = len(rows)
-            pushed = [row_runs(old[y] or {}, columns) for y in range(min(e, lines - 1))]
+            pushed = [row_runs(old[y], columns) for y in range(min(e, lines - 1))]
             pushed.extend(rows[: max(0, e - (lines - 1))])
             if pushed:
                 self._scrolled_off(pushed)
@@ -249,7 +249,7 @@ class FastPath:
             # the rest that do not fit on the screen.
             pieces, rest = split
             assert unlaid is not None
-            self._scrolled_off([row_runs(row or {}, columns) for row in old])
+            self._scrolled_off([row_runs(row, columns) for row in old])
             x, attrs, last_text = cursor.x, cursor.attrs, ""
             unlaid_rows = 0
             for text, count in pieces:

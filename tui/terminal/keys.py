@@ -87,6 +87,7 @@ def _key_text(key: str, character: str | None, app_cursor: bool) -> str | None:
         return SS3 + final if param == 1 else f"{CSI}1;{param}{final}"
     if "alt" in mods or "meta" in mods:
         rest = "+".join(sorted(mods - {"alt", "meta"}, key=list(_MODIFIER_BITS).index) + [base])
+        inner: str | None
         if rest == base and len(base) == 1:
             inner = base.upper() if "shift" in mods else base
         elif character and len(character) == 1 and character.isprintable() and not (

@@ -13,10 +13,10 @@ attributes it ends with, so a line costs one split at its sequences and one look
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
+from typing import Protocol
 
 from .lines import DEFAULT_KEY, Key, Run, merge_runs
-from .screen import Screen
 from .sgr import Char, apply_sgr
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -48,10 +48,24 @@ def _grouped(parts: list[str], groups: tuple) -> tuple[list[Run], str]:
     return out, last_text
 
 
+class Geometry(Protocol):
+    """What a layout reads from its screen (the console's screen, or what the scrollback
+    keeps of it for a deferred block)."""
+
+    @property
+    def columns(self) -> int: ...
+
+    @property
+    def default_char(self) -> Char: ...
+
+    @property
+    def tabstops(self) -> Set[int]: ...
+
+
 class Layout:
     """Lays out simple lines for one screen (its width and tab stops at the time)."""
 
-    def __init__(self, screen: Screen) -> None:
+    def __init__(self, screen: Geometry) -> None:
         self._screen = screen
         self._sgr_cache: dict[tuple[Char, str], tuple[Char, Key]] = {}
         self._tables: dict[Char, dict[tuple[str, ...], Plan]] = {}

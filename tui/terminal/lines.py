@@ -5,14 +5,17 @@ Pure data and functions shared by the screen (``screen.py``) and the emulator.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import groupby, repeat
 from operator import itemgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Self
 
 from pyte.screens import StaticDefaultDict
 
 from .widths import cell_display, char_width
+
+if TYPE_CHECKING:
+    from .sgr import Char  # (sgr.py imports this module)
 
 # --------------------------------------------------------------------------------------------
 # Palettes
@@ -80,25 +83,44 @@ cell_key = itemgetter(slice(1, None))  # a cell's Key (one C-level slice)
 cell_text = itemgetter(0)
 
 
-class RunsRow(StaticDefaultDict):
+Row = StaticDefaultDict[int, "Char"]
+"""A screen row: its cells by column, the row's default cell for the others."""
+
+Buffer = dict[int, Row]
+"""A screen's rows by line number (a ``defaultdict``)."""
+
+
+class CharCursor(Protocol):
+    """pyte's cursor as the console's screen keeps it: its attributes are an ``sgr.Char``."""
+
+    x: int
+    y: int
+    attrs: Char
+    hidden: bool
+
+
+class RunsRow(StaticDefaultDict[int, "Char"]):  # (a Row)
     """A screen row laid out by the fast path, which remembers its canonical runs until it
     is changed: a row that scrolls off untouched goes to the scrollback without being read
     cell by cell again, and is drawn from its runs. Every way of changing a dict forgets them
     (pyte changes rows with ``[]=``, ``del``, ``pop``, ``update`` and ``clear``)."""
 
-    def __init__(self, default, runs: tuple[Run, ...]) -> None:
+    def __init__(self, default: Char, runs: tuple[Run, ...]) -> None:
         super().__init__(default)
         self.runs: tuple[Run, ...] | None = runs
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: int, value: Char) -> None:
         self.runs = None
         dict.__setitem__(self, key, value)
 
-    def __delitem__(self, key) -> None:
+    def __delitem__(self, key: int) -> None:
         self.runs = None
         dict.__delitem__(self, key)
 
-    def __ior__(self, other):
+    # dict's ``|=`` takes any mapping or pairs where ``|`` takes dicts only, and mypy
+    # wants an override of ``|=`` to take no more than ``|``.
+    def __ior__(  # type: ignore[override,misc]
+            self, other: Mapping[int, Char] | Iterable[tuple[int, Char]]) -> Self:
         self.runs = None
         return dict.__ior__(self, other)
 
@@ -123,8 +145,9 @@ class RunsRow(StaticDefaultDict):
         dict.clear(self)
 
 
-def row_runs(line: dict, columns: int) -> tuple[Run, ...]:
-    """A pyte buffer row as canonical runs (wide-character stubs skipped, orphans as spaces)."""
+def row_runs(line: Row | None, columns: int) -> tuple[Run, ...]:
+    """A pyte buffer row as canonical runs (wide-character stubs skipped, orphans as spaces;
+    a row never written, None, has none)."""
     if not line:
         return ()
     if type(line) is RunsRow and line.runs is not None:

@@ -45,14 +45,14 @@ def _shrink(screen: Screen, buffer: dict, cursor, old: int, new: int, push: bool
     columns = screen.columns
     excess = old - new
     y = old - 1
-    while excess and y > cursor.y and not row_runs(buffer.get(y) or {}, columns):
+    while excess and y > cursor.y and not row_runs(buffer.get(y), columns):
         buffer.pop(y, None)
         excess -= 1
         y -= 1
     if excess:
         if push:
             for row in range(excess):
-                screen.emu.push_history(row_runs(buffer.get(row) or {}, columns))
+                screen.emu.push_history(row_runs(buffer.get(row), columns))
         rows = {r - excess: buffer[r] for r in list(buffer) if r >= excess}
         buffer.clear()
         buffer.update(rows)

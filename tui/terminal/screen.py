@@ -16,7 +16,7 @@ from pyte import modes as mo
 from pyte.screens import Margins, StaticDefaultDict
 
 from .charsets import designate
-from .lines import row_runs
+from .lines import Buffer, CharCursor, Row, row_runs
 from .widths import char_width
 from .resize import resize_screen
 from .sgr import DEFAULT_CHAR, Char, apply_sgr
@@ -50,10 +50,15 @@ _MOUSE_MODES = (9, 1000, 1001, 1002, 1003, 1005, 1006, 1015)
 class Screen(pyte.Screen):
     """pyte.Screen with corral's fixes. Private: driven by :class:`TerminalEmulator`."""
 
+    # pyte's types fix its cells as pyte's Char; this screen's cells are sgr.Char (the same
+    # fields, which pyte's code reads, and three more), in rows, cursor and default_char.
+    buffer: Buffer  # type: ignore[assignment]  # pyte's cell type is fixed (above)
+    cursor: CharCursor  # type: ignore[assignment]  # pyte's cell type is fixed (above)
+
     def __init__(self, emulator: TerminalEmulator, columns: int, lines: int) -> None:
         self.emu = emulator
         self.alternate = False
-        self.main_buffer = None
+        self.main_buffer: Buffer | None = None
         self.main_saved: tuple | None = None  # the main screen's DECSC slot, while alternate
         self.bracketed_paste = False
         self.app_cursor = False
@@ -69,10 +74,10 @@ class Screen(pyte.Screen):
         super().__init__(columns, lines)
 
     @property
-    def default_char(self) -> Char:
+    def default_char(self) -> Char:  # type: ignore[override]  # pyte's cell type is fixed
         return _REVERSED_CHAR if mo.DECSCNM in self.mode else DEFAULT_CHAR
 
-    def new_buffer(self) -> defaultdict:
+    def new_buffer(self) -> defaultdict[int, Row]:
         return defaultdict(lambda: StaticDefaultDict(self.default_char))
 
     # -- drawing ---------------------------------------------------------------------------
@@ -200,7 +205,7 @@ class Screen(pyte.Screen):
 
     # -- cursor ----------------------------------------------------------------------------
 
-    def cursor_position(self, line: int = 0, column: int = 0) -> None:
+    def cursor_position(self, line: int | None = None, column: int | None = None) -> None:
         """CUP/HVP. In origin mode the row counts from the top margin and is clamped to the
         scrolling region (xterm and tmux; pyte ignored the whole move)."""
         line = (line or 1) - 1
@@ -209,7 +214,7 @@ class Screen(pyte.Screen):
         self.cursor.x = min((column or 1) - 1, self.columns - 1)
         self.cursor.y = min(line, self.lines - 1)
 
-    def cursor_to_line(self, line: int = 0) -> None:
+    def cursor_to_line(self, line: int | None = None) -> None:
         """VPA, relative to the scrolling region in origin mode (clamped to it)."""
         self.cursor_position(line, min(self.cursor.x, self.columns - 1) + 1)
 
@@ -311,13 +316,13 @@ class Screen(pyte.Screen):
         self._settle_wrap()
         super().insert_characters(count)
 
-    def delete_characters(self, count: int = 0) -> None:
+    def delete_characters(self, count: int | None = None) -> None:
         """DCH: the rest of the line moves left, blanks in the current colours come in at
         the right (pyte stopped at the first unwritten cell and left the rest in place)."""
         self._settle_wrap()
         columns = self.columns
         x0 = min(self.cursor.x, columns - 1)
-        count = min(max(count, 1), columns - x0)
+        count = min(max(count or 1, 1), columns - x0)
         line = self.buffer[self.cursor.y]
         blank = self.cursor.attrs._replace(data=" ")
         fill = blank != self.default_char
@@ -375,7 +380,7 @@ class Screen(pyte.Screen):
         if cursor_y == self.lines - 1 and not self.alternate:
             margins = self.margins
             if margins is None or (margins.top == 0 and margins.bottom == self.lines - 1):
-                self.emu.push_history(row_runs(self.buffer.get(0) or {}, self.columns))
+                self.emu.push_history(row_runs(self.buffer.get(0), self.columns))
         super().index()
 
     def erase_in_display(self, how: int = 0, *args, **kwargs) -> None:
@@ -461,9 +466,10 @@ class Screen(pyte.Screen):
         self.dirty.update(range(self.lines))
 
     def _leave_alternate(self, restore_cursor: bool) -> None:
-        if not self.alternate:
+        main = self.main_buffer
+        if not self.alternate or main is None:  # (the main buffer is kept while alternate)
             return
-        self.buffer = self.main_buffer
+        self.buffer = main
         self.main_buffer = None
         self.alternate = False
         self._saved, self.main_saved = self.main_saved, None

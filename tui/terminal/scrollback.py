@@ -28,10 +28,12 @@ Row = tuple[Run, ...]
 
 class _Geometry(NamedTuple):
     """What a :class:`~tui.terminal.layout.Layout` reads from a screen, frozen as it was
-    when a block was deferred (the fast path runs only with normal video and no tabs)."""
+    when a block was deferred (the fast path runs only with normal video, and a deferred
+    block holds no tab)."""
 
     columns: int
     default_char: Char = DEFAULT_CHAR
+    tabstops: frozenset[int] = frozenset()
 
 
 class _Entry(NamedTuple):
@@ -39,7 +41,7 @@ class _Entry(NamedTuple):
     block: str  # complete simple lines joined by LF (each ending in CR)
     attrs: Char  # the attributes the block starts with
     columns: int
-    count: int  # rows the entry makes
+    nrows: int  # rows the entry makes (not ``count``: that is tuple's method)
 
 
 class Scrollback:
@@ -69,7 +71,7 @@ class Scrollback:
     @property
     def deferred_rows(self) -> int:
         """Rows not laid out yet (for tests and benchmarks)."""
-        return sum(e.count for e in self._pending if e.rows is None)
+        return sum(e.nrows for e in self._pending if e.rows is None)
 
     def extend(self, rows: Iterable[Row]) -> None:
         if not self._pending:
@@ -93,10 +95,10 @@ class Scrollback:
     def _add(self, entry: _Entry) -> None:
         pending = self._pending
         pending.append(entry)
-        self._pending_rows += entry.count
+        self._pending_rows += entry.nrows
         # Entries whose every row is beyond the limit are dropped unread.
-        while pending and self._pending_rows - pending[0].count >= self.maxlen:
-            self._pending_rows -= pending.popleft().count
+        while pending and self._pending_rows - pending[0].nrows >= self.maxlen:
+            self._pending_rows -= pending.popleft().nrows
         if self._pending_rows >= self.maxlen:
             self._rows.clear()
 
@@ -115,5 +117,5 @@ class Scrollback:
         if layout is None:
             if len(self._layouts) > 4:
                 self._layouts.clear()
-            layout = self._layouts[entry.columns] = Layout(_Geometry(entry.columns))  # type: ignore[arg-type]
+            layout = self._layouts[entry.columns] = Layout(_Geometry(entry.columns))
         return layout.rows(entry.block, 0, entry.attrs)[0]

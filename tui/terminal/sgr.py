@@ -9,7 +9,7 @@ black of the colour cube, came back as the theme's "black" slot.)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pyte.graphics import FG_BG_256
 
@@ -38,7 +38,7 @@ DEFAULT_CHAR = Char(" ")
 CUBE = ["#" + h for h in FG_BG_256]  # index -> "#rrggbb" (16-255 used)
 
 # Plain SGR numbers -> (field, value).
-_SIMPLE: dict[int, tuple[str, object]] = {
+_SIMPLE: dict[int, tuple[str, str | bool]] = {
     1: ("bold", True), 2: ("dim", True), 3: ("italics", True), 4: ("underscore", True),
     5: ("blink", True), 6: ("blink", True), 7: ("reverse", True), 8: ("conceal", True),
     9: ("strikethrough", True), 21: ("underscore", True), 23: ("italics", False),
@@ -105,7 +105,7 @@ def apply_sgr(attrs: Char, params: str, default: Char = DEFAULT_CHAR) -> Char:
     ``default`` is what ``SGR 0`` goes back to."""
     if not params or params == "0":
         return default
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # field -> value (a str or a bool, as the field has it)
     groups = params.split(";")
     i = 0
     n = len(groups)

@@ -24,8 +24,8 @@ def _luminance(c: Color) -> float:
     r, g, b = c.get_truecolor()
 
     def lin(v: int) -> float:
-        v = v / 255
-        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+        c = v / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
 
     return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
 
