@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from PIL import Image
 
 import lab_libvirt
 from backends import get_backend
@@ -153,8 +154,8 @@ async def test_screen_keys_and_one_ssh_connection(vlab, guest, cleanup, tmp_path
         await session.keys(typing("over SSH!\n"))
         await out.until(b"tty1: over SSH!", timeout=30)
         await same_as_libvirt(vlab, name, session, tmp_path)
-        shot = session.screenshot(tmp_path / "shot.png")
-        assert Path(shot).stat().st_size > 0
+        shot = Image.open(session.screenshot(tmp_path / "shot.png"))
+        assert shot.format == "PNG" and shot.convert("RGB").tobytes() == session.image.tobytes()
         # libvirt's transport, its console stream and the screen: one TCP connection
         assert ssh_connections(vlab) == before + 1
         await serial.close()
