@@ -4,10 +4,11 @@ and byte streams through it to what listens on the server (a domain's VNC screen
 - **The master.** ``ssh -M -N -S <ctl>`` with the URI's user, port and key file, in batch
   mode (no prompt ever), started by corral as its child and ended when the last remote
   using it closes, or when corral ends (``setpriv --pdeathsig``: the kernel ends it even if
-  corral is killed). Its control socket is private: ``<runtime dir>/ssh/<host hash>-<pid>``
-  (the directory is 0700). The pid in the name keeps two corrals apart; the sockets (and
-  masters) of corral processes that are gone are removed before a master starts, and a
-  socket left at this process's own path is replaced, so a stale one never breaks a start.
+  corral is killed). Its control socket is private: ``<runtime dir>/ssh/<host hash>-<pid>-<n>``
+  (the directory is 0700). The pid in the name keeps two corrals apart, ``n`` one master
+  from the next in a process; the sockets (and masters) of corral processes that are gone
+  are removed before a master starts, and a socket left at a master's own path (a killed
+  master's, or a reused pid's) is replaced, so a stale one never breaks a start.
 - **libvirt through it.** For ``qemu+ssh://`` without ``known_hosts=`` libvirt runs the ssh
   program; corral names a small wrapper with the URI's ``command=`` parameter, which runs
   ``ssh -S <ctl> -o ControlMaster=no`` with libvirt's arguments: libvirt's transport is a
@@ -33,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import socket
@@ -166,10 +168,12 @@ class Master:
         self.proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
         self._streams = 0
+        self.name = f"{dest.key()}-{os.getpid()}-{next(_serial)}"
+        """Its files' name: one master's stopping never touches the next one's."""
 
     @property
     def ctl(self) -> Path:
-        return runtime_dir("ssh") / f"{self.dest.key()}-{os.getpid()}"
+        return runtime_dir("ssh") / self.name
 
     @property
     def wrapper(self) -> Path:
@@ -257,7 +261,7 @@ class Master:
         """
         await self.ensure(timeout)
         self._streams += 1
-        local = self.ctl.with_name(f"{self.ctl.name}-{self._streams}.sock")
+        local = self.ctl.with_name(f"{self.name}.{self._streams}.sock")
         local.unlink(missing_ok=True)
         spec = f"{local}:{target}"
         loop = asyncio.get_running_loop()
@@ -317,14 +321,13 @@ async def sweep(directory: Path) -> list[str]:
     running on its socket is told to exit, then its files go. Returns the names removed."""
     gone: list[str] = []
     for path in sorted(directory.iterdir()):
-        stem = path.name.split(".", 1)[0]
-        key, _, rest = stem.partition("-")
+        key, _, rest = path.name.split(".", 1)[0].partition("-")
         pid = rest.split("-", 1)[0]
         if not pid.isdigit() or len(key) != 12 or int(pid) == os.getpid():
             continue
         if _alive(int(pid)):
             continue
-        if path.is_socket() and "." not in path.name and path.name.count("-") == 1:
+        if path.is_socket() and "." not in path.name:  # a control socket
             with contextlib.suppress(OSError):
                 proc = await asyncio.create_subprocess_exec(
                     _ssh(), "-S", _literal(str(path)), "-O", "exit", "--", "corral-stale",
@@ -351,6 +354,7 @@ def _alive(pid: int) -> bool:
 
 
 _masters: dict[Destination, Master] = {}
+_serial = itertools.count(1)
 
 
 def acquire(uri: str, holder: object) -> Master:
