@@ -8,8 +8,13 @@ exec shell, SPICE hand-off), :mod:`.backups` (export/import), :mod:`.transfer` (
 copy/move, rename, description), :mod:`.images`, :mod:`.guest` (password, NICs) and
 :mod:`.operations`, and the objects beside instances: :mod:`.profiles`, :mod:`.networks`,
 :mod:`.storage`, :mod:`.projects`, :mod:`.image_aliases`, :mod:`.yamledit` (shared parts in
-:mod:`.objects`, pure conversions in :mod:`.resource_convert`). They share one :class:`~.rest.Rest` (``self.rest``): the connection, the
-remote's thread pool, waiting for operations, and what the concerns remember between calls.
+:mod:`.objects`, pure conversions in :mod:`.resource_convert`).
+
+They share four parts, each a class with its own state: ``self.rest`` (:class:`~.rest.Rest`:
+the HTTP transport, the remote's thread pool, time-outs, errors in words), ``self.ops``
+(:class:`~.ops.Ops`: waiting for, following and cancelling operations, undoing a
+creation), ``self.sockets`` (:class:`~.sockets.Sockets`: websockets) and ``self.known``
+(:class:`~.known.Known`: what the concerns remember between calls).
 The pure parts (JSON -> models, texts, names) are in :mod:`.convert`.
 """
 
@@ -26,14 +31,17 @@ from .files import Files, SFTPChannels
 from .guest import Guest
 from .image_aliases import ImageAliases
 from .images import Images
+from .known import Known
 from .lifecycle import Lifecycle
 from .limits import Limits
 from .networks import Networks
 from .operations import Operations
+from .ops import Ops
 from .profiles import Profiles
 from .projects import Projects
 from .rest import Rest
 from .snapshots import Snapshots
+from .sockets import Sockets
 from .storage import Storage
 from .transfer import Transfer
 from .yamledit import YamlEdit
@@ -71,6 +79,10 @@ class LXDBackend(Clustering, Lifecycle, Events, Create, Limits, Snapshots, Conso
     def __init__(self, remote: Remote, *, timeout: float = 10.0) -> None:
         super().__init__(remote, timeout=timeout)
         self.rest = Rest(remote, timeout, self.product)
+        self.known = Known(self.rest)
+        self.ops = Ops(self.rest, self.known)
+        self.sockets = Sockets(self.rest)
+        self.rest.moved_to = (self.ops, self.known)  # for backends/lxd/create.py, for now
         self.cluster = ClusterState(remote.address)
         self.sftp = SFTPChannels()
 

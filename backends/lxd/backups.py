@@ -12,6 +12,7 @@ the other's header (then the name inside the backup is used).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import uuid
@@ -25,6 +26,8 @@ from ..errors import InvalidInput, NotFound, OperationFailed
 from ..models import Instance, InstanceRef
 from ..paths import private_file
 from . import convert
+from .known import Known
+from .ops import Ops
 from .rest import Rest
 
 
@@ -32,6 +35,8 @@ class Backups(Backend):
     """Export and import of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
+    known: Known
 
     # Export --------------------------------------------------------------------------
 
@@ -47,19 +52,32 @@ class Backups(Backend):
             NotFound: no such instance.
             OperationFailed: the daemon could not make or send the backup.
         """
-        rest = self.rest
         report = progress or (lambda text: None)
-        path = os.path.abspath(os.path.expanduser(path))
-        if os.path.exists(path):
-            raise InvalidInput(f"{path} already exists: choose another file name (corral "
-                               f"does not overwrite files).")
-        folder = os.path.dirname(path)
-        if not os.path.isdir(folder):
-            raise InvalidInput(f"There is no folder {folder}.")
-        if not os.access(folder, os.W_OK):
-            raise InvalidInput(f"Cannot write in {folder}.")
+        path = _export_path(path)
         await self.get_instance(ref)  # NotFound in words before anything is made
-        client = rest.client
+        backup, op_id = await self._start_backup(ref, with_snapshots, report)
+        try:
+            meta = await self.ops.follow(op_id, report, timeout=3600)
+            if meta.get("status") != "Success":
+                raise OperationFailed(f"{self.rest.product} could not back up {ref}: "
+                                      f"{meta.get('err') or meta.get('status')}.")
+            export = self.rest.client.api.instances[ref.name].backups[backup].export
+            tick = self.rest.reporter(progress)
+            written = await self.rest.stream(lambda stop: _download(
+                lambda: export.get(stream=True, timeout=(self.timeout, 300)), path, stop, tick))
+            report(f"saved {convert.mib(written)} to {path}")
+            return written
+        finally:
+            cleanup = asyncio.ensure_future(self._delete_backup(ref, backup, op_id))
+            try:
+                await asyncio.shield(cleanup)
+            except Exception:  # it expires on the server within a day
+                pass
+
+    async def _start_backup(self, ref: InstanceRef, with_snapshots: bool,
+                            report: Callable[[str], None]) -> tuple[str, str]:
+        """Ask the daemon for a backup of ``ref`` that expires within a day (should corral
+        not delete it); its name and operation."""
         backup = f"corral-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         expires = datetime.now(timezone.utc) + timedelta(days=1)
         body: dict[str, Any] = {
@@ -67,66 +85,12 @@ class Backups(Backend):
             "container_only": not with_snapshots, "optimized_storage": False,
             "expires_at": convert.rfc3339(expires),
         }
-        if "backup_compression_algorithm" in rest.extensions:
+        if "backup_compression_algorithm" in self.known.extensions:
             body["compression_algorithm"] = "gzip"
-        node = client.api.instances[ref.name].backups
+        node = self.rest.client.api.instances[ref.name].backups
         report(f"creating a backup of {ref.name}")
-        op_id = await rest.call(lambda: convert.operation_id(node.post(json=body).json()))
-        part = path + ".part"
-        made_part: list[str] = []
-        try:
-            meta = await rest.follow(op_id, report, timeout=3600)
-            if meta.get("status") != "Success":
-                raise OperationFailed(f"{rest.product} could not back up {ref}: "
-                                      f"{meta.get('err') or meta.get('status')}.")
-            tick = rest.reporter(progress)
-
-            def _download(stop: threading.Event) -> int:
-                try:
-                    out_file = private_file(part)  # closed by the with below
-                except FileExistsError:
-                    raise InvalidInput(f"{part} exists (another export to the same file?); "
-                                       f"remove it or choose another name.") from None
-                except OSError as e:
-                    raise OperationFailed(f"Cannot write {part}: {e.strerror or e}") from None
-                made_part.append(part)
-                r = node[backup].export.get(stream=True, timeout=(self.timeout, 300))
-                written = 0
-                try:
-                    with out_file as out:
-                        for chunk in r.iter_content(1 << 20):
-                            if stop.is_set():
-                                raise asyncio.CancelledError()
-                            out.write(chunk)
-                            written += len(chunk)
-                            tick(f"downloading {convert.mib(written)}")
-                        out.flush()
-                        os.fsync(out.fileno())
-                finally:
-                    r.close()
-                if os.path.exists(path):
-                    raise InvalidInput(f"{path} appeared while downloading; the backup "
-                                       f"was not saved.")
-                os.rename(part, path)
-                tick(f"downloaded {convert.mib(written)}", True)
-                return written
-
-            written = await rest.stream(_download)
-            report(f"saved {convert.mib(written)} to {path}")
-            return written
-        except BaseException:
-            try:
-                if made_part and os.path.exists(part):  # only a .part this export made
-                    os.unlink(part)
-            except OSError:
-                pass
-            raise
-        finally:
-            cleanup = asyncio.ensure_future(self._delete_backup(ref, backup, op_id))
-            try:
-                await asyncio.shield(cleanup)
-            except Exception:  # it expires on the server within a day
-                pass
+        op_id = await self.rest.call(lambda: convert.operation_id(node.post(json=body).json()))
+        return backup, op_id
 
     async def _delete_backup(self, ref: InstanceRef, backup: str, op_id: str) -> None:
         rest = self.rest
@@ -139,7 +103,7 @@ class Backups(Backend):
             except pylxd_exc.LXDAPIException:
                 pass
             try:
-                rest.wait(client.api.instances[ref.name].backups[backup].delete(), 120)
+                self.ops.wait(client.api.instances[ref.name].backups[backup].delete(), 120)
             except pylxd_exc.NotFound:
                 pass
 
@@ -164,7 +128,7 @@ class Backups(Backend):
             raise InvalidInput(f"There is no file {path}.")
         if not os.access(path, os.R_OK):
             raise InvalidInput(f"Cannot read {path}.")
-        await rest.check_free(name)
+        await self.known.check_free(name)
         client = rest.client
         if storage_pool:
             pools = await rest.call(
@@ -172,7 +136,8 @@ class Backups(Backend):
             if storage_pool not in {convert.url_name(u) for u in pools}:
                 raise InvalidInput(f"There is no storage pool '{storage_pool}' on "
                                    f"'{self.remote.name}'.")
-        prefix = "X-Incus" if rest.info is not None and rest.info.server == "incus" else "X-LXD"
+        info = self.known.info
+        prefix = "X-Incus" if info is not None and info.server == "incus" else "X-LXD"
         headers = {"Content-Type": "application/octet-stream", f"{prefix}-name": name}
         if storage_pool:
             headers[f"{prefix}-pool"] = storage_pool
@@ -214,15 +179,69 @@ class Backups(Backend):
             raise OperationFailed(f"{rest.product} refused {os.path.basename(path)}: "
                                   f"{e.message}") from e
         # cancelled: the import may still be running; cancel or outwait it, then delete
-        await rest.follow_creation(
+        await self.ops.follow_creation(
             name, op_id, report, undo_on=(asyncio.CancelledError,),
             failed=f"Importing {os.path.basename(path)} as '{name}' failed")
         try:
-            inst = await self.get_instance(rest.ref_of(name))
+            inst = await self.get_instance(self.known.ref_of(name))
         except NotFound:
             raise OperationFailed(f"{rest.product} reported the import done, but there is "
                                   f"no '{name}' (the file may name another instance and "
                                   f"this server ignored the new name).") from None
-        rest.names.add(name)
+        self.known.names.add(name)
         report("done")
         return inst
+
+
+def _export_path(path: str) -> str:
+    """The absolute file an export writes: new, in a folder that exists and is writable."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(path):
+        raise InvalidInput(f"{path} already exists: choose another file name (corral "
+                           f"does not overwrite files).")
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise InvalidInput(f"There is no folder {folder}.")
+    if not os.access(folder, os.W_OK):
+        raise InvalidInput(f"Cannot write in {folder}.")
+    return path
+
+
+def _download(get: Callable[[], Any], path: str, stop: threading.Event,
+              tick: Callable[[str, bool], None]) -> int:
+    """(In a pool thread) write the response of ``get`` into ``path.part``, then rename it
+    to ``path``; the bytes written. ``stop`` set ends it between chunks; whatever ends it
+    early, the ``.part`` it made goes again."""
+    part = path + ".part"
+    try:
+        out_file = private_file(part)  # closed by the with below
+    except FileExistsError:
+        raise InvalidInput(f"{part} exists (another export to the same file?); "
+                           f"remove it or choose another name.") from None
+    except OSError as e:
+        raise OperationFailed(f"Cannot write {part}: {e.strerror or e}") from None
+    try:
+        r = get()
+        written = 0
+        try:
+            with out_file as out:
+                for chunk in r.iter_content(1 << 20):
+                    if stop.is_set():
+                        raise asyncio.CancelledError()
+                    out.write(chunk)
+                    written += len(chunk)
+                    tick(f"downloading {convert.mib(written)}", False)
+                out.flush()
+                os.fsync(out.fileno())
+        finally:
+            r.close()
+        if os.path.exists(path):
+            raise InvalidInput(f"{path} appeared while downloading; the backup "
+                               f"was not saved.")
+        os.rename(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part)  # only the .part this export made
+        raise
+    tick(f"downloaded {convert.mib(written)}", True)
+    return written

@@ -49,6 +49,8 @@ from ..models import (
 from . import convert
 from .convert import to_member
 from .fasthttp import FastGet, HTTPStatusError
+from .known import Known
+from .ops import Ops
 from .rest import Rest
 
 LEARNED: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -115,6 +117,8 @@ class Clustering(Backend):
     """The cluster verbs of :class:`~backends.lxd.backend.LXDBackend`, and the failover."""
 
     rest: Rest
+    ops: Ops
+    known: Known
     cluster: ClusterState
 
     # Connecting, with failover -----------------------------------------------------------
@@ -142,7 +146,7 @@ class Clustering(Backend):
         try:
             return await self._connect_any()
         finally:
-            self.rest.ready.set()  # the events stream may subscribe (and fail) now
+            self.known.ready.set()  # the events stream may subscribe (and fail) now
 
     async def _connect_any(self) -> ServerInfo:
         configured = self.remote
@@ -173,7 +177,7 @@ class Clustering(Backend):
         if not self.cluster.clustered:
             self.capabilities = type(self).capabilities - {Capability.CLUSTER}
             return info
-        self.rest.cluster_hook = self._cluster_frame
+        self.known.cluster_hook = self._cluster_frame
         try:
             members = await self.list_members()
         except (OperationFailed, NotFound):
@@ -186,7 +190,7 @@ class Clustering(Backend):
             self.cluster.note = (f"reached through {here} ({host_port(self.remote.address)}):"
                                  f" {dead} when corral connected")
             info = replace(info, note=self.cluster.note)
-            self.rest.info = info
+            self.known.info = info
         return info
 
     async def close(self) -> None:
@@ -317,7 +321,7 @@ class Clustering(Backend):
             out.append(Placement(m.name, f"member {m.name}",
                                  f"{m.instances} instances" if usable
                                  else f"{m.status.value}: {m.message}"))
-        if "clustering_groups" in self.rest.extensions:
+        if "clustering_groups" in self.known.extensions:
             client = self.rest.client
             groups = await self.rest.call(lambda: client.api.cluster.groups.get(
                 params={"recursion": 1}).json()["metadata"])
@@ -367,7 +371,7 @@ class Clustering(Backend):
         op_id = await rest.call(_post)
         watcher = asyncio.ensure_future(self._transfer_progress(ref.name, report))
         try:
-            meta = await rest.follow(op_id, lambda _text: None, timeout=3600)
+            meta = await self.ops.follow(op_id, lambda _text: None, timeout=3600)
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel(op_id, ref.name))
             raise
@@ -417,7 +421,7 @@ class Clustering(Backend):
                         client.api.operations[op["id"]].delete()
                     except pylxd_exc.LXDAPIException:
                         pass  # finished meanwhile
-            rest.wait_quietly(op_id, 120)
+            self.ops.wait_quietly(op_id, 120)
 
         with contextlib.suppress(Exception):  # the caller was cancelled; nothing to tell
             await rest.call(_do, timeout=150)
@@ -438,7 +442,7 @@ class Clustering(Backend):
         except NotFound as e:
             raise InvalidInput(f"'{member}' is not a member of '{self.remote.name}'.") from e
         started = time.monotonic()
-        meta = await rest.follow(op_id, report, timeout=3600)
+        meta = await self.ops.follow(op_id, report, timeout=3600)
         if meta.get("status") != "Success":
             verb = "Evacuating" if action == "evacuate" else "Restoring"
             raise OperationFailed(f"{verb} {member} failed after "

@@ -24,6 +24,7 @@ from ..console import WebSocketSession
 from ..errors import Conflict, InvalidInput, OperationFailed, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus, InstanceType
 from .rest import Rest
+from .sockets import Sockets
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -42,6 +43,7 @@ class Consoles(Backend):
     """The console verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    sockets: Sockets
 
     async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
                            kind: str = "console") -> WebSocketSession:
@@ -63,7 +65,7 @@ class Consoles(Backend):
         if kind != "console":
             raise InvalidInput(f"Unknown console type '{kind}'.")
         inst = await require_running(self, ref, "console")
-        op_id, fds = await rest.websocket_operation(
+        op_id, fds = await self.sockets.websocket_operation(
             ref, "console", {"width": width, "height": height, "type": "console"})
         client = rest.client
 
@@ -78,8 +80,8 @@ class Consoles(Backend):
             return await rest.call(_log)
 
         return WebSocketSession(
-            f"{ref} console", rest.operation_socket(op_id, fds["0"]),
-            open_control=rest.operation_socket(op_id, fds["control"]), prefill=prefill,
+            f"{ref} console", self.sockets.operation_socket(op_id, fds["0"]),
+            open_control=self.sockets.operation_socket(op_id, fds["control"]), prefill=prefill,
             lost=f"the connection to '{self.remote.name}' was lost")
 
     async def open_shell(self, ref: InstanceRef, command: list[str] | None = None, *,
@@ -94,7 +96,7 @@ class Consoles(Backend):
         body = {"command": argv, "wait-for-websocket": True, "interactive": True,
                 "environment": {"TERM": "xterm-256color", "HOME": "/root", "PATH": _PATH},
                 "width": width, "height": height}
-        op_id, fds = await rest.websocket_operation(ref, "exec", body)
+        op_id, fds = await self.sockets.websocket_operation(ref, "exec", body)
         program = os.path.basename(argv[0]) if command else "the shell"
         client = rest.client
 
@@ -112,8 +114,8 @@ class Consoles(Backend):
             return await rest.call(_wait)
 
         return WebSocketSession(
-            f"{ref} shell", rest.operation_socket(op_id, fds["0"]),
-            open_control=rest.operation_socket(op_id, fds["control"]), ended=ended,
+            f"{ref} shell", self.sockets.operation_socket(op_id, fds["0"]),
+            open_control=self.sockets.operation_socket(op_id, fds["control"]), ended=ended,
             lost=f"the connection to '{self.remote.name}' was lost")
 
     def spice_viewer_argv(self, ref: InstanceRef) -> list[str]:
@@ -135,15 +137,16 @@ async def require_running(backend: Backend, ref: InstanceRef, what: str) -> Inst
     return inst
 
 
-async def exec_with_input(rest: Rest, ref: InstanceRef, argv: list[str], data: bytes, *,
-                          timeout: float = 60) -> tuple[int | None, bytes, bytes]:
+async def exec_with_input(sockets: Sockets, ref: InstanceRef, argv: list[str], data: bytes,
+                          *, timeout: float = 60) -> tuple[int | None, bytes, bytes]:
     """Run ``argv`` non-interactively with ``data`` on stdin, then end-of-input;
     return (exit code, stdout, stderr). Frames are never logged."""
+    rest = sockets.rest
     name = rest.remote.name
     body = {"command": argv, "wait-for-websocket": True, "interactive": False,
             "environment": {"PATH": _PATH, "HOME": "/root", "LANG": "C"},
             "record-output": False}
-    op_id, fds = await rest.websocket_operation(ref, "exec", body)
+    op_id, fds = await sockets.websocket_operation(ref, "exec", body)
     if "1" not in fds or "2" not in fds:
         raise OperationFailed(f"'{name}' gave no output websockets.")
     opened: list[Any] = []
@@ -163,7 +166,7 @@ async def exec_with_input(rest: Rest, ref: InstanceRef, argv: list[str], data: b
     try:
         async with asyncio.timeout(timeout):
             for key in ("control", "1", "2", "0"):
-                ws = await rest.operation_socket(op_id, fds[key], logger=_QUIET)()
+                ws = await sockets.operation_socket(op_id, fds[key], logger=_QUIET)()
                 opened.append(ws)
             control, stdout, stderr, stdin = opened
             readers = [asyncio.ensure_future(reader(stdout, "1")),

@@ -22,7 +22,9 @@ from ..errors import AuthError
 from ..models import BackendEvent, EventKind, InstanceStatus
 from ..retry import Backoff
 from . import convert
+from .known import Known
 from .rest import Rest
+from .sockets import Sockets
 
 log = logging.getLogger(__name__)
 
@@ -31,26 +33,27 @@ class Events(Backend):
     """``watch`` of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    known: Known
+    sockets: Sockets
     _all_projects: bool = False
     """The stream is asked for every project (``all-projects=true``)."""
 
     async def watch(self) -> AsyncIterator[BackendEvent]:
-        rest = self.rest
         backoff = Backoff()
         name = self.remote.name
         # Subscribe once the connection knows whether this is a cluster (its members'
         # log lines say when one stops answering).
-        await rest.ready.wait()
+        await self.known.ready.wait()
         # One stream for every project (the projects view hears of projects created or
         # deleted anywhere); what belongs to another project than the one shown is dropped
         # here. A daemon that refuses that (HTTP 400/403) is asked for the remote's project.
-        self._all_projects = "projects" in rest.extensions
+        self._all_projects = "projects" in self.known.extensions
         while True:
-            hook = rest.cluster_hook
+            hook = self.known.cluster_hook
             try:
                 # pings find a daemon that stopped answering (SIGSTOP, a hung host) within
                 # seconds; the TCP connection alone would look fine for ever
-                async with rest.websocket(self._events_path(), ping_interval=5) as ws:
+                async with self.sockets.websocket(self._events_path(), ping_interval=5) as ws:
                     backoff.reset()
                     yield BackendEvent(EventKind.CONNECTION, name, action="connected")
                     async for frame in ws:
@@ -68,8 +71,8 @@ class Events(Backend):
                         if event is not None:
                             if event.ref is not None and event.action in (
                                     "instance-started", "instance-restarted"):
-                                rest.pending.pop(event.ref, None)
-                                rest.status[event.ref] = InstanceStatus.RUNNING
+                                self.known.pending.pop(event.ref, None)
+                                self.known.status[event.ref] = InstanceStatus.RUNNING
                             yield event
                 message = f"event stream of '{name}' closed"
                 action = "disconnected"
@@ -92,7 +95,7 @@ class Events(Backend):
             await asyncio.sleep(backoff.next())
 
     def _events_path(self) -> str:
-        params = {"type": "lifecycle,operation" + (",logging" if self.rest.cluster_hook else "")}
+        params = {"type": "lifecycle,operation" + (",logging" if self.known.cluster_hook else "")}
         if self._all_projects:
             params["all-projects"] = "true"
         elif self.remote.project != "default":

@@ -22,6 +22,7 @@ from ..base import Backend
 from ..errors import BackendError, InvalidInput, NotFound, OperationFailed
 from ..models import FileEntry, InstanceRef
 from ._pylxd_compat import api_endpoint
+from .known import Known
 from .rest import Rest
 from .sftp import SFTPChannel, SFTPError
 
@@ -67,11 +68,12 @@ class Files(Backend):
     one (:mod:`.sftp`: every entry with its details in one round trip)."""
 
     rest: Rest
+    known: Known
     sftp: SFTPChannels
 
     @property
     def _prefix(self) -> str:
-        info = self.rest.info
+        info = self.known.info
         return "X-Incus" if info is not None and info.server == "incus" else "X-LXD"
 
     def _refusal(self, ref: InstanceRef, path: str, e: BaseException, *,

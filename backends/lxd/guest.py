@@ -12,13 +12,17 @@ from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed, Unsupported
 from ..models import InstanceRef
 from .consoles import exec_with_input, require_running
+from .ops import Ops
 from .rest import Rest
+from .sockets import Sockets
 
 
 class Guest(Backend):
     """Passwords and NICs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
+    sockets: Sockets
 
     async def set_password(self, ref: InstanceRef, user: str, password: str) -> None:
         """Set ``user``'s password inside the running instance with ``chpasswd``, the
@@ -32,7 +36,7 @@ class Guest(Backend):
         """
         line = check_credentials_text(user, password)
         await require_running(self, ref, "password")
-        code, _out, err = await exec_with_input(self.rest, ref, ["chpasswd"], line)
+        code, _out, err = await exec_with_input(self.sockets, ref, ["chpasswd"], line)
         secret = password.encode()
         text = err.replace(secret, b"***").decode(errors="replace").strip()
         if code == 127 or (code is None and "not found" in text.lower()):
@@ -88,7 +92,7 @@ class Guest(Backend):
                           what: str) -> None:
         """Apply ``change`` to the instance; a refusal names ``what`` was refused."""
         try:
-            await self.rest.update_instance(ref, change)
+            await self.ops.update_instance(ref, change)
         except OperationFailed as e:
             raise OperationFailed(f"{self.rest.product} refused {what} on {ref}: "
                                   f"{e.message}") from e
@@ -156,7 +160,7 @@ class Guest(Backend):
                                f"in the instance first.")
             del data["devices"][name]
 
-        await self.rest.update_instance(ref, change)
+        await self.ops.update_instance(ref, change)
 
     async def set_nic_addresses(self, ref: InstanceRef, name: str,
                                 ipv4: str = "", ipv6: str = "") -> None:

@@ -11,6 +11,7 @@ from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed
 from . import convert
 from .objects import change
+from .ops import Ops
 from .rest import Rest
 
 
@@ -24,6 +25,7 @@ class ImageAliases(Backend):
     """Alias and copy verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
 
     async def add_image_alias(self, fingerprint: str, alias: str) -> None:
         alias = alias.strip()
@@ -67,7 +69,7 @@ class ImageAliases(Backend):
         report(f"asking {source.get('server')}")
         op = await change(rest, f"image {fingerprint[:12]}", lambda: convert.operation_id(
             client.api.images[fingerprint].refresh.post(json={}).json()))
-        done = await rest.follow(op, report, timeout=3600)
+        done = await self.ops.follow(op, report, timeout=3600)
         if done.get("status") != "Success":
             raise OperationFailed(f"Refreshing image {fingerprint[:12]} failed: "
                                   f"{done.get('err') or done.get('status')}.")
@@ -102,7 +104,7 @@ class ImageAliases(Backend):
         report(f"copying {fingerprint[:12]} to {target.remote.name}")
         op = await change(there, f"image {fingerprint[:12]}", lambda: convert.operation_id(
             there.client.api.images.post(json=body).json()))
-        done = await there.follow(op, report, timeout=3600)
+        done = await target.ops.follow(op, report, timeout=3600)
         if done.get("status") != "Success":
             raise OperationFailed(f"Copying image {fingerprint[:12]} to "
                                   f"{target.remote.name} failed: "

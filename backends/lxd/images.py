@@ -12,6 +12,7 @@ from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed
 from ..models import ImageInfo, InstanceRef, InstanceStatus
 from . import convert
+from .ops import Ops
 from .rest import Rest
 
 
@@ -19,6 +20,7 @@ class Images(Backend):
     """The image verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
 
     async def list_images(self) -> list[ImageInfo]:
         client = self.rest.client
@@ -78,7 +80,7 @@ class Images(Backend):
         report(f"publishing {what}")
         op_id = await rest.call(
             lambda: convert.operation_id(client.api.images.post(json=body).json()))
-        meta = await rest.follow(op_id, report, timeout=3600)
+        meta = await self.ops.follow(op_id, report, timeout=3600)
         if meta.get("status") != "Success":
             raise OperationFailed(f"Publishing {what} failed: "
                                   f"{meta.get('err') or meta.get('status')}.")
@@ -105,7 +107,7 @@ class Images(Backend):
 
         def _do() -> None:
             try:
-                self.rest.wait(client.api.images[fingerprint].delete(), 120)
+                self.ops.wait(client.api.images[fingerprint].delete(), 120)
             except pylxd_exc.NotFound:
                 raise NotFound(f"There is no image {fingerprint[:12]} on "
                                f"'{self.remote.name}'.") from None

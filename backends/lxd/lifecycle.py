@@ -24,8 +24,10 @@ from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, Serve
 from . import convert
 from .caps import cap_responses
 from .fasthttp import HTTPStatusError
-from .rest import Rest
 from .http_session import make_session
+from .known import Known
+from .ops import Ops
+from .rest import Rest
 from .tls import base_url, check_credentials
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ class Lifecycle(Backend):
     """The core verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
+    known: Known
 
     # Connection ------------------------------------------------------------------------
 
@@ -81,8 +85,8 @@ class Lifecycle(Backend):
 
         client, session, meta = await rest.call(_connect)
         rest.attach(client, session)
-        rest.info = convert.server_info(meta)
-        return rest.info
+        self.known.info = convert.server_info(meta)
+        return self.known.info
 
     async def close(self) -> None:
         self.rest.close()
@@ -104,14 +108,14 @@ class Lifecycle(Backend):
             except Exception as e:  # one bad entry hides nothing else
                 log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
                             self.remote.name, type(e).__name__, e, d)
-        rest.names = {i.name for i in instances}
+        self.known.names = {i.name for i in instances}
         for inst in instances:
-            rest.saw_status(inst.ref, inst.status)
+            self.known.saw_status(inst.ref, inst.status)
         return instances
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
         inst = convert.to_instance(await self.rest.instance(ref.name), self.remote.name)
-        self.rest.saw_status(inst.ref, inst.status)
+        self.known.saw_status(inst.ref, inst.status)
         return inst
 
     async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
@@ -138,10 +142,10 @@ class Lifecycle(Backend):
                 continue
             ref, data = item
             if not data or convert.status_of(data.get("status")) is not InstanceStatus.RUNNING:
-                rest.previous.pop(ref, None)
+                self.known.previous.pop(ref, None)
                 continue
-            state = convert.to_state(data, sampled_at=now, previous=rest.previous.get(ref))
-            rest.previous[ref] = state
+            state = convert.to_state(data, sampled_at=now, previous=self.known.previous.get(ref))
+            self.known.previous[ref] = state
             out[ref] = state
         return out
 
@@ -156,7 +160,7 @@ class Lifecycle(Backend):
 
         def _do() -> None:
             r = client.api.instances[ref.name].state.put(json=body)
-            rest.wait(r, wait)
+            self.ops.wait(r, wait)
 
         await rest.call(_do, timeout=wait + self.timeout * 2)
 
@@ -202,7 +206,7 @@ class Lifecycle(Backend):
         client = rest.client
 
         def _do() -> None:
-            rest.wait(client.api.instances[ref.name].delete(), 120)
+            self.ops.wait(client.api.instances[ref.name].delete(), 120)
 
         await rest.call(_do, timeout=150)
-        rest.forget(ref)
+        self.known.forget(ref)

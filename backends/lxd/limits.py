@@ -33,6 +33,8 @@ from ..errors import BackendError, InvalidInput, OperationFailed, Unsupported
 from ..models import InstanceRef, InstanceStatus, LimitField
 from ..units import format_size, is_whole, parse_size
 from . import convert
+from .known import Known
+from .ops import Ops
 from .rest import Rest
 
 
@@ -217,15 +219,17 @@ class Limits(Backend):
     """The resource limit verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
+    known: Known
 
     async def _config_metadata(self) -> dict[str, bool] | None:
         """``liveupdate`` per instance key from ``GET /1.0/metadata/configuration`` (Incus;
         LXD 5.0.2 has no such endpoint: None, and :data:`CONTAINER_LIVE` is used)."""
         rest = self.rest
-        if rest.config_live is not False:
-            return rest.config_live  # type: ignore[return-value]
-        if rest.info is not None and "metadata_configuration" not in rest.extensions:
-            rest.config_live = None
+        if self.known.config_live is not False:
+            return self.known.config_live  # type: ignore[return-value]
+        if self.known.info is not None and "metadata_configuration" not in self.known.extensions:
+            self.known.config_live = None
             return None
         client = rest.client
 
@@ -242,20 +246,20 @@ class Limits(Backend):
                         out[key] = str(info.get("liveupdate") or "").lower() == "yes"
             return out or None
 
-        rest.config_live = await rest.call(_do)
-        return rest.config_live
+        self.known.config_live = await rest.call(_do)
+        return self.known.config_live
 
     async def _pool_driver(self, pool: str) -> str:
         rest = self.rest
-        if pool not in rest.pool_drivers:
+        if pool not in self.known.pool_drivers:
             client = rest.client
             try:
                 data = await rest.call(
                     lambda: client.api.storage_pools[pool].get().json()["metadata"])
-                rest.pool_drivers[pool] = str(data.get("driver") or "")
+                self.known.pool_drivers[pool] = str(data.get("driver") or "")
             except BackendError:
                 return ""
-        return rest.pool_drivers[pool]
+        return self.known.pool_drivers[pool]
 
     async def _limit_context(self, ref: InstanceRef) -> tuple[dict[str, Any], dict[str, Any]]:
         """The instance's JSON, and what deciding support needs: run state, type, metadata,
@@ -264,7 +268,7 @@ class Limits(Backend):
         rest = self.rest
         data = await rest.instance(ref.name)
         status = convert.status_of(data.get("status"))
-        rest.saw_status(ref, status)
+        self.known.saw_status(ref, status)
         vm = data.get("type") == "virtual-machine"
         live = await self._config_metadata()
         root = root_device(data)
@@ -287,8 +291,8 @@ class Limits(Backend):
         rest = self.rest
         if spec.containers_only and ctx["vm"]:
             return "containers only"
-        if spec.key in rest.host_unsupported:
-            return rest.host_unsupported[spec.key]
+        if spec.key in self.known.host_unsupported:
+            return self.known.host_unsupported[spec.key]
         if spec.where == "root" and ctx["root"] is None:
             return "no root disk device"
         if spec.where == "nic" and ctx["nic"] is None:
@@ -310,7 +314,7 @@ class Limits(Backend):
 
     async def get_limits(self, ref: InstanceRef) -> list[LimitField]:
         data, ctx = await self._limit_context(ref)
-        pending = self.rest.pending.get(ref, {})
+        pending = self.known.pending.get(ref, {})
         fields = []
         for spec in SPECS:
             value = current_value(spec, data)
@@ -319,7 +323,7 @@ class Limits(Backend):
                 fields.append(LimitField(spec.key, spec.label, value, "unsupported", why))
                 continue
             how = applies(spec, vm=ctx["vm"], running=ctx["running"], value=value,
-                          extensions=self.rest.extensions, live_keys=ctx["live"])
+                          extensions=self.known.extensions, live_keys=ctx["live"])
             hint = spec.hint if ctx["running"] else f"{spec.hint}; applies at next start"
             waiting = ""
             if spec.key in pending:
@@ -343,7 +347,7 @@ class Limits(Backend):
                                f"{', '.join(BY_KEY)}).")
         clean = {k: normalise(BY_KEY[k], v) for k, v in changes.items()}
         rest = self.rest
-        exts = rest.extensions
+        exts = self.known.extensions
         outcome: dict[str, str] = {}
         effective: dict[str, str] = {}
 
@@ -384,13 +388,13 @@ class Limits(Backend):
 
         _, ctx = await self._limit_context(ref)
         try:
-            await rest.update_instance(ref, change)
+            await self.ops.update_instance(ref, change)
         except OperationFailed as e:
             self._learn_unsupported(clean, e.message)
             raise OperationFailed(f"{rest.product} refused the new limits of {ref}: "
                                   f"{e.message}") from e
         if ctx["running"]:
-            waiting = rest.pending.setdefault(ref, {})
+            waiting = self.known.pending.setdefault(ref, {})
             for key, how in outcome.items():
                 if how != "restart":
                     continue
@@ -400,17 +404,16 @@ class Limits(Backend):
                 else:
                     waiting[key] = (before, clean[key])
             if not waiting:
-                rest.pending.pop(ref, None)
+                self.known.pending.pop(ref, None)
         return outcome
 
     def _learn_unsupported(self, changes: dict[str, str], message: str) -> None:
         """Remember limits this host cannot apply at all (seen on the lab machines: no
         ``blkio.weight`` cgroup file, no ``act_police`` tc module)."""
-        rest = self.rest
         if "limits.disk.priority" in message and "cgroup controller is missing" in message:
-            rest.host_unsupported["disk_priority"] = (
+            self.known.host_unsupported["disk_priority"] = (
                 f"this host cannot: {message.split(': ', 1)[-1]}")
         if "ingress tc filter" in message and "net_egress" in changes:
-            rest.host_unsupported["net_egress"] = (
+            self.known.host_unsupported["net_egress"] = (
                 "this host cannot police outgoing traffic (the kernel's tc police action "
                 "is missing)")

@@ -7,7 +7,8 @@ from ..base import Backend
 from ..errors import Conflict, NotFound, Unsupported
 from ..models import Operation
 from . import convert
-from .rest import DONE, Rest
+from .ops import DONE
+from .rest import Rest
 
 
 class Operations(Backend):

@@ -10,6 +10,7 @@ from ..errors import Conflict, InvalidInput, NotFound, OperationFailed
 from ..models import InstanceRef, Resource
 from . import resource_convert as rc
 from .objects import change, check_name, metadata
+from .ops import Ops
 from .rest import Rest
 
 
@@ -17,6 +18,7 @@ class Profiles(Backend):
     """The profile verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
 
     async def list_profiles(self) -> list[Resource]:
         client = self.rest.client
@@ -78,7 +80,7 @@ class Profiles(Backend):
             data["profiles"] = wanted
 
         try:
-            await self.rest.update_instance(ref, edit)
+            await self.ops.update_instance(ref, edit)
         except OperationFailed as e:  # the daemon's refusal (a device conflict)
             raise InvalidInput(f"{ref} cannot take the profiles {', '.join(wanted)}: "
                                f"{e.message}") from e

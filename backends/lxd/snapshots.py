@@ -14,6 +14,7 @@ from ..base import Backend
 from ..errors import InvalidInput
 from ..models import InstanceRef, Snapshot
 from . import convert
+from .ops import Ops
 from .rest import Rest
 
 
@@ -21,6 +22,7 @@ class Snapshots(Backend):
     """The snapshot verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
 
     async def list_snapshots(self, ref: InstanceRef) -> list[Snapshot]:
         client = self.rest.client
@@ -54,7 +56,7 @@ class Snapshots(Backend):
 
         def _do() -> None:
             r = client.api.instances[ref.name].snapshots.post(json=body)
-            rest.wait(r, 300)
+            self.ops.wait(r, 300)
 
         await rest.call(_do, timeout=330)
         data = await rest.call(
@@ -73,7 +75,7 @@ class Snapshots(Backend):
 
         def _do() -> dict[str, Any]:
             node = client.api.instances[ref.name].snapshots
-            rest.wait(node[quote(snapshot.name, safe="")].post(json={"name": new_name}), 120)
+            self.ops.wait(node[quote(snapshot.name, safe="")].post(json={"name": new_name}), 120)
             return node[new_name].get().json()["metadata"]
 
         return convert.to_snapshot(await rest.call(_do, timeout=150), ref)
@@ -86,7 +88,7 @@ class Snapshots(Backend):
         def _do() -> None:
             # what `lxc restore` sends: the other fields are ignored when restoring
             body = {"restore": snapshot.name, "stateful": snapshot.stateful}
-            rest.wait(client.api.instances[ref.name].put(json=body), 300)
+            self.ops.wait(client.api.instances[ref.name].put(json=body), 300)
 
         await rest.call(_do, timeout=330)
 
@@ -97,7 +99,7 @@ class Snapshots(Backend):
 
         def _do() -> None:
             node = client.api.instances[ref.name].snapshots[quote(snapshot.name, safe="")]
-            rest.wait(node.delete(), 120)
+            self.ops.wait(node.delete(), 120)
 
         await rest.call(_do, timeout=150)
 
@@ -135,7 +137,7 @@ class Snapshots(Backend):
                 else:
                     config.pop(key, None)
 
-        await self.rest.update_instance(ref, change)
+        await self.ops.update_instance(ref, change)
 
 
 # Checks of the settings (pure) -------------------------------------------------------------

@@ -18,6 +18,7 @@ from ..units import format_size
 from . import convert
 from . import resource_convert as rc
 from .objects import change, check_name, metadata
+from .ops import Ops
 from .rest import Rest
 
 
@@ -31,6 +32,7 @@ class Storage(Backend):
     """The storage verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
 
     def _pool(self, pool: str) -> Any:
         return self.rest.client.api["storage-pools"][quote(pool, safe="")]
@@ -85,13 +87,13 @@ class Storage(Backend):
         node = self._pool(pool)
         rest = self.rest
         await change(rest, f"volume {pool}/{name}",
-                     lambda: rest.wait(node.volumes.custom.post(json=body), 120))
+                     lambda: self.ops.wait(node.volumes.custom.post(json=body), 120))
         return await self._volume(pool, name)
 
     async def resize_volume(self, pool: str, name: str, size: int) -> None:
         node = self._pool(pool).volumes.custom[quote(name, safe="")]
         await self._volume(pool, name)
-        await change(self.rest, f"volume {pool}/{name}", lambda: self.rest.wait(
+        await change(self.rest, f"volume {pool}/{name}", lambda: self.ops.wait(
             node.patch(json={"config": {"size": _size_text(size)}}), 120))
 
     async def delete_volume(self, pool: str, name: str) -> None:
@@ -101,7 +103,7 @@ class Storage(Backend):
                            f"it first; nothing was changed.", title="Volume in use")
         node = self._pool(pool).volumes.custom[quote(name, safe="")]
         await change(self.rest, f"volume {pool}/{name}",
-                     lambda: self.rest.wait(node.delete(), 120))
+                     lambda: self.ops.wait(node.delete(), 120))
 
     async def attach_volume(self, pool: str, name: str, ref: InstanceRef, path: str, *,
                             device: str = "") -> str:
@@ -125,7 +127,7 @@ class Storage(Backend):
             return dev
 
         try:
-            return await self.rest.update_instance(ref, edit)
+            return await self.ops.update_instance(ref, edit)
         except OperationFailed as e:
             raise InvalidInput(f"{pool}/{name} cannot be attached to {ref}: {e.message}") from e
 
@@ -139,7 +141,7 @@ class Storage(Backend):
             for k in found:
                 del data["devices"][k]
 
-        await self.rest.update_instance(ref, edit)
+        await self.ops.update_instance(ref, edit)
 
     async def copy_volume(self, pool: str, name: str, target: Any, target_pool: str,
                           new_name: str, *,
@@ -176,10 +178,11 @@ class Storage(Backend):
         try:
             op = await change(there, f"volume {target_pool}/{new_name}", lambda: convert
                               .operation_id(tnode.volumes.custom.post(json=body).json()))
-            meta = await there.follow(op, report, timeout=3600) if op else {"status": "Success"}
+            meta = (await target.ops.follow(op, report, timeout=3600) if op
+                    else {"status": "Success"})
         except BaseException:
             if src_op:
-                await asyncio.shield(self.rest.call(self.rest.wait_quietly, src_op, 5))
+                await asyncio.shield(self.rest.call(self.ops.wait_quietly, src_op, 5))
             raise
         if meta.get("status") != "Success":
             raise OperationFailed(f"Copying {pool}/{name} failed: "

@@ -13,7 +13,7 @@ certificate corral hands over.
 
 from __future__ import annotations
 
-import asyncio
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pylxd import exceptions as pylxd_exc
@@ -21,14 +21,19 @@ from pylxd import exceptions as pylxd_exc
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unreachable, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
+from ..steps import Steps
 from . import convert
-from .rest import DONE, Rest
+from .known import Known
+from .ops import DONE, Ops
+from .rest import Rest
 
 
 class Transfer(Backend):
     """Clone, copy/move, rename and description of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
+    known: Known
 
     def copy_problem(self, there: Backend, *, move: bool = False) -> str | None:
         """Another LXD or Incus remote pulls the instance from this one (either way)."""
@@ -54,7 +59,7 @@ class Transfer(Backend):
         report = progress or (lambda text: None)
         client = rest.client
         data = await rest.instance(ref.name)
-        await rest.check_free(new_name)
+        await self.known.check_free(new_name)
         # what `lxc copy` sends: the server takes no profiles/devices from the source
         body = {"name": new_name, **convert.copied_fields(data),
                 "source": {"type": "copy", "source": ref.name,
@@ -63,11 +68,11 @@ class Transfer(Backend):
         report(f"copying {ref.name} to {new_name}")
         op_id = await rest.call(
             lambda: convert.operation_id(client.api.instances.post(json=body).json()))
-        await rest.follow_creation(new_name, op_id, report,
-                                   failed=f"Copying {ref} to '{new_name}' failed")
-        rest.names.add(new_name)
+        await self.ops.follow_creation(new_name, op_id, report,
+                                       failed=f"Copying {ref} to '{new_name}' failed")
+        self.known.names.add(new_name)
         report("done")
-        return await self.get_instance(rest.ref_of(new_name))
+        return await self.get_instance(self.known.ref_of(new_name))
 
     # Copy / move to another remote -------------------------------------------------------
 
@@ -100,16 +105,44 @@ class Transfer(Backend):
                 pulled from.
             OperationFailed: the transfer failed (nothing left on the target).
         """
-        rest = self.rest
-        report = progress or (lambda text: None)
+        c = _Copy(ref, await self._copy_target(ref, target, new_name, move), new_name, move,
+                  with_snapshots, progress or (lambda text: None))
+        c.data = await self._copy_source(c)
+        c.addresses, c.cert = await self._listening()
+        if not c.addresses or not c.cert:
+            raise Unsupported(
+                f"'{self.remote.name}' does not listen on the network (core.https_address "
+                f"is unset), so '{target.remote.name}' cannot pull {ref.name} from it. "
+                f"Set core.https_address on '{self.remote.name}'.")
+        c.report(f"preparing the {c.verb} of {ref.name}")
+        async with Steps() as steps:
+            await self._offer_migration(c, steps)
+            inst = await self._pull(c, steps)
+        c.there.known.names.add(new_name)
+        await self.rest.call(self.ops.wait_quietly, c.src_op, 60, timeout=90)
+        if move:
+            c.report(f"deleting {ref.name} from {self.remote.name}")
+            try:
+                await self.delete(ref)
+            except BackendError as e:
+                raise OperationFailed(
+                    f"{ref} was copied to {target.remote.name}:{new_name}, but could not be "
+                    f"deleted here: {e.message}", title="Copied, not moved") from e
+        c.report("done")
+        return inst
+
+    async def _copy_target(self, ref: InstanceRef, target: Backend, new_name: str,
+                           move: bool) -> Transfer:
+        """Step 1 of :meth:`copy_to`: the target is another LXD/Incus remote, answers, and
+        has ``new_name`` free."""
         verb = "move" if move else "copy"
         if target is self or (target.remote.name == self.remote.name):
             raise InvalidInput(f"That is the same remote: use clone (or rename) instead of "
                                f"a {verb}.")
-        there = getattr(target, "rest", None)
-        if not isinstance(there, Rest):
+        if not isinstance(target, Transfer) or not isinstance(target.rest, Rest):
             raise InvalidInput(f"'{target.remote.name}' is not an LXD or Incus remote: it "
                                f"cannot pull {ref.name} from '{self.remote.name}'.")
+        there = target.rest
         try:
             _ = there.client  # Unreachable when not connected
         except Unreachable:
@@ -120,34 +153,35 @@ class Transfer(Backend):
         except BackendError as e:
             raise type(e)(f"Cannot {verb} to '{target.remote.name}': {e.message} Nothing "
                           f"was changed.") from e
-        await there.check_free(new_name)
-        client = rest.client
-        data = await rest.instance(ref.name)
+        await target.known.check_free(new_name)
+        return target
+
+    async def _copy_source(self, c: _Copy) -> dict[str, Any]:
+        """Step 2: the instance is stopped and the target has every profile it uses; its
+        JSON."""
+        data = await self.rest.instance(c.ref.name)
         status = convert.status_of(data.get("status"))
         if status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
-            raise Conflict(f"{ref} is {status.value}: stop it first, or let corral stop it "
-                           f"(a {verb} to another remote takes a stopped instance).")
-        profiles = list(data.get("profiles") or [])
+            raise Conflict(f"{c.ref} is {status.value}: stop it first, or let corral stop it "
+                           f"(a {c.verb} to another remote takes a stopped instance).")
+        there = c.there.rest
         urls = await there.call(
             lambda: there.client.api.profiles.get().json()["metadata"] or [])
         there_names = {convert.url_name(u) for u in urls}
-        missing = [p for p in profiles if p not in there_names]
+        missing = [p for p in data.get("profiles") or [] if p not in there_names]
         if missing:
-            raise InvalidInput(f"'{target.remote.name}' has no profile "
-                               f"{', '.join(repr(p) for p in missing)}, which {ref} uses. "
+            raise InvalidInput(f"'{c.there.remote.name}' has no profile "
+                               f"{', '.join(repr(p) for p in missing)}, which {c.ref} uses. "
                                f"Create it there first.")
-        addresses, cert = await self._listening()
-        if not addresses or not cert:
-            raise Unsupported(
-                f"'{self.remote.name}' does not listen on the network (core.https_address "
-                f"is unset), so '{target.remote.name}' cannot pull {ref.name} from it. "
-                f"Set core.https_address on '{self.remote.name}'.")
-        only = not with_snapshots
+        return data
 
-        report(f"preparing the {verb} of {ref.name}")
+    async def _offer_migration(self, c: _Copy, steps: Steps) -> None:
+        """Step 3: this server offers the instance (an operation with secrets); undone by
+        cancelling that operation."""
+        client, only = self.rest.client, not c.with_snapshots
 
         def _offer() -> tuple[str, dict[str, str]]:
-            r = client.api.instances[ref.name].post(json={
+            r = client.api.instances[c.ref.name].post(json={
                 "migration": True, "live": False, "instance_only": only,
                 "container_only": only})
             body = r.json()
@@ -155,63 +189,57 @@ class Transfer(Backend):
             return convert.operation_id(body), {k: v for k, v in secrets.items()
                                                 if isinstance(v, str)}
 
-        src_op, secrets = await rest.call(_offer)
-        tgt_op = ""
-        try:
-            body = {
-                "name": new_name,
-                **convert.copied_fields(data),
-                "source": {
-                    "type": "migration", "mode": "pull",
-                    "operation": f"https://{addresses[0]}/1.0/operations/{src_op}",
-                    "certificate": cert, "secrets": secrets,
-                    "instance_only": only, "container_only": only, "live": False,
-                },
-            }
-            if self.remote.project != "default":
-                body["source"]["operation"] += f"?project={self.remote.project}"
+        c.src_op, c.secrets = await self.rest.call(_offer)
+        steps.undo("the migration offered here", lambda: _end_operation(self.rest, c.src_op))
 
-            tgt_op = await there.call(
-                lambda: convert.operation_id(there.client.api.instances.post(json=body).json()))
-            report(f"{'moving' if move else 'copying'} {ref.name} to "
-                   f"{target.remote.name}:{new_name}")
-            meta = await there.follow(tgt_op, report, timeout=3600)
+    async def _pull(self, c: _Copy, steps: Steps) -> Instance:
+        """Step 4: the target pulls the instance; undone by ending both sides of the
+        migration and removing what the target made. A failure other than a refusal or a
+        conflict is reported as this copy's."""
+        there = c.there
+        steps.undo(f"{c.new_name} on '{there.remote.name}'",
+                   lambda: _undo_pull(self.rest, there, c))
+        try:
+            c.tgt_op = await there.rest.call(lambda: convert.operation_id(
+                there.rest.client.api.instances.post(json=self._pull_body(c)).json()))
+            c.report(f"{'moving' if c.move else 'copying'} {c.ref.name} to "
+                     f"{there.remote.name}:{c.new_name}")
+            meta = await there.ops.follow(c.tgt_op, c.report, timeout=3600)
             if meta.get("status") != "Success":
-                err = str(meta.get("err") or meta.get("status"))
-                hint = ""
-                if "Unknown configuration key" in err and with_snapshots:
-                    hint = (f" '{target.remote.name}' ({there.product} "
-                            f"{there.info.version if there.info else ''}) does not know a "
-                            f"setting the snapshots carry; a {verb} without snapshots may "
-                            f"work.").replace(" )", ")")
-                raise OperationFailed(
-                    f"The {verb} of {ref} to '{target.remote.name}' failed: "
-                    f"{err.rstrip('.')}.{hint}")
-            inst = await target.get_instance(there.ref_of(new_name))
-        except BaseException as e:
-            cleanup = asyncio.ensure_future(_undo_migration(rest, there, new_name, src_op,
-                                                            tgt_op))
-            try:
-                await asyncio.shield(cleanup)
-            except Exception:  # the first error is the one to show
-                pass
-            if isinstance(e, BackendError) and not isinstance(e, OperationFailed) \
-                    and not isinstance(e, Conflict):
-                raise OperationFailed(f"The {verb} of {ref} to '{target.remote.name}' "
-                                      f"failed: {e.message}") from e
-            raise
-        there.names.add(new_name)
-        await rest.call(rest.wait_quietly, src_op, 60, timeout=90)
-        if move:
-            report(f"deleting {ref.name} from {self.remote.name}")
-            try:
-                await self.delete(ref)
-            except BackendError as e:
-                raise OperationFailed(
-                    f"{ref} was copied to {target.remote.name}:{new_name}, but could not be "
-                    f"deleted here: {e.message}", title="Copied, not moved") from e
-        report("done")
-        return inst
+                raise OperationFailed(self._pull_failed(c, str(meta.get("err")
+                                                               or meta.get("status"))))
+            return await there.get_instance(there.known.ref_of(c.new_name))
+        except BackendError as e:
+            if isinstance(e, (OperationFailed, Conflict)):
+                raise
+            raise OperationFailed(f"The {c.verb} of {c.ref} to '{there.remote.name}' "
+                                  f"failed: {e.message}") from e
+
+    def _pull_body(self, c: _Copy) -> dict[str, Any]:
+        only = not c.with_snapshots
+        body: dict[str, Any] = {
+            "name": c.new_name,
+            **convert.copied_fields(c.data),
+            "source": {
+                "type": "migration", "mode": "pull",
+                "operation": f"https://{c.addresses[0]}/1.0/operations/{c.src_op}",
+                "certificate": c.cert, "secrets": c.secrets,
+                "instance_only": only, "container_only": only, "live": False,
+            },
+        }
+        if self.remote.project != "default":
+            body["source"]["operation"] += f"?project={self.remote.project}"
+        return body
+
+    def _pull_failed(self, c: _Copy, err: str) -> str:
+        there = c.there
+        hint = ""
+        if "Unknown configuration key" in err and c.with_snapshots:
+            version = there.known.info.version if there.known.info else ""
+            hint = (f" '{there.remote.name}' ({there.rest.product} {version}) does not know "
+                    f"a setting the snapshots carry; a {c.verb} without snapshots may "
+                    f"work.").replace(" )", ")")
+        return f"The {c.verb} of {c.ref} to '{there.remote.name}' failed: {err.rstrip('.')}.{hint}"
 
     # Names ---------------------------------------------------------------------------
 
@@ -228,13 +256,13 @@ class Transfer(Backend):
             raise Conflict(f"{ref} is {inst.status.value}: stop it first to rename it.")
         if new_name == ref.name:
             return inst
-        await rest.check_free(new_name)
+        await self.known.check_free(new_name)
         client = rest.client
-        await rest.call(lambda: rest.wait(
+        await rest.call(lambda: self.ops.wait(
             client.api.instances[ref.name].post(json={"name": new_name}), 120), timeout=150)
-        rest.forget(ref)
-        rest.names.add(new_name)
-        return await self.get_instance(rest.ref_of(new_name))
+        self.known.forget(ref)
+        self.known.names.add(new_name)
+        return await self.get_instance(self.known.ref_of(new_name))
 
     async def set_description(self, ref: InstanceRef, text: str) -> None:
         text = text.strip()
@@ -244,33 +272,59 @@ class Transfer(Backend):
         def change(data: dict[str, Any]) -> None:
             data["description"] = text
 
-        await self.rest.update_instance(ref, change)
+        await self.ops.update_instance(ref, change)
 
 
-async def _undo_migration(source: Rest, target: Rest, name: str, src_op: str,
-                          tgt_op: str) -> None:
-    """After a failed/cancelled transfer: end both operations, remove what the target
+@dataclass
+class _Copy:
+    """One :meth:`Transfer.copy_to` as its steps fill it in."""
+
+    ref: InstanceRef
+    there: Transfer
+    new_name: str
+    move: bool
+    with_snapshots: bool
+    report: Callable[[str], None]
+    data: dict[str, Any] = field(default_factory=dict)
+    addresses: list[str] = field(default_factory=list)
+    cert: str = ""
+    src_op: str = ""
+    secrets: dict[str, str] = field(default_factory=dict)
+    tgt_op: str = ""
+
+    @property
+    def verb(self) -> str:
+        return "move" if self.move else "copy"
+
+
+async def _end_operation(rest: Rest, op: str) -> None:
+    """Cancel operation ``op`` where it still runs and may be cancelled (else leave it)."""
+    if not op:
+        return
+
+    def _cancel() -> None:
+        node = rest.client.api.operations[op]
+        try:
+            meta = node.get().json()["metadata"]
+            if meta.get("status") not in DONE and meta.get("may_cancel"):
+                node.delete()
+        except pylxd_exc.LXDAPIException:
+            pass
+
+    try:
+        await rest.call(_cancel)
+    except BackendError:
+        pass
+
+
+async def _undo_pull(source: Rest, there: Transfer, c: _Copy) -> None:
+    """After a failed or cancelled pull: end both operations, remove what the target
     made."""
-    for rest, op in ((target, tgt_op), (source, src_op)):
-        if not op:
-            continue
-
-        def _cancel(rest: Rest = rest, op: str = op) -> None:
-            node = rest.client.api.operations[op]
-            try:
-                meta = node.get().json()["metadata"]
-                if meta.get("status") not in DONE and meta.get("may_cancel"):
-                    node.delete()
-            except pylxd_exc.LXDAPIException:
-                pass
-
+    await _end_operation(there.rest, c.tgt_op)
+    await _end_operation(source, c.src_op)
+    if c.tgt_op:
         try:
-            await rest.call(_cancel)
+            await there.rest.call(there.ops.wait_quietly, c.tgt_op, 60, timeout=90)
         except BackendError:
             pass
-    if tgt_op:
-        try:
-            await target.call(target.wait_quietly, tgt_op, 60, timeout=90)
-        except BackendError:
-            pass
-    await target.remove_if_made(name)
+    await there.ops.remove_if_made(c.new_name)

@@ -13,6 +13,7 @@ from ..base import Backend
 from ..errors import InvalidInput, OperationFailed
 from ..models import ResourceKind
 from .objects import EDITABLE, WORDS, node, refusal
+from .ops import Ops
 from .rest import Rest
 
 
@@ -59,6 +60,7 @@ class YamlEdit(Backend):
     """``get_yaml``/``put_yaml`` of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
 
     async def get_yaml(self, kind: ResourceKind, name: str, parent: str = ""
                        ) -> tuple[str, str]:
@@ -88,7 +90,7 @@ class YamlEdit(Backend):
             headers = {"If-Match": etag} if etag else {}
             try:
                 response = node(rest, kind, name, parent).put(json=body, headers=headers)
-                rest.wait(response, 120)
+                self.ops.wait(response, 120)
             except pylxd_exc.LXDAPIException as e:
                 error = refusal(e, what)
                 if isinstance(error, OperationFailed):  # a value the daemon refused

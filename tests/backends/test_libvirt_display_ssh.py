@@ -286,6 +286,27 @@ async def test_a_killed_master_is_replaced_on_the_next_call(vlab, tmp_path, monk
     await until(lambda: ssh_connections(vlab) == before, "the master to end")
 
 
+@live
+async def test_two_remotes_on_one_host_share_its_master(vlab, tmp_path, monkeypatch):
+    """Two remotes with the same destination (an alias and corral's own entry): one master,
+    one connection, until the last of them closes."""
+    user_known_hosts(tmp_path, monkeypatch, vlab.ssh / "known_hosts")
+    before = ssh_connections(vlab)
+    a, b = (get_backend(Remote(name=n, kind="libvirt", address=program_uri(vlab)), timeout=30)
+            for n in ("lvs5", "lvs6"))
+    try:
+        await a.connect()
+        await b.connect()
+        assert a.lv.tunnel is b.lv.tunnel and ssh_connections(vlab) == before + 1
+        await a.close()
+        await b.list_instances()  # b's libvirt session is untouched
+        assert b.lv.tunnel.running() and ssh_connections(vlab) == before + 1
+    finally:
+        await a.close()
+        await b.close()
+    await until(lambda: ssh_connections(vlab) == before, "the shared master to end")
+
+
 def _graphics(inner: str) -> str:
     return f"<domain><devices><graphics type='spice'/>{inner}</devices></domain>"
 

@@ -262,7 +262,7 @@ async def test_concurrent_edit_is_not_lost(remote_backend, unique, monkeypatch):
     c = unique()
     daemon.cli("init", "busybox", c)
     ref = InstanceRef(name, c)
-    original = backend.rest.update_instance
+    original = backend.ops.update_instance
     meddled = []
 
     async def meddling(ref_, change):
@@ -273,7 +273,7 @@ async def test_concurrent_edit_is_not_lost(remote_backend, unique, monkeypatch):
             return change(data)
         return await original(ref_, meddle)
 
-    monkeypatch.setattr(backend.rest, "update_instance", meddling)
+    monkeypatch.setattr(backend.ops, "update_instance", meddling)
     try:
         await backend.set_limits(ref, {"memory": "200MiB"})
         assert cfg(daemon, c, "limits.memory") == "200MiB"

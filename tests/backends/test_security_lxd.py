@@ -22,6 +22,7 @@ import pytest
 from backends import first_listing, get_backend
 from backends.lxd.fasthttp import FastGet
 from backends.lxd.rest import Rest
+from backends.lxd.sockets import Sockets
 from backends.models import InstanceRef
 from backends.remotes import discover, remote_warnings
 
@@ -94,8 +95,8 @@ async def test_websockets_and_the_fast_path_compare_the_pinned_fingerprint(lab, 
                                                                           impostor_certs):
     lab2 = {r.name: r for r in discover(lab_env).remotes}["lab2"]
     # the genuine pin reaches the real daemon on every path
-    rest = Rest(lab2, 10, "LXD")
-    ws = await rest.websocket("/1.0/events?type=lifecycle")
+    sockets = Sockets(Rest(lab2, 10, "LXD"))
+    ws = await sockets.websocket("/1.0/events?type=lifecycle")
     await ws.close()
     fast = FastGet(lab2, 10)
     assert isinstance(await asyncio.to_thread(fast.get_json, "instances"), list)
@@ -105,9 +106,9 @@ async def test_websockets_and_the_fast_path_compare_the_pinned_fingerprint(lab, 
     async with relay(crt, key, lab.lxd2.https_address, lab2.client_cert,
                      lab2.client_key) as (port, sent):
         impostor = replace(lab2, address=f"https://127.0.0.1:{port}", server_cert=str(ca))
-        rest = Rest(impostor, 5, "LXD")
+        sockets = Sockets(Rest(impostor, 5, "LXD"))
         with pytest.raises(ssl.SSLCertVerificationError, match="not the pinned one"):
-            ws = await rest.websocket("/1.0/events?type=lifecycle")
+            ws = await sockets.websocket("/1.0/events?type=lifecycle")
             await ws.close()
         fast = FastGet(impostor, 5)
         with pytest.raises(ssl.SSLCertVerificationError, match="not the pinned one"):

@@ -68,11 +68,11 @@ class EmulatorSink:
 async def measure(backend, ref: InstanceRef, n: int) -> tuple[list[float], list[float]]:
     argv = ["/bin/sh", "-c", "stty -icanon; exec cat"]
     # bare: the same exec request, then only the websockets library
-    op_id, fds = await backend.rest.websocket_operation(ref, "exec", {
+    op_id, fds = await backend.sockets.websocket_operation(ref, "exec", {
         "command": argv, "wait-for-websocket": True, "interactive": True,
         "environment": {"TERM": "xterm"}, "width": 120, "height": 40})
-    control = await backend.rest.operation_socket(op_id, fds["control"])()
-    bare = await backend.rest.operation_socket(op_id, fds["0"])()
+    control = await backend.sockets.operation_socket(op_id, fds["control"])()
+    bare = await backend.sockets.operation_socket(op_id, fds["0"])()
     session = await backend.open_shell(ref, argv, width=120, height=40)
     sink = EmulatorSink()
     await session.start(sink)
