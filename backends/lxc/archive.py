@@ -153,7 +153,7 @@ def config_problems(text: str) -> list[str]:
     and autostart."""
     problems = []
     settings = _settings(text)
-    known = _known_ids() if any(key == "lxc.idmap" for key, _ in settings) else ((), ())
+    known = _known_ids() if any(key == "lxc.idmap" for key, _ in settings) else (set(), set())
     userns = _maps_root(settings)
     for line in text.splitlines():
         key, eq, value = line.partition("=")

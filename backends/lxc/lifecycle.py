@@ -57,9 +57,11 @@ class Lifecycle(Backend):
         previous = self.lxc.previous
         states: dict[InstanceRef, InstanceState] = {}
         for item in results:
-            if isinstance(item, BaseException) or item[1] is None:
+            if isinstance(item, BaseException):
                 continue
             ref, data = item
+            if data is None:
+                continue
             if parse.status_of(data.get("State", "")) is not InstanceStatus.RUNNING:
                 previous.pop(ref, None)
                 continue
