@@ -96,7 +96,7 @@ async def measure(env: dict[str, str], n: int, objects: int, rounds: int):
         for _ in range(rounds):
             for view in ("profiles", "volumes", "storage", "instances"):
                 t0, c0 = time.perf_counter(), time.thread_time()
-                screen.show_view(view)
+                screen.views.show(view)
                 widget = table if view == "instances" else pane.table
                 watch(widget, wants[view])
                 while painted_at.get(id(widget), 0) < t0:

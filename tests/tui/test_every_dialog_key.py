@@ -2,9 +2,9 @@
 instance table, in the snapshots tab and in the ``:`` views: the key typed right after it,
 in the same burst, goes there — never to the table the keys were typed on.
 
-The keys come from the action tables (``tui/actions.py``, ``tui/views/actions.py``): a new
-key is covered as soon as it is declared (and a new key without a flow must be said to
-open something or not, below)."""
+The keys come from the action table (``tui/actions.py``): a new key is covered as soon as
+it is declared (and a new key without a flow must be said to open something or not,
+below)."""
 
 # ruff: noqa: F811 - pytest fixtures imported from test_fake_app are parameters here
 from __future__ import annotations
@@ -19,7 +19,6 @@ from tui.actions import ACTIONS, Scope
 from tui.screens.dialogs import ActionsMenu
 from tui.screens.files import FilesScreen
 from tui.screens.main import MainScreen
-from tui.views import actions as view_actions
 from tui.views.command import CommandLine
 from tui.views.pane import ResourcePane
 from tui.widgets.details import SnapshotTable
@@ -107,10 +106,11 @@ def position(widget) -> object:
     return None
 
 
-async def key_then_j(app, pilot, key: str) -> str:
-    """Type ``key`` and ``j`` in one burst on the focused table: ``j`` must not move it,
-    but land in what ``key`` opened (or be dropped, in words, if it opened nothing that
-    takes keys: the editor, a flow that said why not). What took it; all closed again."""
+async def key_then_j(app, pilot, key: str, view: str = "instances") -> str:
+    """Type ``key`` and ``j`` in one burst on the focused table (of ``view``): ``j`` must
+    not move it, but land in what ``key`` opened (or be dropped, in words, if it opened
+    nothing that takes keys: the editor, a flow that said why not). What took it; all
+    closed again (``view`` shown again)."""
     table = app.focused
     before, dropped = position(table), app.keys.dropped
     burst(app, key, "j")
@@ -131,12 +131,13 @@ async def key_then_j(app, pilot, key: str) -> str:
         if isinstance(app.focused, TerminalView):
             burst(app, "ctrl+right_square_bracket")
         elif not isinstance(app.screen, MainScreen) or isinstance(
-                app.focused, (Input, CommandLine)):
+                app.focused, (Input, CommandLine)) or app.main_screen.views.name != view:
             burst(app, "escape")
         else:
             break
         await settle(pilot, app)
     assert isinstance(app.screen, MainScreen), (key, app.screen)
+    assert app.main_screen.views.name == view, (key, app.main_screen.views.name)
     return took
 
 
@@ -210,11 +211,11 @@ async def test_view_keys_take_the_key_after_them(fake_env, monkeypatch):
     monkeypatch.delenv("EDITOR", raising=False)
     took = {}
     async with running(everything(fake_env)) as (app, pilot):
-        for verb in view_actions.VERBS:
-            if verb.background:
+        for verb in ACTIONS:
+            if verb.scope is not Scope.ROWS or verb.background:
                 continue
             view = verb.view
-            if app.main_screen.view_name != view:
+            if app.main_screen.views.name != view:
                 burst(app, ":", *view, "enter")
                 await settle(pilot, app)
             pane = app.main_screen.query_one(ResourcePane)
@@ -226,10 +227,9 @@ async def test_view_keys_take_the_key_after_them(fake_env, monkeypatch):
             pane.table.focus()
             pane.table.move_cursor(row=0)
             await settle(pilot, app)
-            took[view, verb.verb] = await key_then_j(app, pilot,
-                                                     view_actions.KEYS[verb.verb][0])
-    assert took["profiles", "edit"] == "dropped"  # the editor's, not the table's
-    assert ("images", "alias-add") in took and ("volumes", "attach") in took
+            took[verb.name] = await key_then_j(app, pilot, verb.key, view)
+    assert took["profiles.edit"] == "dropped"  # the editor's, not the table's
+    assert "images.alias-add" in took and "volumes.attach" in took
 
 
 async def test_console_tab_keys_take_the_key_after_them(fake_env, monkeypatch):

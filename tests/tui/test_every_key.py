@@ -71,13 +71,13 @@ async def test_command_line_burst_switches_the_view(fake_env):
     async with running(fake_env) as (app, pilot):
         burst(app, *typed(":re\r"))
         await settle(pilot, app)
-        assert app.main_screen.view_name == "remotes"
+        assert app.main_screen.views.name == "remotes"
         burst(app, *typed(":op\r"))
         await settle(pilot, app)
-        assert app.main_screen.view_name == "operations"
+        assert app.main_screen.views.name == "operations"
         burst(app, *typed(":in\r"))
         await settle(pilot, app)
-        assert app.main_screen.view_name == "instances"
+        assert app.main_screen.views.name == "instances"
 
 
 async def test_keys_after_a_dialog_key_go_to_the_dialog(fake_env):

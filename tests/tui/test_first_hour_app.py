@@ -325,7 +325,7 @@ async def test_each_view_keeps_its_own_filter_and_gets_it_back(fake_env):  # noq
         assert box(app).value == "alp" and view_names(app) == {"alpha"}
         # esc clears this view's filter, esc again goes back: the instances' filter is kept
         await press(pilot, app, "escape", "escape")
-        assert app.screen.view_name == "instances"
+        assert app.screen.views.name == "instances"
         assert box(app).value == "web"
         assert set(table_rows(app)) == {"alpha:web1", "alpha:web2"}
 

@@ -80,7 +80,7 @@ async def test_resource_view_cells_equal_datatables_own(tmp_path, hermetic_env):
                    factory=lambda remote, timeout: FakeBackend(remote, instances=[]))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause(0.1)
-        app.main_screen.show_view("remotes")
+        app.main_screen.views.show("remotes")
         await pilot.pause(0.1)
         pane = app.main_screen.query_one(ResourcePane)
         pane.reload = lambda remote: None  # the rows below stay as they are

@@ -136,7 +136,7 @@ async def test_views_list_what_the_clis_list(lab, lab_env, tmp_path):
             lab.incus1.cli("profile", "delete", other)
             await wait_for(pilot, lambda: ("inc1", other) not in mine(app), what="row gone")
             await pilot.press("escape")
-            await wait_for(pilot, lambda: not app.main_screen.in_resource_view,
+            await wait_for(pilot, lambda: not app.main_screen.views.in_resource_view,
                            what="back to instances")
             assert app.main_screen.focused is app.main_screen.query_one(InstanceTable)
     finally:

@@ -176,11 +176,11 @@ async def open_at_start(pilot, app, view, remote):
     was then, in words."""
     spec = resolve(view)
     screen = app.main_screen
-    await wait_for(pilot, lambda: spec in screen.offered_views(), what=f":{view} offered")
+    await wait_for(pilot, lambda: spec in screen.views.offered(), what=f":{view} offered")
     status = app.inventory.statuses[remote]
     was = status.state.value + (" and listed" if status.listed else "")
     await switch(pilot, view)
-    assert screen.view_name == spec.name and pane(app).spec is spec, screen.view_name
+    assert screen.views.name == spec.name and pane(app).spec is spec, screen.views.name
     return was
 
 

@@ -1,5 +1,6 @@
 """The action table names its flows lazily (tui/actions.py: imported when first run, not
-at start-up): every one of them must exist, so a misspelt name fails here, not on a key."""
+at start-up; those of ``tui/flows/`` and the views' verbs of ``tui/views/verbs*.py``):
+every one of them must exist, so a misspelt name fails here, not on a key."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def resolve(lazy: _Lazy):
-    return getattr(import_module(f"tui.flows.{lazy.module}"), lazy.name, None)
+    return getattr(import_module(f"tui.{lazy.module}"), lazy.name, None)
 
 
 def test_every_lazy_flow_names_a_function_of_its_module():
@@ -25,10 +26,10 @@ def test_every_lazy_flow_names_a_function_of_its_module():
     for action, lazy in flows:
         function = resolve(lazy)
         assert inspect.iscoroutinefunction(function), \
-            f"{action}: tui.flows.{lazy.module}.{lazy.name} is not a flow"
+            f"{action}: tui.{lazy.module}.{lazy.name} is not a flow"
     for action, lazy in conditions:
         assert callable(resolve(lazy)), \
-            f"{action}: tui.flows.{lazy.module}.{lazy.name} is missing"
+            f"{action}: tui.{lazy.module}.{lazy.name} is missing"
 
 
 def test_starting_corral_imports_no_wizard_or_file_browser():
@@ -36,5 +37,6 @@ def test_starting_corral_imports_no_wizard_or_file_browser():
         [sys.executable, "-c", "import sys, tui.app; print(' '.join(sys.modules))"],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for module in ("tui.flows.create", "tui.flows.files", "tui.flows.transfer",
-                   "tui.flows.cluster", "tui.flows.limits", "requests", "pylxd", "PIL"):
+                   "tui.flows.cluster", "tui.flows.limits", "tui.views.verbs", "requests",
+                   "pylxd", "PIL"):
         assert module not in loaded, f"{module} is imported on the way to the first screen"

@@ -12,7 +12,8 @@ from backends.lxd import resource_convert as rc
 from backends.lxd.yamledit import dump, load
 from backends.models import Capability, ResourceKind
 from tui.flows.yaml_edit import CURRENT, NOTE, annotate
-from tui.views import actions
+from tui.actions import row_bindings
+from tui.offer import row_allowed
 from tui.views.rows import from_resource, matches, parse_filter
 from tui.views.specs import resolve
 
@@ -109,16 +110,20 @@ def test_view_filter_and_names():
 
 def test_the_views_action_table_follows_capabilities():
     caps = frozenset({Capability.PROFILES, Capability.NETWORKS})
-    assert actions.allowed("profiles", "delete", caps, has_row=True, read_only=False)
-    assert actions.allowed("profiles", "new", caps, has_row=False, read_only=False)
-    assert actions.allowed("profiles", "rename", caps, has_row=False, read_only=False) is None
-    assert actions.allowed("profiles", "edit", caps, has_row=True, read_only=False) is False
+
+    def allowed(view: str, verb: str, caps, **kw):
+        return row_allowed(view, "verb_" + verb.replace("-", "_"), caps, **kw)
+
+    assert allowed("profiles", "delete", caps, has_row=True, read_only=False)
+    assert allowed("profiles", "new", caps, has_row=False, read_only=False)
+    assert allowed("profiles", "rename", caps, has_row=False, read_only=False) is None
+    assert allowed("profiles", "edit", caps, has_row=True, read_only=False) is False
     # LXC: networks listed, never changed
-    assert actions.allowed("networks", "delete", caps, has_row=True, read_only=True) is False
+    assert allowed("networks", "delete", caps, has_row=True, read_only=True) is False
     full = caps | {Capability.NETWORK_MANAGE}
-    assert actions.allowed("networks", "delete", full, has_row=True, read_only=True) is None
-    assert actions.allowed("images", "leases", full, has_row=True, read_only=False) is False
-    keys = [b.key for b in actions.bindings()]
+    assert allowed("networks", "delete", full, has_row=True, read_only=True) is None
+    assert allowed("images", "leases", full, has_row=True, read_only=False) is False
+    keys = [b.key for b in row_bindings()]
     assert len(keys) == len(set(keys))
 
 

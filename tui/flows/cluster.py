@@ -9,6 +9,7 @@ from backends.errors import BackendError
 from backends.members import ClusterMember, MemberStatus
 from backends.models import Instance, InstanceRef, InstanceStatus
 
+from ..actions import Verb
 from ..screens.dialogs import ChoiceDialog, ConfirmDialog
 from ..services.inventory import Inventory
 from .context import Context
@@ -55,7 +56,7 @@ async def move_member(ctx: Context) -> None:
                     destructive=False)):
                 return
             try:
-                await ctx.inventory.act(ref, "stop", PENDING["stop"],
+                await ctx.inventory.act(ref, Verb.STOP, PENDING[Verb.STOP],
                                         timeout=ctx.settings.stop_timeout)
             except BackendError as e:
                 ctx.fail(e, f"Stop {ref}")
@@ -70,7 +71,7 @@ async def move_member(ctx: Context) -> None:
     ctx.notify(f"{ref} is on {moved.location} now.")
     if restart:
         try:
-            await ctx.inventory.act(ref, "start", PENDING["start"])
+            await ctx.inventory.act(ref, Verb.START, PENDING[Verb.START])
         except BackendError as e:
             ctx.fail(e, f"Start {ref} on {target}")
 

@@ -23,7 +23,7 @@ def connecting(ctx: Context) -> bool:
 async def when_connected(ctx: Context, action: "Action",
                          flow: Callable[[Context], Awaitable[None]]) -> None:
     """Run ``flow`` once ``ctx``'s remote is connected and the action is possible then."""
-    from ..actions import availability, why_not
+    from ..offer import availability, why_not
 
     what = f"{action.label} {ctx.ref or ctx.remote}"
     ctx.notify(f"{what}: waiting for {ctx.remote}…", timeout=4)

@@ -5,25 +5,26 @@ from __future__ import annotations
 from backends.errors import AcceleratorUnusable, BackendError, StopTimedOut
 from backends.models import Capability, InstanceStatus
 
+from ..actions import Verb
 from ..screens.dialogs import ConfirmDialog, DeleteDialog
 from . import bulk
 from .context import Context
 
 VERB_CAPABILITY = {
-    "start": Capability.START, "stop": Capability.STOP, "restart": Capability.RESTART,
-    "freeze": Capability.FREEZE, "unfreeze": Capability.UNFREEZE,
-    "delete": Capability.DELETE,
+    Verb.START: Capability.START, Verb.STOP: Capability.STOP, Verb.RESTART: Capability.RESTART,
+    Verb.FREEZE: Capability.FREEZE, Verb.UNFREEZE: Capability.UNFREEZE,
+    Verb.DELETE: Capability.DELETE,
 }
 """Backend verb -> the capability it needs."""
 
 PENDING = {
-    "start": "starting…", "stop": "stopping…", "restart": "restarting…",
-    "freeze": "pausing…", "unfreeze": "resuming…", "delete": "deleting…",
+    Verb.START: "starting…", Verb.STOP: "stopping…", Verb.RESTART: "restarting…",
+    Verb.FREEZE: "pausing…", Verb.UNFREEZE: "resuming…", Verb.DELETE: "deleting…",
 }
 """What the status column says while a verb runs."""
 
 
-def refusal(ctx: Context, verb: str) -> str | None:
+def refusal(ctx: Context, verb: Verb) -> str | None:
     """Why ``verb`` cannot run on ``ctx.ref`` now, in words; None when it can."""
     ref = ctx.ref
     assert ref is not None
@@ -34,7 +35,7 @@ def refusal(ctx: Context, verb: str) -> str | None:
     return f"Cannot {verb} {ref} now ({state})."
 
 
-async def run_verb(ctx: Context, verb: str) -> None:
+async def run_verb(ctx: Context, verb: Verb) -> None:
     """Run a lifecycle verb, asking first where it destroys (delete) and offering force
     where a graceful stop timed out."""
     if ctx.marked:
@@ -48,16 +49,16 @@ async def run_verb(ctx: Context, verb: str) -> None:
         return
     inv = ctx.inventory
     try:
-        if verb == "delete":
+        if verb is Verb.DELETE:
             await _delete(ctx)
-        elif verb in ("stop", "restart"):
+        elif verb in (Verb.STOP, Verb.RESTART):
             try:
                 await inv.act(ref, verb, PENDING[verb], timeout=ctx.settings.stop_timeout)
             except StopTimedOut as e:
-                label = "Force stop" if verb == "stop" else "Force restart"
+                label = "Force stop" if verb is Verb.STOP else "Force restart"
                 if await ctx.ask(ConfirmDialog(f"{label} {ref}?", e.message, label)):
                     await inv.act(ref, verb, PENDING[verb], force=True)
-        elif verb == "start":
+        elif verb is Verb.START:
             try:
                 await inv.act(ref, verb, PENDING[verb])
             except AcceleratorUnusable as e:
@@ -72,7 +73,7 @@ async def run_verb(ctx: Context, verb: str) -> None:
         ctx.fail(e, f"{verb.capitalize()} {ref}")
 
 
-async def run_marked(ctx: Context, verb: str) -> None:
+async def run_marked(ctx: Context, verb: Verb) -> None:
     """``verb`` on every marked instance: one confirmation listing them, each tried (a
     failure does not stop the others), each result in the operations view. A running
     instance is deleted by force (the confirmation says so); a stop that times out is
@@ -87,22 +88,22 @@ async def run_marked(ctx: Context, verb: str) -> None:
     running = [r for r in refs if (i := inv.instances.get(r)) is not None
                and i.status in (InstanceStatus.RUNNING, InstanceStatus.FROZEN)]
     first = button = ""
-    if verb == "delete":
+    if verb is Verb.DELETE:
         note += "\nThis cannot be undone."
         if running:
             them = "It is" if len(running) == 1 else f"{len(running)} of them are"
             first = f"{them} running: stopped by force first."
             button = "Stop and delete" if len(refs) == 1 else "Stop and delete all"
-    names = [f"{r} (running)" if r in running and verb == "delete" else str(r) for r in refs]
+    names = [f"{r} (running)" if r in running and verb is Verb.DELETE else str(r) for r in refs]
     if not await bulk.confirm(ctx.app, verb, names, note.strip(), first=first, button=button,
-                              destructive=verb in ("delete", "stop", "restart")):
+                              destructive=verb in (Verb.DELETE, Verb.STOP, Verb.RESTART)):
         return
 
     def work(ref):
         kwargs: dict = {}
-        if verb in ("stop", "restart"):
+        if verb in (Verb.STOP, Verb.RESTART):
             kwargs["timeout"] = ctx.settings.stop_timeout
-        if verb == "delete":
+        if verb is Verb.DELETE:
             kwargs["force"] = ref in running
         return inv.act(ref, verb, PENDING[verb], **kwargs)
 
@@ -122,7 +123,8 @@ async def stop_first(ctx: Context, why: str, because: str = "it is copied stoppe
             f"Stop it now and {why}?", f"Stop and {why.split()[0]}")):
         return False
     try:
-        await ctx.inventory.act(ref, "stop", PENDING["stop"], timeout=ctx.settings.stop_timeout)
+        await ctx.inventory.act(ref, Verb.STOP, PENDING[Verb.STOP],
+                                timeout=ctx.settings.stop_timeout)
     except BackendError as e:
         ctx.notify(e.message, title=f"Stop {ref}", severity="error")
         return False
@@ -147,15 +149,15 @@ async def _delete(ctx: Context) -> None:
     title, button = f"Delete {ref}?", "Stop and delete" if running else "Delete"
     if not storage:
         if await ctx.ask(ConfirmDialog(title, message, button)):
-            await ctx.inventory.act(ref, "delete", PENDING["delete"], force=running)
+            await ctx.inventory.act(ref, Verb.DELETE, PENDING[Verb.DELETE], force=running)
             ctx.notify(f"Deleted {ref}.")
         return
     answer = await ctx.ask(DeleteDialog(title, message, button, storage))
     if answer == "instance":
-        await ctx.inventory.act(ref, "delete", PENDING["delete"], force=running)
+        await ctx.inventory.act(ref, Verb.DELETE, PENDING[Verb.DELETE], force=running)
         ctx.notify(f"Deleted {ref}; its storage is kept.")
     elif answer == "storage":
-        await ctx.inventory.track(ref, PENDING["delete"], ctx.backend.delete_with_storage(
+        await ctx.inventory.track(ref, PENDING[Verb.DELETE], ctx.backend.delete_with_storage(
             ref, storage, force=running))
         ctx.notify(f"Deleted {ref} and its storage: {', '.join(storage)}.")
 
@@ -172,31 +174,31 @@ async def _owned_storage(ctx: Context) -> list[str] | str:
 
 
 async def start(ctx: Context) -> None:
-    await run_verb(ctx, "start")
+    await run_verb(ctx, Verb.START)
 
 
 async def stop(ctx: Context) -> None:
-    await run_verb(ctx, "stop")
+    await run_verb(ctx, Verb.STOP)
 
 
 async def restart(ctx: Context) -> None:
-    await run_verb(ctx, "restart")
+    await run_verb(ctx, Verb.RESTART)
 
 
 async def pause(ctx: Context) -> None:
     """Pause a running instance, resume a paused one."""
     inst = ctx.instance
     frozen = inst is not None and inst.status is InstanceStatus.FROZEN
-    await run_verb(ctx, "unfreeze" if frozen else "freeze")
+    await run_verb(ctx, Verb.UNFREEZE if frozen else Verb.FREEZE)
 
 
 async def freeze(ctx: Context) -> None:
-    await run_verb(ctx, "freeze")
+    await run_verb(ctx, Verb.FREEZE)
 
 
 async def unfreeze(ctx: Context) -> None:
-    await run_verb(ctx, "unfreeze")
+    await run_verb(ctx, Verb.UNFREEZE)
 
 
 async def delete(ctx: Context) -> None:
-    await run_verb(ctx, "delete")
+    await run_verb(ctx, Verb.DELETE)

@@ -12,9 +12,10 @@ from backends.errors import BackendError
 from backends.models import Capability, ConnectionState, InstanceRef, InstanceStatus
 
 from .. import format as fmt
+from ..actions import Verb
 from ..screens.dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 from .context import Context
-from .lifecycle import stop_first
+from .lifecycle import PENDING, stop_first
 
 
 def default_backup_path(ref: InstanceRef, extension: str) -> str:
@@ -172,7 +173,7 @@ async def _copy_or_move(ctx: Context, move: bool) -> None:
 
 async def _start(ctx: Context, ref: InstanceRef) -> None:
     try:
-        await ctx.inventory.act(ref, "start", "starting…")
+        await ctx.inventory.act(ref, Verb.START, PENDING[Verb.START])
     except BackendError as e:
         ctx.fail(e, f"Start {ref}")
 

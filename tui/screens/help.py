@@ -88,8 +88,8 @@ def key_rows(screen) -> list[tuple[str, list[Row]]]:
     if detach:
         merged["Console tabs"][("Leave the console (while a console has the focus every "
                                 "other key goes to it)", "")] = [key_label(detach)]
-    views = getattr(screen, "offered_views", None)
-    for spec in views() if views else ():
+    switcher = getattr(screen, "views", None)  # (the main screen's ViewSwitcher)
+    for spec in switcher.offered() if switcher is not None else ():
         what = {"instances": "Back to the instance table",
                 "remotes": "Every remote: kind, state, project"}.get(
                     spec.name, f"{spec.title} of every remote")

@@ -20,20 +20,11 @@ from textual.widgets import DataTable, Header, Input, Static
 from backends.errors import BackendError
 from backends.models import ConnectionState, InstanceRef
 
-from ..actions import (
-    ACTIONS,
-    BY_METHOD,
-    Action,
-    Scope,
-    bindings,
-    availability,
-    menu_actions,
-    palette_entries,
-    why_not,
-)
+from ..actions import ACTIONS, BY_METHOD, Action, Scope, bindings
 from ..filter import PLACEHOLDER, Term
 from ..flows import held
 from ..flows.context import Context, Settings
+from ..offer import availability, menu_actions, palette_entries, why_not
 from ..services.inventory import Inventory
 from ..services.status import RetryReports
 from ..widgets.colors import theme_colors
@@ -48,7 +39,7 @@ from ..widgets.remote_list import RemoteList
 from ..widgets.view_messages import ConsoleView
 from ..views.command import CommandLine
 from ..views.pane import ResourcePane
-from ..views.switching import ViewSwitching
+from ..views.switching import ViewSwitcher
 from .console_actions import ConsoleActions
 from .first_frame import FirstFrameScreen
 from .dialogs import ActionsMenu
@@ -61,7 +52,7 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
         setattr(widget, attribute, value)
 
 
-class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
+class MainScreen(ConsoleActions, FirstFrameScreen):
     """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -106,6 +97,8 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         self._ready = False  # once mounted; changes before that are shown by on_mount
         self._bindings_key: tuple | None = None
         self.retries = RetryReports()
+        self.views = ViewSwitcher(self)
+        """The view shown: the instance table or a resource view (``:``)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -123,7 +116,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
                 yield DetailsPane(self.inventory, id="details")
                 yield ConsoleDock(id="consoles", detach_key=self.detach_key,
                                   record_dir=self.record_dir)
-        yield CommandLine(self.offered_views, id="command")
+        yield CommandLine(self.views.offered, id="command")
         yield Plain("", id="activity")
         yield FittingFooter()
 
@@ -131,8 +124,8 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         self.query_one("#remotes").border_title = "Remotes"
         table = self.query_one(InstanceTable)
         table.border_title = "Instances"
-        table.on_sorted = lambda col, rev: self._update_titles()
-        table.on_marks = self.marks_changed
+        table.on_sorted = lambda col, rev: self.update_titles()
+        table.on_marks = self.views.marks_changed
         table.focus()
         self.query_one(RemoteList).sync(self.inventory)
         # The app started the remotes before this screen existed: show what already arrived.
@@ -201,12 +194,12 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
             table.sync(self.inventory, self.terms, candidates)
             for remote in dirty:
                 remotes.sync(self.inventory, remote)
-        self._update_titles()
+        self.update_titles()
         self._update_details()
         self._update_remote_info()
         self._update_activity()
         self._refresh_bindings_if_needed()
-        self.view_inventory_changed(dirty)
+        self.views.inventory_changed(dirty)
 
     def _refresh_bindings_if_needed(self) -> None:
         """Re-evaluate the footer keys only when what the selection allows changed (the
@@ -219,7 +212,8 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
             self._bindings_key = key
             self.refresh_bindings()
 
-    def _update_titles(self) -> None:
+    def update_titles(self) -> None:
+        """The instance table's title (counts, marks) and sort; the empty table's words."""
         table = self.query_one(InstanceTable)
         total = len(self.inventory.instances)
         shown = table.row_count
@@ -228,7 +222,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         marks = f" · {len(table.marked)} marked" if table.marked else ""
         _set_if_changed(table, "border_title", f"Instances ({count}){marks}")
         _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
-        self.empty.show(self.inventory, self.instance_filter_text(), table, shown)
+        self.empty.show(self.inventory, self.views.instance_filter_text(), table, shown)
 
     def _update_activity(self) -> None:
         parts = []
@@ -316,12 +310,17 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
 
     def _apply_filter_once(self) -> None:
         self._filter_scheduled = False
-        self.apply_filter()
+        self.views.apply_filter()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:
-        self.query_one(ResourcePane).table.focus() if self.in_resource_view else \
-            self.query_one(InstanceTable).focus()
+        self.views.focus_table()
+
+    def on_command_line_chosen(self, event: CommandLine.Chosen) -> None:
+        self.views.show(event.spec.name)
+
+    def on_resource_pane_open_view(self, event: ResourcePane.OpenView) -> None:
+        self.views.show(event.name, event.parent, event.filter_text)
 
     # Actions: generated from the action table ------------------------------------------
 
@@ -330,7 +329,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         if isinstance(self.focused, ConsoleView):
             return False  # keys go to the console: the footer shows none of ours
         entry = BY_METHOD.get(action)
-        if entry is None or not self.view_allows(entry):
+        if entry is None or not self.views.allows(entry):
             return entry is None
         try:
             tabs = bool(self.query_one(ConsoleDock).tabs)
@@ -341,7 +340,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         if entry.scope is Scope.INSTANCE and ref is not None and entry.flow is not None \
                 and self.inventory.statuses[ref.remote].state is ConnectionState.CONNECTING:
             return True  # held until the remote connects (tui/flows/held.py)
-        return True if self.marks_allow(entry) else \
+        return True if self.views.marks_allow(entry) else \
             availability(entry, self.inventory, ref, consoles_open=tabs)
 
     def on_key(self, event) -> None:
@@ -383,10 +382,11 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
             remote = ref.remote
         pane = self.query_one(DetailsPane)
         names = pane.snapshot_names if ref and pane.snapshots_of == ref else frozenset()
-        return Context(self.app, self.inventory, self.settings, ref=ref, remote=remote,
-                       consoles=self.query_one(ConsoleDock), snapshot=snapshot,
-                       snapshot_names=names, details_changed=pane.reload,
-                       marked=tuple(sorted(self.query_one(InstanceTable).marked)))
+        return Context(app=self.app, inventory=self.inventory, settings=self.settings,
+                       ref=ref, remote=remote, consoles=self.query_one(ConsoleDock),
+                       snapshot=snapshot, snapshot_names=names, details_changed=pane.reload,
+                       marked=tuple(sorted(self.query_one(InstanceTable).marked)),
+                       open_view=self.views.show)
 
     def run_action(self, action: Action, *, ref: InstanceRef | None = None,
                    remote: str | None = None) -> None:
@@ -394,7 +394,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         ctx = self.context(action, ref=ref, remote=remote)
         if ctx is None or action.flow is None:
             return
-        self.marks_note(action, ctx.marked, ctx.ref)
+        self.views.marks_note(action, ctx.marked, ctx.ref)
         target = ctx.ref or ctx.remote
         exclusive = bool(action.one_at_a_time)
         group = f"{action.one_at_a_time or 'action'}:{target}"
@@ -434,7 +434,7 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
     def palette_commands(self) -> list[tuple[str, str, object, bool]]:
         """(text, help, callback, first) of every palette entry allowed now: the views and
         the action table's entries."""
-        return self.view_palette_entries() + palette_entries(
+        return self.views.palette_entries() + palette_entries(
             self.inventory, self.run_action, self.open_actions,
             lambda name: getattr(self, f"action_{name}"))
 
@@ -454,12 +454,11 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
         if box.has_focus or (box.has_class("-visible") and not details.has_class("-visible")):
             box.value = ""
             box.remove_class("-visible")
-            (self.query_one(ResourcePane).table if self.in_resource_view
-             else self.query_one(InstanceTable)).focus()
-        elif details.has_class("-visible") and not self.in_resource_view:
+            self.views.focus_table()
+        elif details.has_class("-visible") and not self.views.in_resource_view:
             details.remove_class("-visible")
         else:
-            self.view_back()
+            self.views.back()
 
     def action_retry_remote(self) -> None:
         remotes = self.query_one(RemoteList)
@@ -491,6 +490,9 @@ class MainScreen(ViewSwitching, ConsoleActions, FirstFrameScreen):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(key_rows(self)))
+
+    def action_command(self) -> None:
+        self.query_one(CommandLine).open()
 
     def action_operations(self) -> None:
         self.app.push_screen(OperationsScreen(self.inventory))

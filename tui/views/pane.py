@@ -1,7 +1,8 @@
 """The pane a resource view fills in place of the instance table: the rows of every
 connected remote that can fill the view, a details pane under them, and the view's verbs
-(from :mod:`tui.views.actions`). Rows are read when the view opens and again when the
-daemon's events say that something of this kind changed (never polled)."""
+(the action table's ``ROWS`` entries, :mod:`tui.actions`). Rows are read when the view
+opens and again when the daemon's events say that something of this kind changed (never
+polled)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from textual.widgets import DataTable, Static
 from backends.models import BackendEvent, ConnectionState, EventKind, Resource
 
 from .. import format as fmt
+from ..actions import ACTIONS, BY_VIEW, Scope, row_bindings, row_method
+from ..flows.context import Context
+from ..offer import row_allowed
 from ..services import projects
 from ..services.inventory import Inventory
 from ..widgets.plain import Plain
-from . import actions
-from .context import ViewContext
 from .rows import Row, from_status, parse_filter
 from .specs import BY_NAME, OPERATIONS, ViewSpec, load_rows, remotes_for, remotes_views
 from .table import ResourceTable
@@ -40,7 +42,7 @@ class ResourcePane(Vertical):
     #resource-details.-visible { display: block; }
     """
 
-    BINDINGS = actions.bindings() + [
+    BINDINGS = row_bindings() + [
         Binding("space", "mark", "Mark", id="resource.mark",
                 tooltip="Mark or unmark this row (verbs act on every marked row)"),
         Binding("asterisk", "mark_visible", "Mark all", id="resource.mark_all",
@@ -54,9 +56,9 @@ class ResourcePane(Vertical):
     class OpenView(Message):
         """A verb asks the screen to show another view (a pool's volumes)."""
 
-        def __init__(self, name: str, parent: str) -> None:
+        def __init__(self, name: str, parent: str, filter_text: str | None = None) -> None:
             super().__init__()
-            self.name, self.parent = name, parent
+            self.name, self.parent, self.filter_text = name, parent, filter_text
 
     def __init__(self, inventory: Inventory, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -288,8 +290,8 @@ class ResourcePane(Vertical):
     @on(DataTable.RowSelected, ".resource-table")
     def _selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        if self.spec is not None and (self.spec.name, "open") in actions.BY_VIEW:
-            self.run_verb("open")
+        if self.spec is not None and (self.spec.name, row_method("open")) in BY_VIEW:
+            self.run_verb(row_method("open"))
         else:
             self.action_toggle_details()
 
@@ -323,42 +325,44 @@ class ResourcePane(Vertical):
         spec = self.spec
         if spec is None or not self.is_shown:
             return False
-        verb = action.removeprefix("verb_").replace("_", "-")
         row = self.table.selected
         remote = row.remote if row else None
         caps = self.inventory.remote_capabilities(remote) if remote else frozenset().union(
             *(self.inventory.remote_capabilities(n) for n in self.inventory.backends))
-        entry = actions.BY_VIEW.get((spec.name, verb))
+        entry = BY_VIEW.get((spec.name, action))
         marks = bool(entry and entry.bulk and self.table.marked)  # acts on the marked rows
-        return actions.allowed(spec.name, verb, caps, has_row=row is not None or marks,
-                               read_only=bool(row and row.read_only) and not marks)
+        return row_allowed(spec.name, action, caps, has_row=row is not None or marks,
+                           read_only=bool(row and row.read_only) and not marks)
 
-    def context(self) -> ViewContext:
+    def context(self) -> Context:
+        """What a verb of the view shown acts on: its selected row and its marked rows."""
         assert self.spec is not None
         table = self.table
-        return ViewContext(
-            self.app, self.inventory, self.spec, row=table.selected,
-            parent=self.parent_key, marked=table.marked_rows(),
-            open_view=lambda name, parent: self.post_message(self.OpenView(name, parent)),
+        return Context(
+            app=self.app, inventory=self.inventory, view=self.spec.name, row=table.selected,
+            parent=self.parent_key, marked_rows=tuple(table.marked_rows()),
+            open_view=lambda name, parent, text: self.post_message(
+                self.OpenView(name, parent, text)),
             reload=self.reload, switch_project=self._switch_project,
             rows_of=lambda remote: [r for r in table.items.values() if r.remote == remote])
 
-    def run_verb(self, verb: str) -> None:
+    def run_verb(self, method: str) -> None:
+        """Run the view's verb ``method`` (``verb_delete``) in a worker."""
         spec = self.spec
-        entry = actions.BY_VIEW.get((spec.name, verb)) if spec else None
-        if entry is None:
+        entry = BY_VIEW.get((spec.name, method)) if spec else None
+        if spec is None or entry is None or entry.flow is None:
             return
         ctx = self.context()
         if not entry.bulk:
-            if ctx.marked and entry.row and ctx.row is not None:
+            if ctx.marked_rows and entry.row and ctx.row is not None:
                 ctx.notify(f"{entry.label} acts on one row at a time: on "
-                           f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked)} "
+                           f"{ctx.row.remote}:{ctx.row.name} (the {len(ctx.marked_rows)} "
                            "marked are left as they are).")
-            ctx.marked = []
-        worker = self.run_worker(entry.flow(ctx), group=f"verb-{verb}", exit_on_error=False,
-                                 description=f"{spec.name} {verb}")
+            ctx.marked_rows = ()
+        worker = self.run_worker(entry.flow(ctx), group=f"verb-{method}", exit_on_error=False,
+                                 description=f"{spec.name} {method}")
         keys = getattr(self.app, "keys", None)
-        if keys is not None and (not entry.background or (entry.bulk and ctx.marked)):
+        if keys is not None and (not entry.background or (entry.bulk and ctx.marked_rows)):
             keys.hold(worker, f"{entry.label} ({spec.name})")  # keys typed next go there
 
     def _switch_project(self, remote: str, project: str) -> None:
@@ -376,12 +380,12 @@ def _affects(spec: ViewSpec, event: BackendEvent) -> bool:
         event.action.startswith(p) for p in spec.events if p != OPERATIONS)
 
 
-def _verb_method(verb: str):
-    def method(self: ResourcePane) -> None:
-        self.run_verb(verb)
-    method.__name__ = f"action_{actions.method(verb)}"
-    return method
+def _verb_method(method: str):
+    def run(self: ResourcePane) -> None:
+        self.run_verb(method)
+    run.__name__ = f"action_{method}"
+    return run
 
 
-for _verb in actions.KEYS:
-    setattr(ResourcePane, f"action_{actions.method(_verb)}", _verb_method(_verb))
+for _method in {a.action for a in ACTIONS if a.scope is Scope.ROWS}:
+    setattr(ResourcePane, f"action_{_method}", _verb_method(_method))

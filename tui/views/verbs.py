@@ -1,6 +1,6 @@
 """What the keys of the profiles, networks and projects views do, and the verbs every view
 shares (delete of the marked rows, YAML edit). Each takes a
-:class:`~tui.views.context.ViewContext`."""
+:class:`~tui.flows.context.Context` with a view's rows."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from backends.errors import BackendError
 from backends.models import Capability, ResourceKind
 
 from ..flows import bulk
+from ..flows.context import Context
 from ..flows.yaml_edit import edit_object
 from ..format import external
 from ..screens.dialogs import ChoiceDialog, ConfirmDialog, InputDialog
-from .context import ViewContext
 from .rows import Row
 
 WORDS = {"profiles": "profile", "networks": "network", "storage": "storage pool",
@@ -31,10 +31,10 @@ def _name_check(existing: set[str]):
     return check
 
 
-async def pick_remote(ctx: ViewContext, capability: Capability, title: str,
+async def pick_remote(ctx: Context, capability: Capability, title: str,
                       prefer: str = "") -> str | None:
     """The remote to act on: the only one that can, or the user's choice."""
-    names = [n for n in ctx.inventory.backends if ctx.can(n, capability)]
+    names = [n for n in ctx.inventory.backends if ctx.can(capability, n)]
     if not names:
         ctx.notify("No connected remote can do that.", severity="warning")
         return None
@@ -47,9 +47,9 @@ async def pick_remote(ctx: ViewContext, capability: Capability, title: str,
 # Shared ----------------------------------------------------------------------------
 
 
-async def delete(ctx: ViewContext) -> None:
+async def delete(ctx: Context) -> None:
     """Delete the marked rows (or the selected one), after one confirmation."""
-    what = WORDS.get(ctx.spec.name, "object")
+    what = WORDS.get(ctx.view, "object")
     rows = [r for r in ctx.targets if not r.read_only]
     if not rows:
         ctx.notify(f"Nothing to delete here ({'read-only' if ctx.targets else 'no row'}).",
@@ -60,14 +60,14 @@ async def delete(ctx: ViewContext) -> None:
         return
 
     def work(row: Row):
-        backend = ctx.backend(row.remote)
-        if ctx.spec.name == "profiles":
+        backend = ctx.backend_of(row.remote)
+        if ctx.view == "profiles":
             return backend.delete_profile(row.name)
-        if ctx.spec.name == "networks":
+        if ctx.view == "networks":
             return backend.delete_network(row.name)
-        if ctx.spec.name == "volumes":
+        if ctx.view == "volumes":
             return backend.delete_volume(row.parent, row.name)
-        if ctx.spec.name == "projects":
+        if ctx.view == "projects":
             return backend.delete_project(row.name)
         return backend.delete_image(row.obj.fingerprint)
 
@@ -76,7 +76,7 @@ async def delete(ctx: ViewContext) -> None:
     ctx.reload(None)
 
 
-async def edit(ctx: ViewContext) -> None:
+async def edit(ctx: Context) -> None:
     row = ctx.row
     if row is None or row.kind is None:
         return
@@ -84,15 +84,15 @@ async def edit(ctx: ViewContext) -> None:
         ctx.notify(f"{row.name} is not managed by {row.remote}: it cannot be edited.",
                    severity="warning")
         return
-    await edit_object(ctx.app, ctx.backend(row.remote), row.kind, row.name, row.parent,
-                      what=f"{WORDS.get(ctx.spec.name, row.kind.value)} {row.remote}:{row.name}")
+    await edit_object(ctx.app, ctx.backend_of(row.remote), row.kind, row.name, row.parent,
+                      what=f"{WORDS.get(ctx.view, row.kind.value)} {row.remote}:{row.name}")
     ctx.reload(row.remote)
 
 
 # Profiles --------------------------------------------------------------------------
 
 
-async def new_profile(ctx: ViewContext, *, copy: bool = False) -> None:
+async def new_profile(ctx: Context, *, copy: bool = False) -> None:
     source = ctx.row if ctx.row is not None and ctx.row.kind is ResourceKind.PROFILE else None
     if copy and source is None:
         return
@@ -116,13 +116,13 @@ async def new_profile(ctx: ViewContext, *, copy: bool = False) -> None:
     config, devices, description = {}, {}, ""
     if copy and source is not None:
         try:
-            full = await ctx.backend(source.remote).get_profile(source.name)
+            full = await ctx.backend_of(source.remote).get_profile(source.name)
         except BackendError as e:
             ctx.fail(e, f"Read profile {source.name}")
             return
         config, devices = dict(full.config), dict(full.extra.get("devices") or {})
         description = full.description
-    made = await ctx.attempt(f"Create profile {name}", ctx.backend(remote).create_profile(
+    made = await ctx.attempt(f"Create profile {name}", ctx.backend_of(remote).create_profile(
         name, description=description, config=config, devices=devices))
     if made is not None:
         ctx.notify(f"Created profile {remote}:{name}"
@@ -130,11 +130,11 @@ async def new_profile(ctx: ViewContext, *, copy: bool = False) -> None:
                       else "."))
 
 
-async def copy_profile(ctx: ViewContext) -> None:
+async def copy_profile(ctx: Context) -> None:
     await new_profile(ctx, copy=True)
 
 
-async def rename_profile(ctx: ViewContext) -> None:
+async def rename_profile(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
@@ -142,7 +142,7 @@ async def rename_profile(ctx: ViewContext) -> None:
     name = await ctx.ask(InputDialog(f"Rename profile {row.remote}:{row.name}", "New name",
                                      row.name, confirm="Rename", check=_name_check(taken)))
     if name and await ctx.attempt(f"Rename profile {row.name}",
-                                  ctx.backend(row.remote).rename_profile(row.name, name)):
+                                  ctx.backend_of(row.remote).rename_profile(row.name, name)):
         ctx.notify(f"Renamed profile {row.name} to {name}.")
 
 
@@ -165,7 +165,7 @@ def _cidr_check(version: int):
     return check
 
 
-async def new_network(ctx: ViewContext) -> None:
+async def new_network(ctx: Context) -> None:
     remote = await pick_remote(ctx, Capability.NETWORK_MANAGE, "Create the bridge on",
                                ctx.row.remote if ctx.row else "")
     if remote is None:
@@ -190,17 +190,17 @@ async def new_network(ctx: ViewContext) -> None:
                                                         ("no", "No NAT")]))
     if nat is None:
         return
-    if await ctx.attempt(f"Create bridge {name}", ctx.backend(remote).create_network(
+    if await ctx.attempt(f"Create bridge {name}", ctx.backend_of(remote).create_network(
             name, ipv4=ipv4 or "auto", ipv6=ipv6 or "none", nat=nat == "yes")):
         ctx.notify(f"Created bridge {remote}:{name}.")
 
 
-async def leases(ctx: ViewContext) -> None:
+async def leases(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
     try:
-        found = await ctx.backend(row.remote).network_leases(row.name)
+        found = await ctx.backend_of(row.remote).network_leases(row.name)
     except BackendError as e:
         ctx.fail(e, f"Leases of {row.name}")
         return
@@ -213,7 +213,7 @@ async def leases(ctx: ViewContext) -> None:
 # Projects --------------------------------------------------------------------------
 
 
-async def new_project(ctx: ViewContext) -> None:
+async def new_project(ctx: Context) -> None:
     remote = await pick_remote(ctx, Capability.PROJECTS, "Create the project on",
                                ctx.row.remote if ctx.row else "")
     if remote is None:
@@ -222,11 +222,11 @@ async def new_project(ctx: ViewContext) -> None:
     name = await ctx.ask(InputDialog(f"New project on {remote}", "Project name", "",
                                      confirm="Create", check=_name_check(taken)))
     if name and await ctx.attempt(f"Create project {name}",
-                                  ctx.backend(remote).create_project(name)):
+                                  ctx.backend_of(remote).create_project(name)):
         ctx.notify(f"Created project {remote}:{name}.")
 
 
-async def switch_project(ctx: ViewContext) -> None:
+async def switch_project(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return

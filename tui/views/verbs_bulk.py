@@ -12,26 +12,26 @@ from backends.errors import BackendError, InvalidInput
 from backends.models import Capability
 
 from ..flows import bulk
+from ..flows.context import Context
 from ..screens.dialogs import ChoiceDialog
 from . import verbs as v
 from . import verbs_storage as vs
-from .context import ViewContext
 from .rows import Row
 
 
-def _kinds(ctx: ViewContext, rows: list[Row]) -> set[str]:
+def _kinds(ctx: Context, rows: list[Row]) -> set[str]:
     return {ctx.inventory.backends[r.remote].kind for r in rows
             if r.remote in ctx.inventory.backends}
 
 
-async def _target(ctx: ViewContext, rows: list[Row], capability: Capability, what: str,
+async def _target(ctx: Context, rows: list[Row], capability: Capability, what: str,
                   *, same_kind: bool, elsewhere: bool = False) -> str | None:
     """The remote to copy the marked ``rows`` to: one that can, of the rows' kind when
     ``same_kind``, not the rows' own remote when ``elsewhere`` (and they are all on one);
     the only one, or the user's choice (another remote first)."""
     kinds = _kinds(ctx, rows)
     sources = {r.remote for r in rows}
-    names = [n for n, b in ctx.inventory.backends.items() if ctx.can(n, capability)
+    names = [n for n, b in ctx.inventory.backends.items() if ctx.can(capability, n)
              and (not same_kind or {b.kind} == kinds)
              and not (elsewhere and sources == {n})]
     if not names:
@@ -46,7 +46,7 @@ async def _target(ctx: ViewContext, rows: list[Row], capability: Capability, wha
                                       [(n, n) for n in names]))
 
 
-async def _run(ctx: ViewContext, verb: str, rows: list[Row], describe, work,
+async def _run(ctx: Context, verb: str, rows: list[Row], describe, work,
                note: str = "", *, destructive: bool = False) -> None:
     """One confirmation listing every row (``remote:`` + ``describe(row)``), then
     ``work(row)`` for each."""
@@ -58,7 +58,7 @@ async def _run(ctx: ViewContext, verb: str, rows: list[Row], describe, work,
     ctx.reload(None)
 
 
-def _progress(ctx: ViewContext, remote: str, what: str):
+def _progress(ctx: Context, remote: str, what: str):
     def progress(text: str) -> None:
         ctx.inventory.show_activity(remote, f"{what}: {text}")
     return progress
@@ -67,23 +67,23 @@ def _progress(ctx: ViewContext, remote: str, what: str):
 # Profiles --------------------------------------------------------------------------
 
 
-async def copy_profile(ctx: ViewContext) -> None:
+async def copy_profile(ctx: Context) -> None:
     """Copy the marked profiles to a remote (the same name; on their own remote,
     ``<name>-copy``); one profile with none marked: :func:`verbs.copy_profile`."""
-    rows = list(ctx.marked)
+    rows = list(ctx.marked_rows)
     if not rows:
         await v.copy_profile(ctx)
         return
     remote = await _target(ctx, rows, Capability.PROFILES, "profiles", same_kind=False)
     if remote is None:
         return
-    target = ctx.backend(remote)
+    target = ctx.backend_of(remote)
 
     def new_name(row: Row) -> str:
         return f"{row.name}-copy" if row.remote == remote else row.name
 
     async def work(row: Row) -> None:
-        full = await ctx.backend(row.remote).get_profile(row.name)
+        full = await ctx.backend_of(row.remote).get_profile(row.name)
         await target.create_profile(new_name(row), description=full.description,
                                     config=dict(full.config),
                                     devices=dict(full.extra.get("devices") or {}))
@@ -96,17 +96,17 @@ async def copy_profile(ctx: ViewContext) -> None:
 # Volumes ---------------------------------------------------------------------------
 
 
-async def copy_volume(ctx: ViewContext) -> None:
+async def copy_volume(ctx: Context) -> None:
     """Copy the marked volumes into one pool of a remote of their kind (the same name;
     into their own pool, ``<name>-copy``)."""
-    rows = list(ctx.marked)
+    rows = list(ctx.marked_rows)
     if not rows:
         await vs.copy_volume(ctx)
         return
     remote = await _target(ctx, rows, Capability.STORAGE, "volumes", same_kind=True)
     if remote is None:
         return
-    target = ctx.backend(remote)
+    target = ctx.backend_of(remote)
     try:
         pools = [p.name for p in await target.list_storage_pools()]
     except BackendError as e:
@@ -124,7 +124,7 @@ async def copy_volume(ctx: ViewContext) -> None:
         return f"{row.name}-copy" if (row.remote, row.parent) == (remote, pool) else row.name
 
     async def work(row: Row) -> None:
-        await ctx.backend(row.remote).copy_volume(
+        await ctx.backend_of(row.remote).copy_volume(
             row.parent, row.name, target, pool, new_name(row),
             progress=_progress(ctx, row.remote, f"copying volume {row.name}"))
 
@@ -135,9 +135,9 @@ async def copy_volume(ctx: ViewContext) -> None:
 # Images ----------------------------------------------------------------------------
 
 
-async def copy_image(ctx: ViewContext) -> None:
+async def copy_image(ctx: Context) -> None:
     """Copy the marked images (with their aliases) to another remote of their kind."""
-    rows = list(ctx.marked)
+    rows = list(ctx.marked_rows)
     if not rows:
         await vs.copy_image(ctx)
         return
@@ -145,12 +145,12 @@ async def copy_image(ctx: ViewContext) -> None:
                            elsewhere=True)
     if remote is None:
         return
-    target = ctx.backend(remote)
+    target = ctx.backend_of(remote)
 
     async def work(row: Row) -> None:
         if row.remote == remote:
             raise InvalidInput(f"It is on {remote} already.")
-        await ctx.backend(row.remote).copy_image(
+        await ctx.backend_of(row.remote).copy_image(
             row.obj.fingerprint, target, aliases=row.obj.aliases,
             progress=_progress(ctx, row.remote, f"copying image {row.name}"))
 
@@ -158,15 +158,15 @@ async def copy_image(ctx: ViewContext) -> None:
                work)
 
 
-async def refresh_image(ctx: ViewContext) -> None:
+async def refresh_image(ctx: Context) -> None:
     """Refresh every marked image from the server it came from."""
-    rows = list(ctx.marked)
+    rows = list(ctx.marked_rows)
     if not rows:
         await vs.refresh_image(ctx)
         return
 
     async def work(row: Row) -> str:
-        newer = await ctx.backend(row.remote).refresh_image(
+        newer = await ctx.backend_of(row.remote).refresh_image(
             row.obj.fingerprint, progress=_progress(ctx, row.remote,
                                                     f"refreshing image {row.name}"))
         return "a newer version was fetched" if newer else "already current"
@@ -179,9 +179,9 @@ async def refresh_image(ctx: ViewContext) -> None:
 # Operations ------------------------------------------------------------------------
 
 
-async def cancel_operation(ctx: ViewContext) -> None:
+async def cancel_operation(ctx: Context) -> None:
     """Cancel every marked operation of a daemon (corral's own results are left out)."""
-    rows = list(ctx.marked)
+    rows = list(ctx.marked_rows)
     if not rows:
         await vs.cancel_operation(ctx)
         return
@@ -192,7 +192,7 @@ async def cancel_operation(ctx: ViewContext) -> None:
         return
 
     async def work(row: Row) -> None:
-        await ctx.backend(row.remote).cancel_operation(row.obj.id)
+        await ctx.backend_of(row.remote).cancel_operation(row.obj.id)
 
     # "abort": the dialog's own button is "Cancel"
     await _run(ctx, "abort", rows, lambda r: r.name, work, destructive=True)

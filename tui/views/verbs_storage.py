@@ -7,8 +7,8 @@ from backends.models import Capability, InstanceRef, ResourceKind
 from backends.units import parse_size
 
 from ..flows import bulk
+from ..flows.context import Context
 from ..screens.dialogs import ChoiceDialog, InputDialog
-from .context import ViewContext
 from .verbs import _name_check, pick_remote
 
 
@@ -21,13 +21,13 @@ def _size_check(value: str) -> str | None:
         return str(e)
 
 
-async def open_volumes(ctx: ViewContext) -> None:
+async def open_volumes(ctx: Context) -> None:
     row = ctx.row
     if row is not None and row.kind is ResourceKind.POOL:
-        ctx.open_view("volumes", f"{row.remote}/{row.name}")
+        ctx.open_view("volumes", f"{row.remote}/{row.name}", None)
 
 
-async def _pool_of(ctx: ViewContext) -> tuple[str, str] | None:
+async def _pool_of(ctx: Context) -> tuple[str, str] | None:
     """(remote, pool) for a new volume: the pool being shown, or the user's choice."""
     parent = ctx.parent
     if parent:
@@ -38,7 +38,7 @@ async def _pool_of(ctx: ViewContext) -> tuple[str, str] | None:
     if remote is None:
         return None
     try:
-        pools = await ctx.backend(remote).list_storage_pools()
+        pools = await ctx.backend_of(remote).list_storage_pools()
     except BackendError as e:
         ctx.fail(e, f"Pools of {remote}")
         return None
@@ -48,7 +48,7 @@ async def _pool_of(ctx: ViewContext) -> tuple[str, str] | None:
     return (remote, pool) if pool else None
 
 
-async def new_volume(ctx: ViewContext) -> None:
+async def new_volume(ctx: Context) -> None:
     where = await _pool_of(ctx)
     if where is None:
         return
@@ -64,12 +64,12 @@ async def new_volume(ctx: ViewContext) -> None:
     if size is None:
         return
     nbytes = parse_size(size, default_unit="GiB") if size else None
-    if await ctx.attempt(f"Create volume {name}", ctx.backend(remote).create_volume(
+    if await ctx.attempt(f"Create volume {name}", ctx.backend_of(remote).create_volume(
             pool, name, size=nbytes)):
         ctx.notify(f"Created volume {remote}:{pool}/{name}.")
 
 
-async def resize_volume(ctx: ViewContext) -> None:
+async def resize_volume(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
@@ -77,12 +77,12 @@ async def resize_volume(ctx: ViewContext) -> None:
                                      "New size (e.g. 2GiB)", row.cell("size"),
                                      confirm="Resize", check=lambda v: _size_check(v)
                                      if v.strip() else "A size is needed."))
-    if size and await ctx.attempt(f"Resize {row.name}", ctx.backend(row.remote).resize_volume(
+    if size and await ctx.attempt(f"Resize {row.name}", ctx.backend_of(row.remote).resize_volume(
             row.parent, row.name, parse_size(size, default_unit="GiB"))):
         ctx.notify(f"Volume {row.name} is now {size}.")
 
 
-async def attach_volume(ctx: ViewContext) -> None:
+async def attach_volume(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
@@ -100,13 +100,13 @@ async def attach_volume(ctx: ViewContext) -> None:
     if not path:
         return
     ref = InstanceRef(row.remote, name, ctx.inventory.remotes[row.remote].project)
-    device = await ctx.attempt(f"Attach {row.name}", ctx.backend(row.remote).attach_volume(
+    device = await ctx.attempt(f"Attach {row.name}", ctx.backend_of(row.remote).attach_volume(
         row.parent, row.name, ref, path))
     if device:
         ctx.notify(f"Attached {row.name} to {name} at {path} (device {device}).")
 
 
-async def detach_volume(ctx: ViewContext) -> None:
+async def detach_volume(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
@@ -120,20 +120,20 @@ async def detach_volume(ctx: ViewContext) -> None:
     if not name:
         return
     ref = InstanceRef(row.remote, name, ctx.inventory.remotes[row.remote].project)
-    if await ctx.attempt(f"Detach {row.name}", ctx.backend(row.remote).detach_volume(
+    if await ctx.attempt(f"Detach {row.name}", ctx.backend_of(row.remote).detach_volume(
             row.parent, row.name, ref)):
         ctx.notify(f"Detached {row.name} from {name}.")
 
 
-async def copy_volume(ctx: ViewContext) -> None:
+async def copy_volume(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
     remote = await pick_remote(ctx, Capability.STORAGE, f"Copy {row.name} to", row.remote)
     if remote is None:
         return
-    target = ctx.backend(remote)
-    if target.kind != ctx.backend(row.remote).kind:
+    target = ctx.backend_of(remote)
+    if target.kind != ctx.backend_of(row.remote).kind:
         ctx.notify(f"{remote} is a {target.kind} remote: volumes copy only between remotes "
                    f"of the same kind.", severity="warning")
         return
@@ -158,7 +158,7 @@ async def copy_volume(ctx: ViewContext) -> None:
         inv.show_activity(row.remote, f"copying volume {row.name}: {text}")
 
     try:
-        await ctx.attempt(f"Copy volume {row.name}", ctx.backend(row.remote).copy_volume(
+        await ctx.attempt(f"Copy volume {row.name}", ctx.backend_of(row.remote).copy_volume(
             row.parent, row.name, target, pool, name, progress=progress))
     finally:
         inv.show_activity(row.remote, "")
@@ -169,19 +169,19 @@ async def copy_volume(ctx: ViewContext) -> None:
 # Images ----------------------------------------------------------------------------
 
 
-async def add_alias(ctx: ViewContext) -> None:
+async def add_alias(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
     alias = await ctx.ask(InputDialog(f"Alias for image {row.name} on {row.remote}",
                                       "New alias", "", confirm="Add",
                                       check=_name_check(set())))
-    if alias and await ctx.attempt(f"Add alias {alias}", ctx.backend(row.remote)
+    if alias and await ctx.attempt(f"Add alias {alias}", ctx.backend_of(row.remote)
                                    .add_image_alias(row.obj.fingerprint, alias)):
         ctx.notify(f"Image {row.obj.fingerprint[:12]} is also called {alias}.")
 
 
-async def remove_alias(ctx: ViewContext) -> None:
+async def remove_alias(ctx: Context) -> None:
     row = ctx.row
     if row is None or not row.obj.aliases:
         ctx.notify("That image has no alias.", severity="warning")
@@ -190,16 +190,16 @@ async def remove_alias(ctx: ViewContext) -> None:
         "Remove which alias?", [(a, a) for a in row.obj.aliases]))
     if alias:
         await ctx.attempt(f"Remove alias {alias}",
-                          ctx.backend(row.remote).remove_image_alias(alias))
+                          ctx.backend_of(row.remote).remove_image_alias(alias))
 
 
-async def copy_image(ctx: ViewContext) -> None:
+async def copy_image(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
-    here = ctx.backend(row.remote)
+    here = ctx.backend_of(row.remote)
     names = [n for n in ctx.inventory.backends if n != row.remote
-             and ctx.can(n, Capability.IMAGE_ALIASES)
+             and ctx.can(Capability.IMAGE_ALIASES, n)
              and ctx.inventory.backends[n].kind == here.kind]
     if not names:
         ctx.notify(f"No other connected {here.kind} remote to copy to.", severity="warning")
@@ -217,7 +217,7 @@ async def copy_image(ctx: ViewContext) -> None:
     try:
         error = ""
         try:
-            await here.copy_image(fp, ctx.backend(remote), aliases=row.obj.aliases,
+            await here.copy_image(fp, ctx.backend_of(remote), aliases=row.obj.aliases,
                                   progress=progress)
         except BackendError as e:
             error = e.message
@@ -230,7 +230,7 @@ async def copy_image(ctx: ViewContext) -> None:
     ctx.reload(remote)
 
 
-async def refresh_image(ctx: ViewContext) -> None:
+async def refresh_image(ctx: Context) -> None:
     row = ctx.row
     if row is None:
         return
@@ -240,7 +240,7 @@ async def refresh_image(ctx: ViewContext) -> None:
         inv.show_activity(row.remote, f"refreshing image {row.name}: {text}")
 
     try:
-        newer = await ctx.attempt(f"Refresh image {row.name}", ctx.backend(row.remote)
+        newer = await ctx.attempt(f"Refresh image {row.name}", ctx.backend_of(row.remote)
                                   .refresh_image(row.obj.fingerprint, progress=progress))
     finally:
         inv.show_activity(row.remote, "")
@@ -252,9 +252,9 @@ async def refresh_image(ctx: ViewContext) -> None:
 # Operations ------------------------------------------------------------------------
 
 
-async def cancel_operation(ctx: ViewContext) -> None:
+async def cancel_operation(ctx: Context) -> None:
     row = ctx.row
     if row is None or row.obj is None or row.obj.id.startswith("corral-"):
         return
-    await ctx.attempt(f"Cancel {row.name}", ctx.backend(row.remote).cancel_operation(
+    await ctx.attempt(f"Cancel {row.name}", ctx.backend_of(row.remote).cancel_operation(
         row.obj.id))
