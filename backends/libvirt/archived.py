@@ -6,7 +6,11 @@ The archive (a tar, read only through the one archive reader, :mod:`backends.arc
 - ``manifest.json``: ``{"format": "corral-libvirt-domain", "version": 1, "name": …,
   "disks": [{"target": "vda", "member": "disk-vda.qcow2", "format": "qcow2"}, …]}``;
 - ``domain.xml``: the domain's saved (inactive) definition, as libvirt wrote it;
-- ``disk-<target>.qcow2`` / ``disk-<target>.raw``: the disk files, byte for byte.
+- ``disk-<target>.qcow2`` / ``disk-<target>.raw``: the disk files, byte for byte;
+- ``snapshot-<NNN>.xml``: libvirt's metadata of each internal snapshot (its data is inside
+  the qcow2 files), parents first; the manifest lists them and names the current one.
+  Each snapshot's ``<domain>`` (and ``<inactiveDomain>``) is checked as the domain's XML
+  is (:func:`checked_snapshot`): reverting to it defines that XML.
 
 Nothing else: plain files at the top only, no links, no directories (:class:`DomainArchive`).
 
@@ -34,6 +38,7 @@ from ..archive import ArchiveRefused, Policy
 FORMAT, VERSION = "corral-libvirt-domain", 1
 MANIFEST, XML = "manifest.json", "domain.xml"
 DISK_RE = re.compile(r"^disk-([a-z]{1,8}[0-9]{0,3}[a-z]{0,3})\.(qcow2|raw)$")
+SNAP_RE = re.compile(r"^snapshot-[0-9]{3}\.xml$")
 TARGET_RE = re.compile(r"^[a-z]{1,8}[0-9]{0,3}[a-z]{0,3}$")
 FIRMWARE_DIRS = ("/usr/share/OVMF/", "/usr/share/ovmf/", "/usr/share/qemu/",
                  "/usr/share/seabios/", "/usr/share/edk2/", "/usr/share/AAVMF/",
@@ -81,15 +86,16 @@ class DomainArchive(Policy):
     where = "the import's private directory"
 
     def check(self, name: str, member: tarfile.TarInfo) -> str | None:
-        if name not in (MANIFEST, XML) and not DISK_RE.match(name):
+        if name not in (MANIFEST, XML) and not DISK_RE.match(name) and \
+                not SNAP_RE.match(name):
             return (f"it holds '{name}', which is not part of a libvirt domain archive "
-                    f"({MANIFEST}, {XML}, disk-<target>.qcow2 or .raw)")
+                    f"({MANIFEST}, {XML}, disk-<target>.qcow2 or .raw, snapshot-<N>.xml)")
         if not member.isreg():
             return f"its member '{name}' is not a plain file (a link, directory or device)"
         return None
 
     def keep(self, name: str) -> bool:
-        return name in (MANIFEST, XML)
+        return name in (MANIFEST, XML) or bool(SNAP_RE.match(name))
 
     def finish(self, seen: dict[str, bytes]) -> None:
         for needed in (MANIFEST, XML):
@@ -97,14 +103,25 @@ class DomainArchive(Policy):
                 raise ArchiveRefused(f"it has no {needed}")
 
 
-def manifest_json(name: str, disks: list[ArchivedDisk]) -> bytes:
+@dataclass
+class Manifest:
+    disks: list[ArchivedDisk]
+    snapshots: list[str]
+    """The snapshot members, parents first."""
+    current: str
+    """The current snapshot's member ("" for none)."""
+
+
+def manifest_json(name: str, disks: list[ArchivedDisk], snapshots: list[str],
+                  current: str) -> bytes:
     return json.dumps({"format": FORMAT, "version": VERSION, "name": name,
                        "disks": [{"target": d.target, "member": d.member, "format": d.format}
-                                 for d in disks]}, indent=1).encode()
+                                 for d in disks],
+                       "snapshots": snapshots, "current": current}, indent=1).encode()
 
 
-def read_manifest(data: bytes, members: set[str]) -> list[ArchivedDisk]:
-    """The disks a manifest names, each checked against the files the archive held.
+def read_manifest(data: bytes, members: set[str]) -> Manifest:
+    """What a manifest names, checked against the files the archive held.
 
     Raises:
         ArchiveRefused: not corral's manifest, another version, or inconsistent."""
@@ -134,7 +151,22 @@ def read_manifest(data: bytes, members: set[str]) -> list[ArchivedDisk]:
     if len(named) != len(disks) or named != held:
         raise ArchiveRefused(f"its {MANIFEST} names the disks {', '.join(sorted(named)) or 'none'}"
                              f", the archive holds {', '.join(sorted(held)) or 'none'}")
-    return disks
+    snaps, current = found.get("snapshots", []), found.get("current", "")
+    held = {m for m in members if SNAP_RE.match(m)}
+    if not isinstance(snaps, list) or not all(isinstance(m, str) for m in snaps) or \
+            len(set(snaps)) != len(snaps) or set(snaps) != held or \
+            not isinstance(current, str) or (current and current not in held):
+        raise ArchiveRefused(f"its {MANIFEST} does not list the snapshots the archive holds "
+                             f"({', '.join(sorted(held)) or 'none'})")
+    return Manifest(disks, snaps, current)
+
+
+class DomainRefused(ArchiveRefused):
+    """A domain definition refused; ``problems`` lists what, in words."""
+
+    def __init__(self, problems: list[str], text: str) -> None:
+        super().__init__(text)
+        self.problems = problems
 
 
 @dataclass
@@ -156,21 +188,28 @@ def _foreign(el: ET.Element) -> bool:
     return _tag(el).startswith("{")
 
 
-def checked_domain(text: bytes, brought: set[str]) -> Checked:
+def _parsed(text: bytes, member: str) -> ET.Element:
+    if b"<!DOCTYPE" in text or b"<!ENTITY" in text:
+        raise ArchiveRefused(f"its {member} declares a document type or entities, which "
+                             f"libvirt's XML never needs")
+    try:
+        return ET.fromstring(text)
+    except ET.ParseError as e:
+        raise ArchiveRefused(f"its {member} is not well-formed XML ({e})") from None
+
+
+def checked_domain(text: bytes | ET.Element, brought: set[str], *, member: str = XML,
+                   every_disk: bool = True) -> Checked:
     """Parse and check an archive's domain XML (see the module docstring). ``brought``:
-    the disk targets the archive holds files for.
+    the disk targets the archive holds files for (``every_disk``: each must be a disk of
+    this XML; a snapshot's older XML may have had fewer).
 
     Raises:
         ArchiveRefused: every problem found, in words."""
-    if b"<!DOCTYPE" in text or b"<!ENTITY" in text:
-        raise ArchiveRefused(f"its {XML} declares a document type or entities, which a "
-                             f"domain definition never needs")
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as e:
-        raise ArchiveRefused(f"its {XML} is not well-formed XML ({e})") from None
+    root = text if isinstance(text, ET.Element) else _parsed(text, member)
     if root.tag != "domain" or root.get("type") not in ("qemu", "kvm"):
-        raise ArchiveRefused(f"its {XML} is not a QEMU domain (<domain type='qemu'> or 'kvm')")
+        raise ArchiveRefused(f"its {member} is not a QEMU domain (<domain type='qemu'> or "
+                             f"'kvm')")
     problems: list[str] = []
     host_files: dict[str, str] = {}
     for el in list(root):
@@ -205,14 +244,67 @@ def checked_domain(text: bytes, brought: set[str]) -> Checked:
             if problem:
                 problems.append(problem)
     missing = sorted(brought - set(disks))
-    if missing:
+    if missing and every_disk:
         problems.append(f"disk files for {', '.join(missing)}, which its XML has no disk for")
     if problems:
-        raise ArchiveRefused(f"its {XML} has what corral does not take from an archive, "
+        raise DomainRefused(problems, f"its {member} has what corral does not take from an archive, "
                              f"because it would reach this host's files, devices or "
                              f"programs: {'; '.join(problems[:8])}"
                              + (f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""))
     return Checked(root, disks, host_files)
+
+
+@dataclass
+class CheckedSnapshot:
+    """A snapshot's XML that passed, and its domain definitions (checked as the domain's)."""
+
+    member: str
+    root: ET.Element
+    domains: list[Checked]
+
+
+_SNAPSHOT = {"name", "description", "state", "parent", "creationTime", "active", "memory",
+             "disks", "domain", "inactiveDomain", "cookie"}
+
+
+def checked_snapshot(text: bytes, member: str, brought: set[str]) -> CheckedSnapshot:
+    """Parse and check one archived snapshot's XML: an internal snapshot (its memory and
+    disks in the qcow2 files, no file of the host named), its domain definitions checked
+    as :func:`checked_domain` does.
+
+    Raises:
+        ArchiveRefused: every problem found, in words."""
+    root = _parsed(text, member)
+    if root.tag != "domainsnapshot":
+        raise ArchiveRefused(f"its {member} is not a libvirt snapshot")
+    name = (root.findtext("name") or "").strip()
+    problems = [] if name and "/" not in name else ["no usable name"]
+    domains = []
+    for el in list(root):
+        tag = _tag(el)
+        if _foreign(el) or tag not in _SNAPSHOT:
+            problems.append(f"<{_shown_tag(el)}>")
+        elif tag == "memory" and (el.get("snapshot", "no") not in ("no", "internal")
+                                  or el.get("file")):
+            problems.append("memory kept in a file of the host (an external snapshot)")
+        elif tag == "disks" and any(d.get("snapshot", "no") not in ("no", "internal")
+                                    or len(d) for d in el):
+            problems.append("disks kept in files of the host (an external snapshot)")
+        elif tag == "cookie" and any(_tag(c) not in ("cpu", "allowReboot") for c in el):
+            problems.append("a <cookie> with more than the CPU model")
+        elif tag in ("domain", "inactiveDomain"):
+            el.tag = "domain"
+            try:
+                domains.append(checked_domain(el, brought, member=member, every_disk=False))
+            except DomainRefused as e:
+                problems += [f"in its saved definition, {p}" for p in e.problems]
+            except ArchiveRefused as e:
+                problems.append(str(e))
+            el.tag = tag
+    if problems:
+        raise ArchiveRefused(f"its {member} has what corral does not take from an archive: "
+                             f"{'; '.join(problems[:8])}")
+    return CheckedSnapshot(member, root, domains)
 
 
 def _shown_tag(el: ET.Element) -> str:

@@ -10,9 +10,11 @@ made from such an archive.
   (:func:`backends.work.in_thread`: cancellable, progress in bytes): on the remote's one
   thread they would hold every listing behind them.
 - Export: only a shut-off domain (a paused one's QEMU still holds writes of its disks that
-  it has not flushed), without snapshots (libvirt keeps their metadata apart from the
-  qcow2 files; corral does not carry it: clone the domain without its snapshots and
-  export the clone). Read-only drives (cdrom, floppy) are written ejected: the ISO is the
+  it has not flushed). Its internal snapshots are inside its qcow2 files; libvirt's
+  metadata of them (``snapshotListNames``/``getXMLDesc``) goes along ``with_snapshots``
+  and is redefined on import (``REDEFINE``, the current one ``CURRENT``). Without them, a
+  domain that has snapshots is refused in words (its qcow2 files would still hold them:
+  clone it without its snapshots and export the clone). Read-only drives (cdrom, floppy) are written ejected: the ISO is the
   old host's. What the import would refuse (a host device, …) is refused at export
   already. Written to ``path + ".part"`` and renamed when complete; nothing is left on
   failure or cancel.
@@ -49,69 +51,19 @@ from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unsu
 from ..models import Instance, InstanceRef, InstanceStatus
 from ..paths import export_target, private_file
 from ..qemu.image_headers import read_header
-from ..units import human_size
 from ..work import Worker, in_thread
-from .archived import (MANIFEST, TARGET_RE, XML, ArchivedDisk, DomainArchive, checked_domain,
-                       host_file_problems, host_files_of, manifest_json, read_manifest)
+from .archived import (MANIFEST, TARGET_RE, XML, ArchivedDisk, Checked, CheckedSnapshot,
+                       DomainArchive, checked_domain, checked_snapshot, host_file_problems,
+                       host_files_of, manifest_json, read_manifest)
 from .connection import Connection
 from .convert import status_of
 from .disks import Disk, volume_of
 from .migrate import _open
 from .names import name_problem
+from .streams import CHUNK, FileReader, Transfer, VolumeReader, upload, volume_xml
 from .uri import host_of, is_remote
 
-CHUNK = 1 << 20
 INACTIVE = libvirt.VIR_DOMAIN_XML_INACTIVE
-
-
-class Transfer:
-    """Bytes moved so far, for progress in words."""
-
-    def __init__(self, worker: Worker, total: int) -> None:
-        self.worker, self.total, self.done = worker, total, 0
-
-    def moved(self, what: str, n: int) -> None:
-        self.done += n
-        self.worker.report(f"{what}: {human_size(self.done)} of {human_size(self.total)}")
-
-
-class _VolumeReader(io.RawIOBase):
-    """A pool volume downloaded as a file tarfile reads (exactly ``size`` bytes)."""
-
-    def __init__(self, stream: libvirt.virStream, size: int, transfer: Transfer,
-                 label: str) -> None:
-        self.stream, self.left, self.transfer, self.label = stream, size, transfer, label
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        self.transfer.worker.check()
-        n = self.left if n < 0 else min(n, self.left)
-        parts, got = [], 0
-        while got < n:
-            data = self.stream.recv(min(n - got, CHUNK))
-            if not data or not isinstance(data, bytes):
-                break
-            parts.append(data)
-            got += len(data)
-        self.left -= got
-        self.transfer.moved(self.label, got)
-        return b"".join(parts)
-
-
-class _FileReader(io.RawIOBase):
-    def __init__(self, f, transfer: Transfer, label: str) -> None:
-        self.f, self.transfer, self.label = f, transfer, label
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        self.transfer.worker.check()
-        data = self.f.read(n)
-        self.transfer.moved(self.label, len(data))
-        return data
 
 
 def _lookup_free(conn: libvirt.virConnect, name: str, where: str) -> None:
@@ -132,12 +84,11 @@ def _export_plan(conn: libvirt.virConnect, dom: libvirt.virDomain, ref: Instance
     root = ET.fromstring(dom.XMLDesc(INACTIVE))
     plan: list[tuple[ArchivedDisk, object, int]] = []
     problems: list[str] = []
+    _eject(root)
     for el in root.iterfind("devices/disk"):
         device, source, target = el.get("device", "disk"), el.find("source"), el.find("target")
         dev = target.get("dev", "?") if target is not None else "?"
         if device in ("cdrom", "floppy"):
-            if source is not None:
-                el.remove(source)  # written ejected: the medium is the old host's file
             continue
         driver = el.find("driver")
         fmt = driver.get("type", "raw") if driver is not None else "raw"
@@ -181,31 +132,77 @@ def _export_plan(conn: libvirt.virConnect, dom: libvirt.virDomain, ref: Instance
     return xml, plan
 
 
+def _eject(domain: ET.Element) -> None:
+    """Its cdrom and floppy drives empty: the media are the old host's files."""
+    for el in domain.iterfind("devices/disk"):
+        if el.get("device") in ("cdrom", "floppy"):
+            for source in el.findall("source"):
+                el.remove(source)
+
+
+def _snapshots(dom: libvirt.virDomain, ref: InstanceRef, targets: set[str]
+               ) -> tuple[list[bytes], int]:
+    """Each snapshot's XML, parents first, and the index of the current one (-1: none)."""
+    found = {snap.getName(): snap for snap in dom.listAllSnapshots(0)}
+    parents: dict[str, str] = {}
+    for name, snap in found.items():
+        try:
+            parents[name] = snap.getParent(0).getName()
+        except libvirt.libvirtError:
+            parents[name] = ""
+    order: list[str] = []
+    while len(order) < len(found):
+        ready = sorted(n for n in found if n not in order and (not parents[n] or
+                                                               parents[n] in order))
+        if not ready:
+            raise Unsupported(f"The snapshots of {ref} do not form a tree libvirt can "
+                              f"redefine.")
+        order += ready
+    current = dom.snapshotCurrent(0).getName() if dom.hasCurrentSnapshot(0) else ""
+    xmls = []
+    for n in order:
+        root = ET.fromstring(found[n].getXMLDesc(0))
+        for inner in root.findall("domain") + root.findall("inactiveDomain"):
+            _eject(inner)
+        xmls.append(ET.tostring(root, encoding="unicode").encode())
+    for n, text in zip(order, xmls):
+        try:
+            checked_snapshot(text, f"snapshot {n}", targets)
+        except ArchiveRefused as e:
+            raise Unsupported(f"{ref} cannot be exported with its snapshots: corral's import "
+                              f"would refuse it: {e}.") from None
+    return xmls, order.index(current) if current else -1
+
+
 def _export_blocking(worker: Worker, uri: str, ref: InstanceRef, part: str, compress: bool,
-                     local: bool) -> None:
+                     local: bool, with_snapshots: bool) -> None:
     conn = _open(uri)
     try:
         dom = conn.lookupByName(ref.name)
         xml, plan = _export_plan(conn, dom, ref, local)
+        snaps, current = _snapshots(dom, ref, {d.target for d, _, _ in plan}) \
+            if with_snapshots else ([], -1)
+        names = [f"snapshot-{i:03d}.xml" for i in range(1, len(snaps) + 1)]
+        manifest = manifest_json(ref.name, [d for d, _, _ in plan], names,
+                                 names[current] if current >= 0 else "")
         transfer = Transfer(worker, sum(size for _, _, size in plan))
         with private_file(part) as raw:
             with tarfile.open(fileobj=raw, mode="w:gz" if compress else "w",
                               format=tarfile.PAX_FORMAT) as tar:
                 tar.copybufsize = CHUNK  # (16 KiB by default: a round trip each)
-                for name, data in ((MANIFEST, manifest_json(ref.name, [d for d, _, _ in plan])),
-                                   (XML, xml)):
+                for name, data in ((MANIFEST, manifest), (XML, xml), *zip(names, snaps)):
                     tar.addfile(_info(name, len(data)), io.BytesIO(data))
                 for disk, source, size in plan:
                     label = f"exporting {disk.target}"
                     if isinstance(source, str):
                         with open(source, "rb") as f:
-                            tar.addfile(_info(disk.member, size), _FileReader(f, transfer, label))
+                            tar.addfile(_info(disk.member, size), FileReader(f, transfer, label))
                         continue
                     stream = conn.newStream(0)
                     try:
                         source.download(stream, 0, size, 0)  # type: ignore[attr-defined]
                         tar.addfile(_info(disk.member, size),
-                                    _VolumeReader(stream, size, transfer, label))
+                                    VolumeReader(stream, size, transfer, label))
                         stream.finish()
                     except BaseException:
                         with contextlib.suppress(libvirt.libvirtError):
@@ -225,7 +222,7 @@ def _info(name: str, size: int) -> tarfile.TarInfo:
 
 def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where: str,
                      scratch: Path, disks: list[tuple[ArchivedDisk, int]],
-                     checked) -> None:
+                     checked: Checked, snaps: list[tuple[CheckedSnapshot, bool]]) -> None:
     conn = _open(uri)
     made: list[libvirt.virStorageVol] = []
     defined = None
@@ -243,7 +240,8 @@ def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where:
         used: set[str] = set()
         for other in conn.listAllDomains(0):
             used |= host_files_of(other.XMLDesc(INACTIVE))
-        refused = host_file_problems(checked, used)
+        refused = host_file_problems(checked, used) + [
+            p for snap, _ in snaps for c in snap.domains for p in host_file_problems(c, used)]
         if refused:
             raise InvalidInput(f"The archive names files of {where} that no domain there uses "
                                f"(a domain reading them could hand them to its guest): "
@@ -260,20 +258,31 @@ def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where:
             raise Conflict(f"The pool '{pool_name}' already has {', '.join(taken)}: choose "
                            f"another name for the domain.")
         transfer = Transfer(worker, sum(size for _, size in disks))
+        new: dict[str, tuple[libvirt.virStorageVol, str]] = {}
         for disk, size in disks:
-            vol = pool.createXML(_volume_xml(names[disk.target], size), 0)
+            vol = pool.createXML(volume_xml(names[disk.target], size), 0)
             made.append(vol)
-            _upload(conn, vol, scratch / disk.member, size, transfer,
+            upload(conn, vol, scratch / disk.member, size, transfer,
                     f"importing {disk.target}")
-            _rewire(checked.disks[disk.target], vol, disk.format)
+            new[disk.target] = vol, disk.format
         pool.refresh(0)  # libvirt reads the uploaded files' formats again
-        checked.root.find("name").text = name  # type: ignore[union-attr]
+        _renamed(checked, name, new)
         worker.check()
         defined = conn.defineXML(ET.tostring(checked.root, encoding="unicode"))
+        given = ET.fromstring(defined.XMLDesc(INACTIVE))
+        macs = [m.get("address", "") for m in given.iterfind("devices/interface/mac")]
+        for snap, current in snaps:
+            worker.report(f"redefining snapshot {snap.root.findtext('name')}")
+            for inner in snap.domains:
+                _renamed(inner, name, new, given.findtext("uuid") or "", macs)
+            flags = libvirt.VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE | (
+                libvirt.VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT if current else 0)
+            defined.snapshotCreateXML(ET.tostring(snap.root, encoding="unicode"), flags)
     except BaseException:
         if defined is not None:
             with contextlib.suppress(libvirt.libvirtError):
-                defined.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+                defined.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM
+                                      | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
         for vol in made:
             with contextlib.suppress(libvirt.libvirtError):
                 vol.delete(0)
@@ -282,40 +291,21 @@ def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where:
         conn.close()
 
 
-def _volume_xml(name: str, size: int) -> str:
-    """A new volume of exactly ``size`` bytes, allocated as it is written (libvirt reads
-    its format again once uploaded; the domain says which it is)."""
-    root = ET.Element("volume")
-    ET.SubElement(root, "name").text = name
-    ET.SubElement(root, "capacity", unit="bytes").text = str(size)
-    ET.SubElement(root, "allocation", unit="bytes").text = "0"
-    ET.SubElement(ET.SubElement(root, "target"), "format", type="raw")
-    return ET.tostring(root, encoding="unicode")
-
-
-def _upload(conn: libvirt.virConnect, vol: libvirt.virStorageVol, path: Path, size: int,
-            transfer: Transfer, label: str) -> None:
-    stream = conn.newStream(0)
-    try:
-        vol.upload(stream, 0, size, 0)
-        with open(path, "rb") as f:
-            while True:
-                transfer.worker.check()
-                data = f.read(CHUNK)
-                if not data:
-                    break
-                view = memoryview(data)
-                while view:
-                    sent = stream.send(view.tobytes())
-                    if sent < 0:
-                        raise OperationFailed(f"The upload of {label} was refused by libvirt.")
-                    view = view[sent:]
-                transfer.moved(label, len(data))
-        stream.finish()
-    except BaseException:
-        with contextlib.suppress(libvirt.libvirtError):
-            stream.abort()
-        raise
+def _renamed(checked: Checked, name: str, new: dict[str, tuple[libvirt.virStorageVol, str]],
+             uuid: str = "", macs: list[str] | None = None) -> None:
+    """A checked definition as the new domain's: its name (and UUID, MACs: a snapshot's
+    must be the domain's), its disks on the new volumes."""
+    root = checked.root
+    found = root.find("name")
+    if found is None:
+        found = ET.SubElement(root, "name")
+    found.text = name
+    if uuid:
+        ET.SubElement(root, "uuid").text = uuid
+    for target, el in checked.disks.items():
+        _rewire(el, *new[target])
+    for iface, mac in zip(root.iterfind("devices/interface"), macs or []):
+        iface.insert(0, ET.Element("mac", address=mac))
 
 
 def _rewire(el: ET.Element, vol: libvirt.virStorageVol, fmt: str) -> None:
@@ -360,15 +350,16 @@ class Export(Backend):
                            f"running or paused one's disks may hold unwritten changes). Shut "
                            f"it down first.")
         count = await self.lv.call(dom.snapshotNum, 0, what="counting snapshots")
-        if count:
-            raise Unsupported(f"{ref} has {count} snapshot(s): libvirt keeps their metadata "
-                              f"apart from the disks, and corral does not carry it. Clone it "
-                              f"without its snapshots and export the clone.")
+        if count and not with_snapshots:
+            raise Unsupported(f"{ref} has {count} snapshot(s), which its qcow2 files hold: "
+                              f"exported without them they would still be there, unknown to "
+                              f"libvirt. Export it with its snapshots, or clone it without "
+                              f"them and export the clone.")
         try:
             try:
                 await in_thread(_export_blocking, self.lv.uri, ref, part,
                                 path.endswith((".gz", ".tgz")), not is_remote(self.remote.address),
-                                progress=say, every=0.25)
+                                with_snapshots, progress=say, every=0.25)
             except libvirt.libvirtError as e:
                 raise self.lv.error(e, f"exporting {ref.name}") from None
             except OSError as e:
@@ -414,8 +405,12 @@ class Export(Backend):
             try:
                 kept = await in_thread(read_archive, path, scratch, DomainArchive(),
                                        progress=say, every=0.25)
-                disks = read_manifest(kept[MANIFEST], {p.name for p in scratch.iterdir()})
-                checked = checked_domain(kept[XML], {d.target for d in disks})
+                manifest = read_manifest(kept[MANIFEST], {p.name for p in scratch.iterdir()}
+                                         | set(kept))
+                disks, targets = manifest.disks, {d.target for d in manifest.disks}
+                checked = checked_domain(kept[XML], targets)
+                snaps = [(checked_snapshot(kept[m], m, targets), m == manifest.current)
+                         for m in manifest.snapshots]
                 sized = []
                 for disk in disks:
                     say(f"checking {disk.member}…")
@@ -426,7 +421,8 @@ class Export(Backend):
                 raise OperationFailed(f"Reading {path} failed: {e.strerror or e}.") from e
             try:
                 await in_thread(_import_blocking, self.lv.uri, name, storage_pool or "default",
-                                where, scratch, sized, checked, progress=say, every=0.25)
+                                where, scratch, sized, checked, snaps, progress=say,
+                                every=0.25)
             except libvirt.libvirtError as e:
                 raise self.lv.error(e, f"importing {name}") from None
         finally:

@@ -5,6 +5,9 @@
 - a shut-off domain becomes one archive (manifest, XML, its disk files); imported under
   another name it is a new domain (new UUID, new MAC) on new volumes of the pool with the
   same bytes, and it boots: its serial console answers;
+- its snapshots go along (libvirt's metadata; their data is in the qcow2) and are
+  redefined on the new domain, which reverts to them on its own disks; a snapshot whose
+  saved definition has a host device refuses the archive;
 - what cannot be exported is refused in words with no file left (running, snapshots, a
   disk outside any pool over SSH); a cancelled export or import leaves nothing;
 - hostile archives, by class: names that leave the directory, absolute names, links, a
@@ -163,6 +166,51 @@ async def test_round_trip_is_a_new_domain_with_the_same_disk_that_boots(lv, vlab
 
 
 @live
+async def test_snapshots_go_along_and_are_redefined(lv, vlab, guest, tmp_path):
+    ref, disk = define(vlab, lv, guest)
+    qemu_io(str(disk), "write -P 0x5a 0 64k")
+    await lv.create_snapshot(ref, "one")
+    qemu_io(str(disk), "write -P 0x33 0 64k")
+    await lv.create_snapshot(ref, "two")
+    archive = tmp_path / "snaps.tar"
+    await lv.export_instance(ref, str(archive), with_snapshots=True)
+    found = members(archive)
+    assert sorted(found) == ["disk-vda.qcow2", "domain.xml", "manifest.json",
+                             "snapshot-001.xml", "snapshot-002.xml"]
+    assert json.loads(found["manifest.json"])["current"] == "snapshot-002.xml"
+
+    new = f"{ref.name}-s"
+    await lv.import_instance(str(archive), new)
+    assert virsh(vlab, "snapshot-list", "--name", "--topological", new).stdout.split() \
+        == ["one", "two"]
+    assert virsh(vlab, "snapshot-current", "--name", new).stdout.strip() == "two"
+    assert virsh(vlab, "snapshot-parent", new, "two").stdout.strip() == "one"
+    uuid_ = domain_xml(vlab, new, saved=True).findtext("uuid")
+    import xml.etree.ElementTree as ET
+
+    inner = ET.fromstring(virsh(vlab, "snapshot-dumpxml", new, "one").stdout).find("domain")
+    assert (inner.findtext("name"), inner.findtext("uuid")) == (new, uuid_)
+    assert inner.find("devices/disk/source").get("file") == str(IMAGES / f"{new}-vda.qcow2")
+    copy = InstanceRef(lv.remote.name, new)
+    one = next(s for s in await lv.list_snapshots(copy) if s.name == "one")
+    await lv.restore_snapshot(one)
+    imported = vlab.images / f"{new}-vda.qcow2"
+    assert "Pattern verification failed" not in qemu_io(str(imported), "read -P 0x5a 0 64k")
+    assert "Pattern verification failed" not in qemu_io(str(disk), "read -P 0x33 0 64k")
+
+    def hostdev_in_first(items):
+        xml = dict((i.name, d) for i, d in items)["snapshot-001.xml"]
+        set_member(items, "snapshot-001.xml", xml.replace(
+            b"</devices>", b"<hostdev mode='subsystem' type='pci'><source><address bus='0' "
+            b"slot='2'/></source></hostdev></devices>", 1))
+    bad = rewritten(archive, tmp_path / "bad.tar", hostdev_in_first)
+    before = domains(vlab), volumes(vlab)
+    with pytest.raises(InvalidInput, match="snapshot-001.xml has .*hostdev"):
+        await lv.import_instance(str(bad), f"{ref.name}-h")
+    assert (domains(vlab), volumes(vlab)) == before
+
+
+@live
 async def test_what_cannot_be_exported_is_refused_and_leaves_no_file(lv, vlab, guest, tmp_path):
     ref, _disk = define(vlab, lv, guest)
     target = tmp_path / "x.tar"
@@ -171,8 +219,8 @@ async def test_what_cannot_be_exported_is_refused_and_leaves_no_file(lv, vlab, g
         await lv.export_instance(ref, str(target))
     await lv.stop(ref, force=True)
     await lv.create_snapshot(ref, "one")
-    with pytest.raises(Unsupported, match=r"1 snapshot\(s\).*export the clone"):
-        await lv.export_instance(ref, str(target))
+    with pytest.raises(Unsupported, match=r"1 snapshot\(s\).*Export it with its snapshots"):
+        await lv.export_instance(ref, str(target), with_snapshots=False)
     outside, _ = define(vlab, lv, guest, outside=True)
     if "ssh" in lv.remote.name:
         with pytest.raises(Unsupported, match="not a volume of a libvirt storage pool"):
