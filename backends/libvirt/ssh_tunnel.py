@@ -128,12 +128,31 @@ def _ssh() -> str:
     return found
 
 
-def _deathsig() -> list[str]:
-    """``setpriv --pdeathsig TERM --`` when util-linux has it: the master ends with corral
-    even when corral is killed (the signal follows the thread that started it: asyncio
-    starts subprocesses on the loop's thread, which lives as long as corral)."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+_DEATHSIG: list[list[str]] = []
+
+
+async def _deathsig() -> list[str]:
+    """``setpriv --pdeathsig TERM --`` when util-linux has it (2.33 and later; asked once):
+    the master ends with corral even when corral is killed (the signal follows the thread
+    that started it: asyncio starts subprocesses on the loop's thread, which lives as long
+    as corral). Without it the master ends when corral closes its remotes."""
+    if not _DEATHSIG:
+        setpriv = shutil.which("setpriv")
+        found: list[str] = []
+        if setpriv:
+            with contextlib.suppress(OSError):
+                proc = await asyncio.create_subprocess_exec(
+                    setpriv, "--help", stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+                try:
+                    out, _err = await asyncio.wait_for(proc.communicate(), 5)
+                except asyncio.TimeoutError:
+                    proc.kill()
+                    out, _err = await proc.communicate()
+                if b"--pdeathsig" in out:
+                    found = [setpriv, "--pdeathsig", "TERM", "--"]
+        _DEATHSIG.append(found)
+    return _DEATHSIG[0]
 
 
 def refusal(text: str, dest: Destination) -> BackendError:
@@ -199,9 +218,10 @@ class Master:
             ctl = self.ctl
             ctl.unlink(missing_ok=True)  # left by an earlier process with this pid
             log_path = ctl.with_name(ctl.name + ".log")
+            deathsig = await _deathsig()
             with private_file(log_path, exclusive=False) as log:
                 self.proc = await asyncio.create_subprocess_exec(
-                    *_deathsig(), _ssh(), "-M", "-N", "-T", "-S", _literal(str(ctl)),
+                    *deathsig, _ssh(), "-M", "-N", "-T", "-S", _literal(str(ctl)),
                     "-o", "ControlPersist=no", "-o", "ClearAllForwardings=yes",
                     "-o", "PermitLocalCommand=no", "-o", "ServerAliveInterval=5",
                     "-o", "ServerAliveCountMax=3", "-o", f"ConnectTimeout={max(1, int(timeout))}",
