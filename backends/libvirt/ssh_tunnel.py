@@ -301,7 +301,10 @@ class Master:
             await asyncio.wait_for(_readable(sock), timeout)
             if not sock.recv(1, socket.MSG_PEEK):
                 raise Unreachable(f"{self.dest.shown} could not connect to {what} "
-                                  f"({target}) for corral")
+                                  f"({target}) for corral: it is not there (any more), "
+                                  "the SSH user may not open it, or the server's sshd "
+                                  "forbids forwarding (AllowStreamLocalForwarding, "
+                                  "AllowTcpForwarding)")
         except BaseException:
             sock.close()
             raise

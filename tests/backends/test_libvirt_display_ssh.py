@@ -31,7 +31,7 @@ from PIL import Image
 
 import lab_libvirt
 from backends import get_backend
-from backends.errors import AuthError
+from backends.errors import AuthError, Unreachable
 from backends.libvirt import ssh_tunnel
 from backends.models import Capability, InstanceRef, Remote
 
@@ -284,6 +284,20 @@ async def test_a_killed_master_is_replaced_on_the_next_call(vlab, tmp_path, monk
     finally:
         await lv.close()
     await until(lambda: ssh_connections(vlab) == before, "the master to end")
+
+
+@live
+async def test_a_stream_to_nothing_is_said_in_words(vlab, tmp_path, monkeypatch):
+    user_known_hosts(tmp_path, monkeypatch, vlab.ssh / "known_hosts")
+    master = ssh_tunnel.Master(ssh_tunnel.destination(program_uri(vlab)))
+    try:
+        with pytest.raises(Unreachable, match="could not connect to the VNC screen of x "
+                                              r"\(/run/libvirt/none.sock\) for corral"):
+            await asyncio.wait_for(master.stream("/run/libvirt/none.sock", 15,
+                                                 "the VNC screen of x"), 60)
+        assert master.running() and not list(master.ctl.parent.glob("*.sock"))
+    finally:
+        await master.stop()
 
 
 @live
