@@ -33,14 +33,19 @@ LOCAL = CreateSource("another-kind", "A file here", type=InstanceType.VM,
 
 class FieldsFake(FakeBackend):
     async def create_sources(self) -> list[CreateSource]:
+        if self.remote.name == "empty":
+            return []
         return [*await super().create_sources(), ON_SERVER, LOCAL]
 
 
-def fields_app(tmp_path):
+def fields_app(tmp_path, *others: str):
+    """corral on a fake remote ``alpha`` with the sources above (and ``others``; one
+    named ``empty`` offers no source)."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(
         '[ui]\nmetrics_interval = 600\n[lxc]\nenabled = false\n[qemu]\nenabled = false\n'
-        '[[remote]]\nname = "alpha"\nkind = "lxd"\naddress = "/nonexistent/a.sock"\n')
+        + "".join(f'[[remote]]\nname = "{name}"\nkind = "lxd"\n'
+                  f'address = "/nonexistent/{name}.sock"\n' for name in ("alpha", *others)))
     made: dict[str, FieldsFake] = {}
 
     def factory(remote: Remote, timeout: float):
@@ -155,3 +160,23 @@ async def test_a_local_path_that_does_not_exist_is_refused_in_words(tmp_path, mo
         await wait_for(pilot, lambda: not wizard.query("#wizard-fields Input"),
                        what="no fields")
         assert not wizard.query_one("#next").disabled
+
+
+async def test_another_remote_draws_none_of_the_last_ones_fields(tmp_path):
+    app, made = fields_app(tmp_path, "empty")
+    async with app.run_test(size=(140, 45)) as pilot:
+        await settle(pilot, app)
+        wizard = await what_step(pilot, app)  # alpha, the first remote
+        assert wizard.remote == "alpha"
+        index = [s.label for s in wizard.sources].index(ON_SERVER.label)
+        burst(app, *["down"] * index, "enter", *typed("/srv/x"))
+        await wait_for(pilot, lambda: wizard.query("#wizard-field-value")
+                       and wizard.query_one("#wizard-field-value", Input).value == "/srv/x",
+                       what="the path typed")
+        burst(app, "ctrl+b", "down", "enter")  # back, the remote that offers nothing
+        await wait_for(pilot, lambda: wizard.step == "what" and wizard.remote == "empty",
+                       what="the 'what' step of the other remote")
+        await wait_for(pilot, lambda: not wizard.query("#wizard-fields Input"),
+                       what="no fields of alpha's source")
+        assert wizard.sources == [] and wizard.query_one("#next").disabled
+        assert problem(app) == "Choose what to create the instance from."

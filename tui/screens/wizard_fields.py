@@ -91,9 +91,10 @@ class SourceFields:
         self._answers: dict[tuple[int, str], str] = {}
 
     def forget(self) -> None:
-        """Another remote's sources: nothing typed so far applies."""
+        """Another remote's sources: nothing typed so far applies, and the next
+        :meth:`show` draws anew (also when that remote offers no source at all)."""
         self._answers.clear()
-        self.source, self.index = None, -1
+        self.source, self.index = None, -2
 
     def show(self, holder: FieldsHolder, index: int, source: CreateSource | None) -> None:
         """Draw ``source``'s fields (the ``index``-th source) in ``holder``, in place of
