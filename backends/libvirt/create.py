@@ -53,14 +53,16 @@ MIN_MEMORY = 32 * 1024**2
 DEFAULT_DISK = 10 * 1024**3
 
 
+NO_UEFI = "; UEFI is not offered: this libvirt reports no UEFI firmware (OVMF)"
+
+
 def _firmware_field(facts: HostFacts) -> SourceField:
     if facts.uefi:
         return SourceField("firmware", "Firmware", choices=(
             ("bios", "BIOS (SeaBIOS)"), ("uefi", "UEFI (OVMF, without Secure Boot)")),
             default="bios")
-    return SourceField("firmware", "Firmware (UEFI not offered: this libvirt reports no "
-                       "UEFI firmware, OVMF)", choices=(("bios", "BIOS (SeaBIOS)"),),
-                       default="bios")
+    return SourceField("firmware", "Firmware", choices=(
+        ("bios", "BIOS (SeaBIOS; no UEFI firmware on this host)"),), default="bios")
 
 
 def _accel_field(facts: HostFacts) -> SourceField:
@@ -68,12 +70,13 @@ def _accel_field(facts: HostFacts) -> SourceField:
         return SourceField("accel", "Accelerator", choices=(
             ("auto", "auto: KVM (the host offers it)"), ("kvm", "KVM"),
             ("qemu", "TCG emulation (no KVM; slow)")), default="auto")
-    return SourceField("accel", "Accelerator (the host offers no KVM)", choices=(
-        ("auto", "auto: TCG emulation"), ("qemu", "TCG emulation")), default="auto")
+    return SourceField("accel", "Accelerator", choices=(
+        ("auto", "auto: TCG emulation (the host offers no KVM)"),
+        ("qemu", "TCG emulation")), default="auto")
 
 
 def _path(label: str, placeholder: str, *, required: bool = True, key: str = "") -> SourceField:
-    return SourceField(key, f"{label} (a path on the libvirt host)", placeholder=placeholder,
+    return SourceField(key, label, placeholder=f"{placeholder} (on the libvirt host)",
                        required=required, path="remote")
 
 
@@ -91,13 +94,21 @@ class Create(Backend):
     lv: Connection
 
     async def _new_facts(self, accel: str = "auto") -> HostFacts:
+        """The host's facts for ``accel``; the daemon's domain capabilities are read once
+        per connection (they change with its QEMU only; over ``qemu+libssh://`` libvirt
+        9.0's client hands over that answer only at the next keepalive, 3 s later)."""
         conn = await self.lv.live()
-        return await self.lv.call(host_facts, conn, accel, self.remote.name,
+        known: tuple[object, dict] = getattr(self, "_known_domcaps", (None, {}))
+        if known[0] is not conn:
+            known = (conn, {})
+            self._known_domcaps = known
+        return await self.lv.call(host_facts, conn, accel, self.remote.name, known[1],
                                   what="reading the domain capabilities")
 
     async def create_sources(self) -> list[CreateSource]:
         facts = await self._new_facts()
         firmware, accel, vm = _firmware_field(facts), _accel_field(facts), InstanceType.VM
+        no_uefi = "" if facts.uefi else NO_UEFI
         return [
             CreateSource("disk-image", "Disk image (qcow2/raw) on the host — overlay or copy",
                          type=vm, fields=(
@@ -107,23 +118,24 @@ class Create(Backend):
                                  ("no", "a qcow2 copy of the image")), default="yes"),
                              firmware, accel),
                          detail="a new volume in the storage pool: an overlay backed by the "
-                                "image, or a copy; a disk size grows it"),
+                                f"image, or a copy; a disk size grows it{no_uefi}"),
             CreateSource("iso", "Installer ISO on the host + empty disk", type=vm, fields=(
                 _path("ISO", "/var/lib/libvirt/images/installer.iso"), firmware, accel),
-                detail="boots the ISO from a CD drive first; the disk is a new empty volume"),
+                detail=f"boots the ISO from a CD drive first; the disk is a new empty volume"
+                       f"{no_uefi}"),
             CreateSource("kernel", "Kernel + initrd + command line on the host", type=vm,
                          fields=(
                              _path("Kernel", "/var/lib/libvirt/boot/vmlinuz"),
                              _path("Initrd", "/var/lib/libvirt/boot/initrd.img",
                                    required=False, key="initrd"),
-                             SourceField("cmdline", "Kernel command line",
+                             SourceField("cmdline", "Command line",
                                          placeholder="console=ttyS0", default="console=ttyS0"),
                              accel),
                          detail="direct kernel boot; a new empty disk when a size is given"),
             CreateSource("pxe", "Empty domain, network boot (PXE)", type=vm,
                          fields=(firmware, accel),
-                         detail="boots from the network through its NIC; the disk is a new "
-                                "empty volume"),
+                         detail=f"boots from the network through its NIC; the disk is a new "
+                                f"empty volume{no_uefi}"),
         ]
 
     async def create_options(self) -> CreateOptions:
@@ -176,13 +188,14 @@ class Create(Backend):
             raise InvalidInput(problem)
         self._new_refused(request, options)
         say("checking…")
+        facts = await self._new_facts(options.get("accel", "auto") or "auto")
         conn = await self.lv.live()
         loop = asyncio.get_running_loop()
 
         def told(text: str) -> None:
             loop.call_soon_threadsafe(say, text)
 
-        await self.lv.call(self._new_domain, conn, request, options, told,
+        await self.lv.call(self._new_domain, conn, request, options, facts, told,
                            what=f"creating {request.name}", within=MAKING)
         ref = InstanceRef(self.remote.name, request.name)
         say("started" if request.start else "created")
@@ -222,8 +235,9 @@ class Create(Backend):
 
     # -- in the remote's thread ------------------------------------------------------------
 
-    def _new_domain(self, conn: libvirt.virConnect, request: CreateRequest, options: dict[str, str],
-              say: Callable[[str], None]) -> None:
+    def _new_domain(self, conn: libvirt.virConnect, request: CreateRequest,
+                    options: dict[str, str], facts: HostFacts,
+                    say: Callable[[str], None]) -> None:
         """Check everything, then make the volumes, define and (maybe) start; undo all of it
         on any failure (blocks)."""
         host, name, kind = self.remote.name, request.name, request.source.kind
@@ -233,7 +247,6 @@ class Create(Backend):
         except libvirt.libvirtError as e:
             if e.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
                 raise
-        facts = host_facts(conn, options.get("accel", "auto") or "auto", host)
         firmware = options.get("firmware", "bios") or "bios"
         if firmware == "uefi" and not facts.uefi:
             raise InvalidInput(f"UEFI is not offered on {host}: its libvirt reports no UEFI "

@@ -59,16 +59,25 @@ def _domcaps(conn: libvirt.virConnect, virttype: str) -> ET.Element | None:
         return None
 
 
-def host_facts(conn: libvirt.virConnect, accel: str, remote: str) -> HostFacts:
-    """The facts for ``accel`` (``auto``: KVM when the daemon offers it, else TCG)."""
+def host_facts(conn: libvirt.virConnect, accel: str, remote: str,
+               known: dict[str, ET.Element | None] | None = None) -> HostFacts:
+    """The facts for ``accel`` (``auto``: KVM when the daemon offers it, else TCG).
+    ``known`` keeps the domain capabilities read, by domain type, for the next call."""
+    known = {} if known is None else known
+
+    def domcaps(virttype: str) -> ET.Element | None:
+        if virttype not in known:
+            known[virttype] = _domcaps(conn, virttype)
+        return known[virttype]
+
     if accel not in ACCELS:
         raise InvalidInput(f"The accelerator is one of {', '.join(ACCELS)} ('qemu' is TCG "
                            f"emulation), not '{accel}'.")
-    kvm = _domcaps(conn, "kvm")
+    kvm = domcaps("kvm")
     if accel == "kvm" and kvm is None:
         raise InvalidInput(f"The libvirt daemon of {remote} offers no KVM (no /dev/kvm there, "
                            f"or its QEMU cannot use it): choose TCG emulation ('qemu').")
-    caps = kvm if accel != "qemu" and kvm is not None else _domcaps(conn, "qemu")
+    caps = kvm if accel != "qemu" and kvm is not None else domcaps("qemu")
     if caps is None:
         raise InvalidInput(f"The libvirt daemon of {remote} reports no QEMU domains "
                            f"(getDomainCapabilities failed): it cannot run a new domain.")
