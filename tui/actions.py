@@ -249,8 +249,8 @@ ACTIONS: tuple[Action, ...] = (
     Action(name="actions", label="Actions", help="Backup, clone, copy/move, publish, "
            "password, NICs, rename, …", scope=I, key="a", binding_id="instance.actions",
            method="instance_actions", palette="Actions for {ref}…"),
-    Action(name="operations", label="Operations", help="Running and recent operations of "
-           "every remote (cancel with x)", scope=V, key="w",
+    Action(name="operations", label="Operations", help="The operations view: running and "
+           "recent operations of every remote (cancel with x)", scope=V, key="w",
            binding_id="view.operations", show=False, palette="Operations"),
     Action(name="limits", label="Limits",
            help="Change CPU, memory, disk, IO and network limits (says live/restart)", scope=I,
@@ -376,9 +376,9 @@ ACTIONS: tuple[Action, ...] = (
            needs=(Cap.RENAME,), flow=transfer.rename, menu=True),
     Action(name="description", label="Description…", help="Notes kept with the instance",
            scope=I, needs=(Cap.DESCRIPTION,), flow=transfer.describe, menu=True),
-    Action(name="images", label="Images of this remote…", help="List and delete images",
-           scope=R, needs=(Cap.IMAGES,), flow=images.images, menu=True,
-           palette="Images of {remote}"),
+    Action(name="images", label="Images of this remote", help="The images view with this "
+           "remote's: delete, copy, refresh, aliases", scope=R, needs=(Cap.IMAGES,),
+           flow=images.images, menu=True, palette="Images of {remote}"),
     # Clusters
     Action(name="move-member", label="Move to another member…",
            help="Move it to another member of its cluster (a running one is stopped and started "
@@ -425,8 +425,7 @@ ACTIONS: tuple[Action, ...] = (
     _rows("images", "copy", "Copy to", Cap.IMAGE_ALIASES, vb.copy_image, bulk=True),
     _rows("images", "refresh", "Refresh", Cap.IMAGE_ALIASES, vb.refresh_image, bulk=True,
           background=True),
-    _rows("operations", "cancel", "Cancel", Cap.OPERATIONS, vb.cancel_operation, bulk=True,
-          background=True),
+    _rows("operations", "cancel", "Cancel", Cap.OPERATIONS, vb.cancel_operation, bulk=True),
 )
 
 BY_NAME = {a.name: a for a in ACTIONS}

@@ -1,6 +1,6 @@
-"""The actions menu (a) and the operations panel (w) against the real LXD daemons:
-backup and restore across remotes, clone, copy and move, publish, password, NICs,
-rename and description — each checked with the real lxc CLI."""
+"""The actions menu (a) and the operations view (w) against the real LXD daemons:
+backup and restore across remotes, clone, copy and move, publish, the remote's images,
+password, NICs, rename and description — each checked with the real lxc CLI."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from textual.widgets import DataTable, Input, OptionList
 
 from tui.app import make_app
+from tui.views.pane import ResourcePane
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_checks import busybox_container, lxc
@@ -156,17 +157,22 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             lab.lxd1.cli("launch", alias, launched)
             assert launched in names(lab.lxd1)
 
-            # the remote's images: the new one is listed and can be deleted
+            # the remote's images (the images view, this remote's only): the new one is
+            # listed and can be deleted
             await action(pilot, app, f"local:{a}", "images")
-            await wait_for(pilot, lambda: screen_name(app) == "ImagesScreen"
-                           and any(alias in (getattr(i, "aliases", None) or ())
-                                   for i in app.screen.images.values()), timeout=20,
+            view = app.main_screen.query_one(ResourcePane).table
+
+            def published() -> str | None:
+                return next((k for k in view.shown if alias in view.items[k].obj.aliases),
+                            None)
+
+            await wait_for(pilot, lambda: app.main_screen.views.name == "images"
+                           and published() is not None, timeout=20,
                            what="the published image listed")
-            table = app.screen.query_one(DataTable)
-            fingerprint = next(fp for fp, i in app.screen.images.items()
-                               if alias in (i.aliases or ()))
-            table.move_cursor(row=table.get_row_index(fingerprint))
-            table.focus()
+            assert {view.items[k].remote for k in view.shown} == {"local"}
+            assert app.main_screen.query_one("#filter", Input).value == "remote=local"
+            view.move_cursor(row=view.shown.index(published()))
+            view.focus()
             await pilot.press("d")
             await wait_for(pilot, lambda: screen_name(app) == "ConfirmDialog",
                            what="delete image?")
@@ -174,8 +180,10 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             await pilot.click("#confirm")
             await wait_for(pilot, lambda: alias not in lab.lxd1.cli(
                 "image", "list", "--format", "csv").stdout, timeout=30, what="image deleted")
-            await wait_for(pilot, lambda: screen_name(app) == "ImagesScreen", what="list")
-            await pilot.press("escape")
+            await wait_for(pilot, lambda: published() is None, what="its row gone")
+            await pilot.press("escape")  # back to the instances
+            await wait_for(pilot, lambda: app.main_screen.views.name == "instances",
+                           what="the instances")
 
             # rename (stopped) and description
             renamed = unique("n")
@@ -234,12 +242,14 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             assert check.stdout.strip() == hashed
             assert not any("s3cret-pw" in n for n in notes(app))
 
-            # the operations panel opens and lists (or says there is nothing)
+            # w: the operations view opens (and lists what LXD still lists, if anything)
             await pilot.press("w")
-            await wait_for(pilot, lambda: screen_name(app) == "OperationsScreen",
+            await wait_for(pilot, lambda: app.main_screen.views.name == "operations"
+                           and app.focused is app.main_screen.query_one(ResourcePane).table,
                            what="operations")
-            await pilot.pause(1)
             await pilot.press("escape")
+            await wait_for(pilot, lambda: app.main_screen.views.name == "instances",
+                           what="the instances")
     finally:
         for daemon, names_made in made.items():
             for name in names_made:

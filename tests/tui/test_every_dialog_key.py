@@ -14,7 +14,14 @@ import asyncio
 from textual.widgets import DataTable, Input, OptionList
 
 from backends.fake import FakeBackend
-from backends.models import Capability, ImageInfo, Resource, ResourceKind, Snapshot
+from backends.models import (
+    Capability,
+    ImageInfo,
+    Operation,
+    Resource,
+    ResourceKind,
+    Snapshot,
+)
 from tui.actions import ACTIONS, Scope
 from tui.screens.dialogs import ActionsMenu
 from tui.screens.files import FilesScreen
@@ -30,7 +37,7 @@ from .test_every_key import ConsoleFake, burst
 from .test_fake_app import fake_env, running, select, settle  # noqa: F401
 
 OPENS_WITHOUT_FLOW = {"filter": "the filter box", "command": "the command line",
-                      "actions": "the actions menu", "operations": "the operations list",
+                      "actions": "the actions menu", "operations": "the operations view",
                       "snapshots": "the snapshots tab", "remotes": "the remotes pane",
                       "console-focus": "the console tab"}
 """Keyed actions done by a screen method (no flow) that open something."""
@@ -69,7 +76,8 @@ class Everything(FakeBackend):
         return [ImageInfo(f"{n}0123456789", aliases=(n, f"{n}-b")) for n in ("one", "two")]
 
     async def list_operations(self):
-        return []
+        return [Operation(f"op-{n}", self.remote.name, f"Backing up {n}", "Running",
+                          may_cancel=True) for n in ("one", "two")]
 
     async def list_snapshots(self, ref):
         return [Snapshot(ref=ref, name="before"), Snapshot(ref=ref, name="after")]
@@ -179,6 +187,7 @@ async def test_every_key_that_opens_something_takes_the_key_after_it(fake_env,
     assert took["actions"] == ActionsMenu.__name__  # the measured failure: a, then text
     assert took["files"] == FilesScreen.__name__
     assert took["profiles"] == "InputDialog" and took["snapshot"] == "SnapshotDialog"
+    assert took["operations"] == "ResourceTable"  # the operations view's
     assert took["edit"] == "dropped"  # the editor had the terminal: not the table's
     assert took["remove-remote"] == "dropped"  # alpha is not corral's to remove: said so
 
@@ -230,6 +239,7 @@ async def test_view_keys_take_the_key_after_them(fake_env, monkeypatch):
             took[verb.name] = await key_then_j(app, pilot, verb.key, view)
     assert took["profiles.edit"] == "dropped"  # the editor's, not the table's
     assert "images.alias-add" in took and "volumes.attach" in took
+    assert took["operations.cancel"] == "ConfirmDialog"
 
 
 async def test_console_tab_keys_take_the_key_after_them(fake_env, monkeypatch):

@@ -22,9 +22,9 @@ from tui.screens.dialogs import ConfirmDialog
 from tui.screens.limits import LimitsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
-from tui.screens.tables import OperationsScreen
 from tui.screens.wizard import WizardScreen
 from tui.widgets.instance_table import InstanceTable
+from tui.views.table import ResourceTable
 from tui.widgets.terminal import TerminalView
 
 from .test_fake_app import fake_env, running, select, settle, table_rows  # noqa: F401
@@ -85,9 +85,8 @@ async def test_keys_after_a_dialog_key_go_to_the_dialog(fake_env):
     table) must reach the dialog, not move the table; ``escape`` then closes it."""
     backends = fake_env[3]
     async with running(fake_env) as (app, pilot):
-        for key, screen in (("d", ConfirmDialog), ("w", OperationsScreen),
-                            ("?", HelpScreen), ("N", WizardScreen), ("L", LimitsScreen),
-                            ("+", AddRemoteDialog)):
+        for key, screen in (("d", ConfirmDialog), ("?", HelpScreen), ("N", WizardScreen),
+                            ("L", LimitsScreen), ("+", AddRemoteDialog)):
             select(app, "alpha:web1")
             await settle(pilot, app)
             row = cursor(app)
@@ -98,6 +97,18 @@ async def test_keys_after_a_dialog_key_go_to_the_dialog(fake_env):
             burst(app, "escape")
             await settle(pilot, app)
             assert isinstance(app.screen, MainScreen), key
+        # w: the operations view, its table takes the j; escape goes back to the instances
+        select(app, "alpha:web1")
+        await settle(pilot, app)
+        row = cursor(app)
+        burst(app, "w", "j")
+        await settle(pilot, app)
+        assert app.main_screen.views.name == "operations"
+        assert isinstance(app.focused, ResourceTable)
+        assert cursor(app) == row, "the j after w moved the instance table"
+        burst(app, "escape")
+        await settle(pilot, app)
+        assert app.main_screen.views.name == "instances" and cursor(app) == row
         # d then enter: the enter lands on the dialog's Cancel (its first focus)
         select(app, "alpha:web1")
         await settle(pilot, app)
@@ -121,16 +132,19 @@ async def test_escape_then_a_key_in_one_read_are_both_kept(fake_env):
     Textual's parser names them ``alt+shift+n``. Nothing binds that: it is Esc (the help
     closes), then N (the wizard opens) - not one key that nothing handles."""
     async with running(fake_env) as (app, pilot):
-        for opener, screen in (("?", HelpScreen), ("w", OperationsScreen)):
+        for opener, screen in (("?", HelpScreen), ("w", MainScreen)):
             burst(app, opener)
             await settle(pilot, app)
             assert isinstance(app.screen, screen)
+            if opener == "w":  # the operations view: its Esc goes back to the instances
+                assert app.main_screen.views.name == "operations"
             app.post_message(events.Key("alt+shift+n", "N"))  # what the parser makes of Esc N
             await settle(pilot, app)
             assert isinstance(app.screen, WizardScreen), (opener, app.screen)
             burst(app, "escape")
             await settle(pilot, app)
             assert isinstance(app.screen, MainScreen)
+            assert app.main_screen.views.name == "instances"
         # lower case, on the table: Esc (nothing to close) then j moves the cursor
         select(app, "alpha:web1")
         await settle(pilot, app)

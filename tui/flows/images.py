@@ -1,9 +1,8 @@
-"""Images: publish an instance as an image, list and delete a remote's images."""
+"""Images: publish an instance as an image; a remote's images (the ``:images`` view)."""
 
 from __future__ import annotations
 
 from ..screens.dialogs import ChoiceDialog, InputDialog
-from ..screens.tables import ImagesScreen
 from .context import Context
 
 
@@ -25,4 +24,6 @@ async def publish(ctx: Context) -> None:
 
 
 async def images(ctx: Context) -> None:
-    ctx.show(ImagesScreen(ctx.backend, ctx.remote or ""))
+    """The images view, filtered to the remote's images (its keys delete, copy, refresh
+    and name them)."""
+    ctx.open_view("images", "", f"remote={ctx.remote}" if ctx.remote else "")

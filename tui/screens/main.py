@@ -44,7 +44,6 @@ from .console_actions import ConsoleActions
 from .first_frame import FirstFrameScreen
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
-from .tables import OperationsScreen
 
 
 def _set_if_changed(widget, attribute: str, value: str | None) -> None:
@@ -495,7 +494,7 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
         self.query_one(CommandLine).open()
 
     def action_operations(self) -> None:
-        self.app.push_screen(OperationsScreen(self.inventory))
+        self.views.show("operations")
 
     def on_worker_state_changed(self, event) -> None:
         """Workers of this screen that fail unexpectedly are reported like the app's."""

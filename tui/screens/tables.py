@@ -1,10 +1,8 @@
-"""Lists with keys of their own: an instance's network interfaces, a remote's images,
-every remote's operations."""
+"""Lists with keys of their own: an instance's network interfaces."""
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,13 +15,12 @@ from backends.errors import BackendError
 from backends.models import Capability, InstanceRef
 
 from .. import format as fmt
-from ..services.inventory import Inventory
 from ..widgets.plain import Plain, PlainLabel
 from .dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 
 
 class TableScreen(ModalScreen[None]):
-    """A list (NICs, images, operations) with a few keys of its own."""
+    """A list (an instance's NICs) with a few keys of its own."""
 
     BINDINGS = [Binding("escape", "close", "Close", id="dialog.cancel",
                         tooltip="Close this list")]
@@ -219,123 +216,6 @@ class NicScreen(TableScreen):
             await self._run(f"Setting the addresses of {name}",
                             self.backend.set_nic_addresses(self.ref, name, ipv4=ipv4,
                                                            ipv6=ipv6))
-
-        self.run_worker(flow(), exit_on_error=False)
-
-
-class ImagesScreen(TableScreen):
-    """Images of one remote: delete (d)."""
-
-    BINDINGS = [Binding("d,delete", "delete", "Delete image", id="image.delete",
-                        tooltip="Delete the selected image (asks first)")]
-
-    def __init__(self, backend: Backend, remote: str) -> None:
-        super().__init__(f"Images on {remote}",
-                         ("Aliases", "Fingerprint", "Description", "Type", "Size", "Public"),
-                         "d delete · esc close")
-        self.backend = backend
-        self.images: dict[str, Any] = {}
-
-    async def load(self) -> None:
-        try:
-            images = await self.backend.list_images()
-        except BackendError as e:
-            self.say(e.message)
-            return
-        self.images = {i.fingerprint: i for i in images}
-        self.set_rows([(fp, (", ".join(i.aliases) or "—", fp[:12], i.description, i.type,
-                             fmt.size(i.size) if i.size else "", "yes" if i.public else "no"))
-                       for fp, i in self.images.items()])
-
-    def action_delete(self) -> None:
-        fp = self.selected_key
-        if fp is None:
-            return
-        aliases = ", ".join(self.images[fp].aliases) or fp[:12]
-
-        async def flow() -> None:
-            if not await self.app.push_screen_wait(ConfirmDialog(
-                    f"Delete image {aliases}?", f"The image {aliases} ({fp[:12]}) is deleted "
-                    f"from this remote. Instances made from it are not affected.",
-                    "Delete image")):
-                return
-            try:
-                await self.backend.delete_image(fp)
-            except BackendError as e:
-                self.say(fmt.external(f"{e.title}: {e.message}", "bold"))
-                return
-            self.say(f"Deleted image {aliases}.")
-            self.reload()
-
-        self.run_worker(flow(), exit_on_error=False)
-
-
-class OperationsScreen(TableScreen):
-    """Running and recent operations of every remote; cancel (x) where allowed."""
-
-    BINDINGS = [Binding("x", "cancel_operation", "Cancel operation", id="operation.cancel",
-                        tooltip="Cancel the selected operation (where the daemon allows)"),
-                Binding("ctrl+r", "reload", "Refresh", id="operation.refresh",
-                        tooltip="Read the operations again")]
-
-    def __init__(self, inventory: Inventory) -> None:
-        super().__init__("Operations", ("Remote", "Operation", "Instances", "Status",
-                                        "Progress", "Cancel", "Error"),
-                         "x cancel · ctrl+r refresh · esc close")
-        self.inventory = inventory
-        self.ops: dict[str, tuple[str, Any]] = {}
-
-    def action_reload(self) -> None:
-        self.reload()
-
-    async def load(self) -> None:
-        inv = self.inventory
-        rows = []
-        self.ops = {}
-        for name, backend in sorted(inv.backends.items()):
-            if inv.statuses[name].state.value != "connected":
-                continue
-            if Capability.OPERATIONS in inv.remote_capabilities(name):
-                try:
-                    ops = await backend.list_operations()
-                except BackendError as e:
-                    self.say(f"{name}: {e.message}")
-                    continue
-            else:
-                ops = list(inv.statuses[name].operations.values())
-            for op in ops:
-                key = f"{name}/{op.id}"
-                self.ops[key] = (name, op)
-                rows.append((key, (name, op.description, ", ".join(op.instances),
-                                   op.status, op.progress, "yes" if op.may_cancel else "no",
-                                   op.error)))
-        self.set_rows(rows)
-        if not rows:
-            self.say("No operations running or recently finished.")
-
-    def action_cancel_operation(self) -> None:
-        key = self.selected_key
-        if key is None or key not in self.ops:
-            return
-        name, op = self.ops[key]
-        backend = self.inventory.backends.get(name)
-        if backend is None \
-                or Capability.OPERATIONS not in self.inventory.remote_capabilities(name):
-            self.say(f"{name} cannot cancel operations.")
-            return
-
-        async def flow() -> None:
-            if not await self.app.push_screen_wait(ConfirmDialog(
-                    f"Cancel '{op.description}'?", f"The operation on {name} is cancelled.",
-                    "Cancel operation")):
-                return
-            try:
-                await backend.cancel_operation(op.id)
-            except BackendError as e:
-                self.say(fmt.external(f"{e.title}: {e.message}", "bold"))
-                return
-            self.say("Cancelled.")
-            self.reload()
 
         self.run_worker(flow(), exit_on_error=False)
 

@@ -8,7 +8,7 @@ from backends.units import parse_size
 
 from ..flows import bulk
 from ..flows.context import Context
-from ..screens.dialogs import ChoiceDialog, InputDialog
+from ..screens.dialogs import ChoiceDialog, ConfirmDialog, InputDialog
 from .verbs import _name_check, pick_remote
 
 
@@ -253,8 +253,19 @@ async def refresh_image(ctx: Context) -> None:
 
 
 async def cancel_operation(ctx: Context) -> None:
+    """Cancel the selected operation of a daemon, once confirmed; corral's own results
+    (of bulk actions) are records, not operations."""
     row = ctx.row
-    if row is None or row.obj is None or row.obj.id.startswith("corral-"):
+    if row is None or row.obj is None:
         return
-    await ctx.attempt(f"Cancel {row.name}", ctx.backend_of(row.remote).cancel_operation(
-        row.obj.id))
+    if row.obj.id.startswith("corral-"):
+        ctx.notify(f"{row.name}: a result kept by corral, nothing to cancel.",
+                   severity="warning")
+        return
+    if not await ctx.ask(ConfirmDialog(
+            f"Cancel '{row.name}'?", f"The operation on {row.remote} is cancelled.",
+            "Cancel operation")):
+        return
+    if await ctx.attempt(f"Cancel {row.name}", ctx.backend_of(row.remote).cancel_operation(
+            row.obj.id)):
+        ctx.notify(f"Cancelled {row.name} on {row.remote}.")
