@@ -192,6 +192,48 @@ async def test_every_key_that_opens_something_takes_the_key_after_it(fake_env,
     assert took["remove-remote"] == "dropped"  # alpha is not corral's to remove: said so
 
 
+async def test_images_of_a_remote_is_the_images_view_and_takes_the_keys_after(fake_env):
+    """"Images of this remote" in the actions menu shows the images view with that
+    remote's rows only; the keys typed after the choice, in the same burst, go to that
+    view's table (not to the instance table below the menu)."""
+    async with running(everything(fake_env)) as (app, pilot):
+        pane = app.main_screen.query_one(ResourcePane)
+        burst(app, ":", *"images", "enter")  # read once, as a switch before would have
+        for _ in range(40):
+            if pane.table.row_count == 4:
+                break
+            await pilot.pause(0.05)
+        assert pane.table.row_count == 4  # two images on each remote
+        burst(app, "escape")
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        await settle(pilot, app)
+        instances = app.main_screen.query_one(InstanceTable)
+        row = instances.cursor_row
+        burst(app, "a")
+        await settle(pilot, app)
+        menu = app.screen.query_one(OptionList)
+        ids = [menu.get_option_at_index(i).id for i in range(menu.option_count)]
+        burst(app, *["down"] * ids.index("images"), "enter", "j")
+        await settle(pilot, app)
+        for _ in range(40):
+            if app.keys.idle:
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, MainScreen)
+        assert app.main_screen.views.name == "images"
+        assert app.main_screen.query_one("#filter", Input).value == "remote=alpha"
+        assert {pane.table.items[k].remote for k in pane.table.shown} == {"alpha"}
+        assert app.focused is pane.table and pane.table.cursor_row == 1  # the j
+        assert instances.cursor_row == row
+        burst(app, "escape")  # clears the filter first: every remote's images
+        await settle(pilot, app)
+        assert pane.table.row_count == 4
+        burst(app, "escape")
+        await settle(pilot, app)
+        assert app.main_screen.views.name == "instances" and app.focused is instances
+
+
 async def test_snapshot_tab_keys_take_the_key_after_them(fake_env):
     took = {}
     async with running(everything(fake_env)) as (app, pilot):
