@@ -86,14 +86,14 @@ async def time_corral(env: dict[str, str], n: int, runners, lab, repeats: int = 
             await asyncio.sleep(0.01)
         await pilot.pause(1.0)
         stamps: dict[str, datetime] = {}
-        original = inv._handle
+        original = inv.events.apply
 
         def spy(name, event):
             if event.kind is EventKind.LIFECYCLE and event.ref and event.timestamp:
                 stamps.setdefault(event.ref.name, event.timestamp)
             original(name, event)
 
-        inv._handle = spy
+        inv.events.apply = spy  # type: ignore[method-assign]
         daemons = {"local": lab.lxd1, "lab2": lab.lxd2}
         for remote, name in runners[:10]:
             key = next(k for k, r in table.refs.items() if r.remote == remote and r.name == name)

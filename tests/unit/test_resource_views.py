@@ -136,7 +136,7 @@ def test_only_views_a_remote_can_fill_are_offered():
 
     remotes = [Remote("lxc", "lxc", "/tmp/nothing"), Remote("fake", "fake", "fake://")]
     inv = Inventory(remotes, on_change=lambda *args: None)
-    inv.backends = {"lxc": LXCBackend(remotes[0]), "fake": FakeBackend(remotes[1])}
+    inv.backends.update(lxc=LXCBackend(remotes[0]), fake=FakeBackend(remotes[1]))
     for status in inv.statuses.values():
         status.state = ConnectionState.CONNECTED
     names = {v.name for v in offered(inv)}

@@ -1,20 +1,18 @@
-"""Whole listings of a remote coming into the inventory: the first one of a run, made
-before the backend existed (:mod:`.startup`), and every later one."""
+"""The first listing of each remote in a run, made before its backend existed
+(:mod:`.startup`), coming into the inventory: taken before the first frame when it is in
+by then, else awaited by the remote's supervisor before it connects the backend."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
-from backends.models import FirstListing, Instance, InstanceRef, Remote
+from backends.models import FirstListing
 
-from .status import RemoteStatus
-
-if TYPE_CHECKING:
-    from .members import ClusterMembers
+from .members import ClusterMembers
+from .state import InventoryState
 
 log = logging.getLogger(__name__)
 
@@ -23,56 +21,44 @@ FIRST_WAIT = 1.0
 backend anyway (a remote that hangs would otherwise take two time-outs to be reported)."""
 
 
-class Listings:
-    """For :class:`~.inventory.Inventory` (which holds the state these write)."""
+class FirstListings:
+    """The first listing of each remote that has one (``first``: remote name -> the listing
+    under way or done), shown in ``state``; a cluster's members, read with it, go to
+    ``members``."""
 
-    remotes: dict[str, Remote]
-    statuses: dict[str, RemoteStatus]
-    instances: dict[InstanceRef, Instance]
-    members: ClusterMembers
-    rows_changed: Callable[..., None]
-    _drop: Callable[[InstanceRef], None]
-    _store: Callable[[Instance], Instance]
-
-    def _init_listings(self, first: Mapping[str, Future[FirstListing | None]] | None) -> None:
+    def __init__(self, state: InventoryState, members: ClusterMembers,
+                 first: Mapping[str, Future[FirstListing | None]] | None) -> None:
+        self.state = state
+        self.members = members
         self._first: dict[str, Future[FirstListing | None]] = dict(first or {})
         self.first_frame: asyncio.Event | None = None
         """Set by the UI once its first frame is painted (see :meth:`after_first_frame`)."""
 
-    def _apply_listing(self, name: str, listed: Iterable[Instance]) -> None:
-        """Every instance of remote ``name`` is now ``listed``: rows not in it go."""
-        fresh = {i.ref: i for i in listed}
-        for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
-            self._drop(ref)
-        for inst in fresh.values():
-            self._store(inst)
-        self.statuses[name].listed = True
-        self.rows_changed(name, None)
-
     def _take(self, name: str, listing: FirstListing | None) -> None:
         # For the remote as it is now: the user may have changed its project meanwhile.
-        if listing is not None and listing.remote == self.remotes.get(name) \
-                and not self.statuses[name].listed:
-            self.statuses[name].server = listing.info
+        st = self.state
+        if listing is not None and listing.remote == st.remotes.get(name) \
+                and not st.statuses[name].listed:
+            st.statuses[name].server = listing.info
             if listing.members:  # a cluster: its members come with its rows
                 self.members.seed(name, listing.members)
-            self._apply_listing(name, listing.instances)
+            st.apply_listing(name, listing.instances)
 
     @property
-    def first_listings_pending(self) -> bool:
+    def pending(self) -> bool:
         """Some first listing was started and is not shown (nor dropped) yet."""
         return bool(self._first)
 
-    def take_first_listings(self) -> None:
+    def take_arrived(self) -> None:
         """Show the first listings that are in already (the rest arrive as
-        :meth:`first_listing` is awaited by each remote's supervisor)."""
+        :meth:`wait_and_take` is awaited by each remote's supervisor)."""
         for name, future in list(self._first.items()):
             if future.done():
                 del self._first[name]
                 if future.exception() is None:
                     self._take(name, future.result())
 
-    async def first_listing(self, name: str) -> bool:
+    async def wait_and_take(self, name: str) -> bool:
         """Wait for remote ``name``'s first listing, if one was started, and show it; True
         when its rows are listed now. A listing that failed changes nothing: the backend's
         connection lists (or says what is wrong) next; one not in after
@@ -91,10 +77,10 @@ class Listings:
                 log.debug("%s: first listing not used (%s: %s)", name, type(e).__name__, e)
             else:
                 self._take(name, listing)
-        return self.statuses[name].listed
+        return self.state.statuses[name].listed
 
     def _late(self, name: str, done: asyncio.Future[FirstListing | None]) -> None:
-        if not done.cancelled() and done.exception() is None and name in self.statuses:
+        if not done.cancelled() and done.exception() is None and name in self.state.statuses:
             self._take(name, done.result())
 
     async def after_first_frame(self) -> None:

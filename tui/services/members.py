@@ -1,6 +1,6 @@
 """The members of every cluster remote, following the remotes' cluster events.
 
-Plain asyncio (no Textual), owned by the :class:`~tui.services.inventory.Inventory`: when a
+Plain asyncio (no Textual), a part of the :class:`~tui.services.inventory.Inventory`: when a
 remote's backend reports a ``CLUSTER`` event (a member changed, or may have), the
 remote's members are read again (bursts coalesced into one read; at a (re)connect the
 inventory reads them beside the instances, so they come with the rows),
@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from backends.errors import BackendError
 from backends.members import ClusterMember, MemberStatus
 from backends.models import BackendEvent, Capability, EventKind, InstanceStatus
 
-if TYPE_CHECKING:
-    from .inventory import Inventory
+from .state import InventoryState, Spawn
 
 COALESCE = 0.1
 """Seconds to wait after a cluster event for the ones that follow it."""
@@ -36,10 +35,15 @@ listing made when corral first sees it again may still say its instances are unk
 
 
 class ClusterMembers:
-    """``members[remote]``: the last reading of each cluster remote's members."""
+    """``members[remote]``: the last reading of each cluster remote's members, read with
+    the backends of ``state``; ``relist(remote)`` lists a remote's instances again soon (their
+    states follow their members')."""
 
-    def __init__(self, inventory: Inventory) -> None:
-        self.inventory = inventory
+    def __init__(self, state: InventoryState, *, relist: Callable[[str], None],
+                 spawn: Spawn) -> None:
+        self.state = state
+        self.relist = relist
+        self.spawn = spawn
         self.members: dict[str, list[ClusterMember]] = {}
         self.clusters: set[str] = set()
         """Remotes seen to be clusters (kept while one reconnects)."""
@@ -47,7 +51,6 @@ class ClusterMembers:
         """``(remote, member)`` -> ``time.monotonic()`` its status last changed on screen."""
         self._scheduled: set[str] = set()
         self._again: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
         self._stale_reads: dict[str, int] = {}
 
     def seed(self, remote: str, members) -> None:
@@ -61,10 +64,10 @@ class ClusterMembers:
         """The members, each with the number of instances the inventory has on it now
         (kept current by the instance events; the backend's count is of its last read)."""
         members = self.members.get(remote, [])
-        if not members or not self.inventory.statuses[remote].listed:
+        if not members or not self.state.statuses[remote].listed:
             return members
         counts: dict[str, int] = {}
-        for inst in self.inventory.instances_of(remote):
+        for inst in self.state.instances_of(remote):
             counts[inst.location] = counts.get(inst.location, 0) + 1
         return [m if m.instances == counts.get(m.name, 0)
                 else replace(m, instances=counts.get(m.name, 0)) for m in members]
@@ -84,18 +87,14 @@ class ClusterMembers:
     def read_now(self, remote: str) -> None:
         """Read ``remote``'s members at once, beside what the caller does next (its
         listing): the members and the Location column come with the rows."""
-        task = asyncio.ensure_future(self.refresh(remote))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.spawn(self.refresh(remote))
 
     def refresh_soon(self, remote: str) -> None:
         if remote in self._scheduled:
             self._again.add(remote)
             return
         self._scheduled.add(remote)
-        task = asyncio.ensure_future(self._refresh_later(remote))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.spawn(self._refresh_later(remote))
 
     async def _refresh_later(self, remote: str) -> None:
         try:
@@ -110,8 +109,8 @@ class ClusterMembers:
 
     async def refresh(self, remote: str) -> None:
         """Read ``remote``'s members now (nothing for a remote that is not a cluster)."""
-        inv = self.inventory
-        backend = inv.backends.get(remote)
+        st = self.state
+        backend = st.backends.get(remote)
         if backend is None or Capability.CLUSTER not in backend.capabilities:
             return
         for attempt in range(RETRIES):
@@ -120,7 +119,7 @@ class ClusterMembers:
                 break
             except BackendError:
                 # a cluster electing a new leader answers nothing for a few seconds
-                if attempt == RETRIES - 1 or inv.backends.get(remote) is not backend:
+                if attempt == RETRIES - 1 or st.backends.get(remote) is not backend:
                     return  # the next event or reconnect reads them again
                 await asyncio.sleep(1.0)
         before = {m.name: m.status for m in self.members.get(remote, [])}
@@ -134,19 +133,19 @@ class ClusterMembers:
                 changed = changed or m.name in before
         if changed:
             self._stale_reads[remote] = 0
-            inv.refresh_soon(remote)  # instances on an offline member: unknown, or back
+            self.relist(remote)  # instances on an offline member: unknown, or back
             self._confirm_later(remote)
         elif self._stale(remote, members) and self._stale_reads.get(remote, 0) < STALE_READS:
             self._stale_reads[remote] = self._stale_reads.get(remote, 0) + 1
-            inv.refresh_soon(remote)  # the cluster may know them again by now
+            self.relist(remote)  # the cluster may know them again by now
             self._confirm_later(remote)
-        inv.rows_changed(remote, set())
+        st.rows_changed(remote, set())
 
     def _stale(self, remote: str, members: list[ClusterMember]) -> bool:
         """Whether an instance on a member now online still reads unknown."""
         online = {m.name for m in members if m.status is MemberStatus.ONLINE}
         return any(i.status is InstanceStatus.UNKNOWN and i.location in online
-                   for i in self.inventory.instances_of(remote))
+                   for i in self.state.instances_of(remote))
 
     def _confirm_later(self, remote: str) -> None:
         """Read once more a little later after a change: what corral saw first (an
@@ -155,10 +154,4 @@ class ClusterMembers:
             await asyncio.sleep(CONFIRM_AFTER)
             self.refresh_soon(remote)
 
-        task = asyncio.ensure_future(later())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        self.spawn(later())

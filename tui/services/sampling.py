@@ -3,43 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 
-from backends.base import Backend
 from backends.errors import BackendError
 from backends.models import (
     Capability,
     ConnectionState,
-    Instance,
     InstanceRef,
     InstanceState,
     InstanceStatus,
 )
 
-from .status import RemoteStatus
+from .state import InventoryState
 
 
-class Sampling:
-    """CPU/memory/disk samples and snapshot counts, for :class:`~.inventory.Inventory`
-    (which holds the state these read and write)."""
+class Sampler:
+    """CPU/memory/disk samples and snapshot counts, written into the inventory's
+    :class:`~.state.InventoryState`."""
 
-    backends: dict[str, Backend]
-    statuses: dict[str, RemoteStatus]
-    instances: dict[InstanceRef, Instance]
-    states: dict[InstanceRef, InstanceState]
-    rows_changed: Callable[..., None]
+    def __init__(self, state: InventoryState) -> None:
+        self.state = state
 
     async def sample(self, name: str, refs: list[InstanceRef], *, notify: bool = True) -> None:
         """Fetch usage figures of the running ones of these instances, and snapshot counts
         of those not counted yet (only rows the user can see are sampled)."""
-        backend = self.backends.get(name)
+        st = self.state
+        backend = st.backends.get(name)
         if backend is None or not refs or \
-                self.statuses[name].state is not ConnectionState.CONNECTED:
+                st.statuses[name].state is not ConnectionState.CONNECTED:
             return
-        running = [r for r in refs if (i := self.instances.get(r)) is not None
+        running = [r for r in refs if (i := st.instances.get(r)) is not None
                    and i.status is InstanceStatus.RUNNING]
-        uncounted = [r for r in refs if (i := self.instances.get(r)) is not None
+        uncounted = [r for r in refs if (i := st.instances.get(r)) is not None
                      and i.snapshot_count is None]
         counts_snapshots = Capability.SNAPSHOTS in backend.capabilities
         states: dict[InstanceRef, InstanceState] = {}
@@ -53,23 +49,23 @@ class Sampling:
             return
         for ref in running:
             if ref in states:
-                self.states[ref] = states[ref]
+                st.states[ref] = states[ref]
             else:
-                self.states.pop(ref, None)
+                st.states.pop(ref, None)
         for ref, n in counts.items():
-            inst = self.instances.get(ref)
+            inst = st.instances.get(ref)
             if inst is not None:
-                self.instances[ref] = replace(inst, snapshot_count=n)
+                st.instances[ref] = replace(inst, snapshot_count=n)
         if notify:
-            self.rows_changed(name, set(running) | set(counts))
+            st.rows_changed(name, set(running) | set(counts))
 
     async def sample_visible(self, visible: Iterable[InstanceRef]) -> None:
         by_remote: dict[str, list[InstanceRef]] = {}
         for ref in visible:
-            if ref in self.instances:
+            if ref in self.state.instances:
                 by_remote.setdefault(ref.remote, []).append(ref)
         # one notification (so one repaint) for all remotes
         await asyncio.gather(*(self.sample(n, refs, notify=False)
                                for n, refs in by_remote.items()))
         for name, refs in by_remote.items():
-            self.rows_changed(name, set(refs))
+            self.state.rows_changed(name, set(refs))
