@@ -30,6 +30,10 @@ def _name(node: ast.expr) -> str:
     return ""
 
 
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
@@ -70,11 +74,11 @@ def offenders(source: str, where: str, service_classes: set[str]) -> list[str]:
                 defined = _defined(node)
                 for use in ast.walk(node):
                     if isinstance(use, ast.Attribute) and _is_self(use.value) \
-                            and use.attr not in defined and not use.attr.startswith("__"):
+                            and use.attr not in defined and not _dunder(use.attr):
                         found.append(f"{where}:{use.lineno} {node.name} uses self.{use.attr}, "
                                      "which it neither defines nor receives")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                and not node.attr.startswith("__") and not _is_self(node.value):
+                and not _dunder(node.attr) and not _is_self(node.value):
             found.append(f"{where}:{node.lineno} {ast.unparse(node)}: another object's "
                          "private name")
     return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
