@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from rich.text import Text
 from textual.widgets import OptionList
+from textual.visual import VisualType
 from textual.widgets.option_list import Option
 
 from ..format import external, external_text
@@ -19,7 +20,7 @@ class MarkedOptionList(OptionList):
     """:class:`OptionList` with the highlighted option marked by ``▸`` as well."""
 
     def __init__(self, *content, **options) -> None:  # OptionList's
-        self._plain: dict[Option, object] = {}
+        self._plain: dict[Option, VisualType] = {}
         """Each option's prompt as given (before its mark)."""
         super().__init__(*content, **options)
 

@@ -29,9 +29,10 @@ class Plain(Static):
     def update(self, content="", *, layout: bool = True) -> None:
         super().update(gate(content), layout=layout)
 
-    @Static.content.setter
+    # mypy reads neither a base class's property setter nor its fset (a known limit of it).
+    @Static.content.setter  # type: ignore[attr-defined]
     def content(self, content) -> None:
-        Static.content.fset(self, gate(content))
+        Static.content.fset(self, gate(content))  # type: ignore[attr-defined]
 
 
 class PlainLabel(Label):
@@ -44,9 +45,10 @@ class PlainLabel(Label):
     def update(self, content="", *, layout: bool = True) -> None:
         super().update(gate(content), layout=layout)
 
-    @Label.content.setter
+    # mypy reads neither a base class's property setter nor its fset (a known limit of it).
+    @Label.content.setter  # type: ignore[attr-defined]
     def content(self, content) -> None:
-        Label.content.fset(self, gate(content))
+        Label.content.fset(self, gate(content))  # type: ignore[attr-defined]
 
 
 class _Gate(Highlighter):

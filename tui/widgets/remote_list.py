@@ -175,7 +175,7 @@ class RemoteList(DataTable):
                 label, color = "last run", None
             count = (f"{running.get(name, 0)}/{total.get(name, 0)}"
                      if st.listed or stale else "")
-            cells = (
+            cells: tuple[Text, ...] = (
                 external(f" {name[:11]}" + ("…" if len(name) > 11 else ""), no_wrap=True),
                 external(kind),
                 external(label, Style(color=color), no_wrap=True, overflow="ellipsis"),

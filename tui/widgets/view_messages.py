@@ -22,6 +22,7 @@ class ConsoleView:
 
     def bind_leave_key(self, key: str) -> None:
         """Bind ``key`` to ``leave_hint`` on this view alone (each is given its own)."""
+        assert isinstance(self, Widget), "a console view is a widget"
         bind_key(self, key, "leave_hint", "Leave console")
 
     def action_leave_hint(self) -> None:
