@@ -13,8 +13,10 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.compose import compose
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.coordinate import Coordinate
+from textual.widget import Widget
 from textual.widgets import DataTable, Sparkline, Static, TabbedContent, TabPane, Tabs
 
 from backends.errors import BackendError
@@ -62,7 +64,7 @@ class UsageHistory:
         return True
 
 
-TAB_KEYS = [
+TAB_KEYS: list[BindingType] = [
     Binding("left", "tab(-1)", "Previous tab", show=False),
     Binding("right", "tab(1)", "Next tab", show=False),
 ]
@@ -73,7 +75,8 @@ class _TabKeys:
     """←/→ on a part of the details pane that would scroll sideways switch the tab."""
 
     def action_tab(self, step: int) -> None:
-        pane = next((a for a in self.ancestors if isinstance(a, DetailsPane)), None)  # type: ignore
+        assert isinstance(self, Widget), "mixed into widgets"
+        pane = next((a for a in self.ancestors if isinstance(a, DetailsPane)), None)
         if pane is not None:
             pane.action_tab(step)
 
@@ -117,8 +120,8 @@ class SnapshotTable(_TabKeys, DataTable):
     def selected(self) -> Snapshot | None:
         if not self.row_count:
             return None
-        key = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
-        return self.snapshots.get(key)
+        key = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
+        return self.snapshots.get(key) if key is not None else None
 
 
 class DetailsPane(Vertical):
@@ -177,7 +180,7 @@ class DetailsPane(Vertical):
         async def built() -> None:
             await mounting
             self._ready = True
-            if self._want_snapshots:
+            if self._want_snapshots and self.ref is not None:
                 self.show_snapshots(self.ref, self._usage)
             else:
                 self.show_instance(self.ref, self._usage)
@@ -469,8 +472,10 @@ class DetailsPane(Vertical):
         order = self.TAB_ORDER
         tabs.active = order[(order.index(tabs.active) + step) % len(order)] \
             if tabs.active in order else order[0]
-        target = {"tab-snapshots": SnapshotTable, "tab-config": "#tab-config TabScroll",
-                  "tab-events": "#tab-events TabScroll"}.get(tabs.active)
+        targets: dict[str, type[Widget] | str] = {
+            "tab-snapshots": SnapshotTable, "tab-config": "#tab-config TabScroll",
+            "tab-events": "#tab-events TabScroll"}
+        target = targets.get(tabs.active)
         widget = self.query_one(target) if target else self.query_one(Tabs)
         widget.focus()
 

@@ -7,7 +7,9 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from rich.style import Style
+from textual import events
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
@@ -142,8 +144,9 @@ class InstanceTable(FastTable):
         self._colors_version += 1
         self._styles.clear()
 
-    def on_resize(self) -> None:
-        """Give the flexible columns (name, remote, image) the width that is left."""
+    def on_resize(self, event: events.Resize | None = None) -> None:
+        """Give the flexible columns (name, remote, image) the width that is left (on a
+        resize, and when a column comes)."""
         padding = 2 * self.cell_padding * len(self.active_columns)
         fixed = sum(w for _, _, w in self.active_columns if w)
         spare = self.size.width - padding - fixed - 1  # 1: vertical scrollbar
@@ -191,7 +194,7 @@ class InstanceTable(FastTable):
         out = []
         for index in range(first, min(self.row_count, first + self.size.height + 1)):
             try:
-                key = self.coordinate_to_cell_key((index, 0)).row_key.value
+                key = self.coordinate_to_cell_key(Coordinate(index, 0)).row_key.value
             except Exception:
                 break
             if key in self.refs:
@@ -200,13 +203,14 @@ class InstanceTable(FastTable):
 
     # Rendering -------------------------------------------------------------------------
 
-    def _style(self, var: str, **attrs: bool) -> Style:
+    def _style(self, var: str, *, bold: bool | None = None, dim: bool | None = None) -> Style:
         """One Style object per theme colour and attributes (until the colours change):
         a listing builds hundreds of rows, and a Style's text form is computed per object."""
-        key = (var, *attrs.items())
+        key = (var, bold, dim)
         style = self._styles.get(key)
         if style is None:
-            style = self._styles[key] = Style(color=self._colors[var] or None, **attrs)
+            style = self._styles[key] = Style(color=self._colors[var] or None, bold=bold,
+                                              dim=dim)
         return style
 
     def _specs(self, inv: Inventory, inst: Instance, state: InstanceState | None
@@ -340,7 +344,9 @@ class InstanceTable(FastTable):
             self.refresh()
         elif repaint:
             for row_key in row_keys:
-                self.refresh_row(internals.row_index(self, row_key))
+                index = internals.row_index(self, row_key)
+                if index is not None:  # (every row put into is there)
+                    self.refresh_row(index)
 
     def update_dimensions(self, new_rows) -> None:
         """Every column has a set width and every row is one line, so new rows change only
