@@ -13,19 +13,19 @@ import itertools
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane, Tabs
 
 from backends.base import ConsoleSession
 from backends.errors import BackendError
 from backends.models import InstanceRef
+from backends.screen import ScreenSession
 
 from ..actions import ACTIONS
 from ..format import printable
@@ -35,10 +35,11 @@ if TYPE_CHECKING:  # the views are imported with the first console, not at start
     from .graphic_console import GraphicView
     from .terminal import TerminalView
 
-Opener = Callable[[int, int], Awaitable[ConsoleSession]]
-"""Opens a session of the given width and height."""
+Opener = Callable[[int, int], Awaitable[ConsoleSession | ScreenSession]]
+"""Opens a session of the given width and height: a console session for a terminal's tab,
+a screen session for a tab opened with a :data:`ViewFactory` (the casts below rely on it)."""
 
-ViewFactory = Callable[[object, str], Widget]
+ViewFactory = Callable[[ScreenSession, str], "GraphicView"]
 """Builds the view of a session that is not a terminal (the graphical screen)."""
 
 KIND_LABEL = {"console": "console", "shell": "shell", "vga": "VGA", "screen": "screen"}
@@ -136,13 +137,14 @@ class ConsoleDock(Vertical):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%d-%H%M%S")
             record = directory / f"{ref.remote}-{ref.name}-{kind}-{stamp}.cast"
+        view: TerminalView | GraphicView
         if make_view is not None:
-            view = make_view(session, title)
+            view = make_view(cast(ScreenSession, session), title)
         else:
             from .terminal import TerminalView
 
-            view = TerminalView(session, title, detach_key=self.detach_key,
-                                record_path=record)
+            view = TerminalView(cast(ConsoleSession, session), title,
+                                detach_key=self.detach_key, record_path=record)
         tab = ConsoleTab(ref, kind, opener, pane_id, view)
         self.tabs[pane_id] = tab
         self._opened(True)
@@ -169,7 +171,10 @@ class ConsoleDock(Vertical):
             if not tab.view.is_closed or tab.pane_id not in self.tabs:
                 await session.close()  # reconnected meanwhile, or the tab went away
                 return
-            tab.view.attach(session)
+            if isinstance(view, TerminalView):
+                view.attach(cast(ConsoleSession, session))
+            else:
+                view.attach(cast(ScreenSession, session))
         finally:
             self._reconnecting.discard(tab.pane_id)
 

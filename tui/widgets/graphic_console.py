@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from textual import events
@@ -35,6 +36,10 @@ from tui.terminal.keys import key_label
 
 from . import view_messages
 from .terminal_io import close_in_background
+
+if TYPE_CHECKING:
+    from PIL import Image
+    from textual_image.widget import SixelImage, TGPImage
 
 __all__ = ["GraphicView"]
 
@@ -108,7 +113,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         self._strips: dict[int, Strip] = {}
         self._timer: Timer | None = None
         self._buttons = 0
-        self._image_widget: Widget | None = None
+        self._image_widget: TGPImage | SixelImage | None = None
         self._outbox: asyncio.Queue = asyncio.Queue()
         """Input for the guest, sent in order by one worker."""
 
@@ -198,23 +203,35 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         cw, ch = cell_pixels()
         return Fit(width, height, columns, rows, cw, ch)
 
+    def _session_image(self) -> Image.Image | None:
+        """The session's image: a Pillow image or None (``ScreenSession`` has it as an
+        ``object``, for backends/screen.py not to import Pillow)."""
+        image = self.session.image
+        if image is None:
+            return None
+        from PIL import Image  # loaded already: the session made its image with it
+
+        assert isinstance(image, Image.Image), f"a screen's image is a {type(image)}"
+        return image
+
     def paint(self) -> None:
         """Bring the pane up to date with the session's image (the timer calls it)."""
         self._timer = None
         self.last_paint = time.monotonic()
-        image = self.session.image
+        image = self._session_image()
         dirty, self._dirty = self._dirty, None
         if image is None or not self.size.area:
             return
         fit = self._fit_for(*image.size)
-        whole = fit != self.fit or dirty is None
+        if fit != self.fit:
+            dirty = None  # the whole pane is drawn again
         self.fit = fit
         self.paints += 1
         if self._image_widget is not None:
             self._show_image(image, fit)
             return
         self.blocks.scale(image, fit)
-        if whole:
+        if dirty is None:
             self._strips.clear()
             self.refresh()
             return
@@ -223,7 +240,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
             self._strips.pop(y, None)
         self.refresh(*(Region(0, y, self.size.width, 1) for y in rows))
 
-    def _show_image(self, image, fit: Fit) -> None:
+    def _show_image(self, image: Image.Image, fit: Fit) -> None:
         widget = self._image_widget
         assert widget is not None
         cw, ch = fit.cells
@@ -234,7 +251,7 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
         from PIL import Image  # not needed to start corral
 
         # scaled here to the pixels it will cover: less for textual-image to encode
-        widget.image = image.resize(fit.size, Image.Resampling.BOX)  # type: ignore[attr-defined]
+        widget.image = image.resize(fit.size, Image.Resampling.BOX)
 
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)
@@ -253,8 +270,9 @@ class GraphicView(view_messages.ConsoleView, Widget, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self.fit = None
         self._strips.clear()
-        if self.session.image is not None:
-            self.frame(0, 0, *self.session.image.size)
+        image = self._session_image()
+        if image is not None:
+            self.frame(0, 0, *image.size)
 
     def _update_title(self) -> None:
         title = f"{self.title}   {key_label(self.detach_key)} detach"
