@@ -103,7 +103,8 @@ class Create(Backend):
             known = (conn, {})
             self._known_domcaps = known
         return await self.lv.call(host_facts, conn, accel, self.remote.name, known[1],
-                                  what="reading the domain capabilities")
+                                  what="reading the domain capabilities",
+                                  within=max(self.timeout, 15))  # see above: 3 s
 
     async def create_sources(self) -> list[CreateSource]:
         facts = await self._new_facts()
@@ -141,6 +142,9 @@ class Create(Backend):
     async def create_options(self) -> CreateOptions:
         """Active storage pools (``default`` first), active libvirt networks, host bridges
         (``bridge:NAME``, from libvirt's host interfaces), ``user`` and ``none``."""
+        # the facts first: the wizard asks for the sources at the same time, and a call
+        # queued behind their (slow) first read would count that wait in its time-out
+        facts = await self._new_facts()
         conn = await self.lv.live()
 
         def read() -> tuple[list[str], list[str], list[str]]:
@@ -160,7 +164,6 @@ class Create(Backend):
             return pools, nets, sorted(bridges)
 
         pools, nets, bridges = await self.lv.call(read, what="reading pools and networks")
-        facts = await self._new_facts()
         first = [n for n in ("default",) if n in nets]
         return CreateOptions(
             storage_pools=tuple(sorted(pools, key=lambda p: p != "default")),
