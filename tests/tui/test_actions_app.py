@@ -181,7 +181,7 @@ async def test_lifecycle_actions_on_lxd(lab, lab_env, unique, tmp_path):
             await wait_for(pilot, lambda: alias not in lab.lxd1.cli(
                 "image", "list", "--format", "csv").stdout, timeout=30, what="image deleted")
             await wait_for(pilot, lambda: published() is None, what="its row gone")
-            await pilot.press("escape")  # back to the instances
+            await pilot.press("escape", "escape")  # the filter cleared, the instances
             await wait_for(pilot, lambda: app.main_screen.views.name == "instances",
                            what="the instances")
 
