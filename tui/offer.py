@@ -9,7 +9,7 @@ from typing import Callable
 
 from backends.models import Capability, ConnectionState, InstanceRef
 
-from .actions import ACTIONS, BY_VIEW, Action, Scope, offered
+from .actions import ACTIONS, BY_VIEW, Action, Scope, Verb, offered
 from .flows.context import Context
 from .services.inventory import Inventory
 
@@ -22,7 +22,7 @@ def menu_actions(ctx: Context) -> list[Action]:
 
 
 ALSO_CALLED = {
-    "new": "launch, create", "delete": "remove", "limits": "resources, CPU, memory",
+    "new": "launch, create", Verb.DELETE: "remove", "limits": "resources, CPU, memory",
     "console": "attach", "shell": "exec", "pause": "freeze, suspend",
     "command": "profiles, networks, storage, volumes, projects, images, remotes",
 }
