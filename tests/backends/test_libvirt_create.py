@@ -12,11 +12,11 @@
 - an ISO is the CD drive booted first, with a new empty disk of the size asked;
 - an empty domain boots from the network (defined, starts; its disk holds no data);
 - bad input (a missing file, a relative path, a taken domain or volume name, a kernel
-  that cannot start) leaves no domain and no volume behind.
+  that cannot start) leaves no domain and no volume behind, and so does a copy into a
+  pool without room for it (a 1 MiB tmpfs mounted in the lab daemon's namespace).
 
 The ISO is made with ``genisoimage``/``xorriso`` when one is installed, else written here
 as a minimal ISO 9660 volume (an empty root directory): the test is about the CD drive.
-No test fills a pool: a pool without space is not cheap to make here.
 """
 
 from __future__ import annotations
@@ -391,3 +391,35 @@ async def test_bad_input_is_refused_in_words_and_leaves_nothing(lv, vlab, guest,
         await remove(lv, taken)
     with pytest.raises(InvalidInput):
         await lv.create_instance(await request_for(lv, "pxe", "bad/name"))
+
+
+@live
+async def test_a_copy_into_a_pool_without_room_fails_and_leaves_nothing(lv, vlab):
+    tag = uuid.uuid4().hex[:6]
+    small, pool = vlab.root / f"small-{tag}", f"lvcsmall{tag}"
+    small.mkdir()
+    image = vlab.root / f"{PREFIX}full-{tag}.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(image), "16M"], check=True)
+    subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P 0x5a 0 4M", str(image)],
+                   check=True, capture_output=True)
+    in_lab = ["nsenter", f"--target={vlab.daemon.pid}", "--mount", "--"]
+    subprocess.run([*in_lab, "mount", "-t", "tmpfs", "-o", "size=1M", "corral-full",
+                    str(small)], check=True)
+    try:
+        virsh(vlab, "pool-create-as", pool, "dir", "--target", str(small))
+        name = new_name()
+        with pytest.raises(OperationFailed) as full:
+            await lv.create_instance(await request_for(
+                lv, "disk-image", name, str(image), storage_pool=pool,
+                options={"overlay": "no"}))
+        assert "No space left" in str(full.value) and "Nothing was kept" in str(full.value)
+        assert name not in domains(vlab)
+        assert [line for line in virsh(vlab, "vol-list", pool).stdout.splitlines()[2:]
+                if line.strip()] == []
+        assert subprocess.run([*in_lab, "ls", "-A", str(small)], capture_output=True,
+                              text=True, check=True).stdout == ""
+    finally:
+        virsh(vlab, "pool-destroy", pool, check=False)
+        subprocess.run([*in_lab, "umount", str(small)], check=False)
+        small.rmdir()
+        image.unlink()
