@@ -359,6 +359,11 @@ class Create(Backend):
             say(f"creating a {format_size(disk)} disk in {pool.name()}…")
             return pool.createXML(volume_xml(vol_name, disk), 0)
         capacity = max(disk, image.capacity)
+        if overlay and image.mode & 0o002:
+            raise InvalidInput(f"{image.path} can be written by every user of the libvirt "
+                               f"host, and an overlay's base is read again at every start: "
+                               f"make a copy instead (overlay 'no'), or take that right "
+                               f"away first (chmod o-w).")
         if overlay:
             say(f"creating an overlay on {image.path} in {pool.name()}…")
             return pool.createXML(volume_xml(vol_name, capacity, backing=image), 0)

@@ -105,6 +105,8 @@ class HostFile:
     capacity: int
     """Its virtual size in bytes (a raw file's size)."""
     volume: libvirt.virStorageVol
+    mode: int = 0o644
+    """Its permission bits as the daemon reads them."""
 
 
 def _no_volume(e: libvirt.libvirtError) -> bool:
@@ -176,9 +178,11 @@ def host_file(conn: libvirt.virConnect, path: str, label: str, host: str
         kind, capacity, _ = volume.info()
         if kind == libvirt.VIR_STORAGE_VOL_DIR:
             raise InvalidInput(f"The {label} {path} is a directory on {host}'s libvirt host.")
-        fmt = ET.fromstring(volume.XMLDesc(0)).find("target/format")
+        target = ET.fromstring(volume.XMLDesc(0)).find("target")
+        fmt = target.find("format") if target is not None else None
+        mode = target.findtext("permissions/mode", "0644") if target is not None else "0644"
         yield HostFile(volume.path(), fmt.get("type", "raw") if fmt is not None else "raw",
-                       int(capacity), volume)
+                       int(capacity), volume, int(mode, 8) if mode.isdigit() else 0o644)
     finally:
         if probe is not None:
             with contextlib.suppress(libvirt.libvirtError):

@@ -223,6 +223,12 @@ async def test_a_disk_image_becomes_an_overlay_on_it_or_a_copy(lv, vlab):
                               capture_output=True, text=True)
         assert "Pattern verification failed" not in read.stdout and read.returncode == 0, read
 
+        base.chmod(0o666)  # anyone could change what the overlay reads at every start
+        with pytest.raises(InvalidInput) as writable:
+            await lv.create_instance(await request_for(lv, "disk-image", new_name(), str(base)))
+        assert "every user" in str(writable.value) and "copy" in str(writable.value)
+        base.chmod(0o644)
+
         with pytest.raises(InvalidInput) as small:  # disks only grow
             await lv.create_instance(await request_for(
                 lv, "disk-image", new_name(), str(base), disk=8 * MiB))
