@@ -51,6 +51,8 @@ OPTIONS = ("firmware", "accel", "overlay", "initrd", "cmdline", "description")
 KINDS = ("disk-image", "iso", "kernel", "pxe")
 MIN_MEMORY = 32 * 1024**2
 DEFAULT_DISK = 10 * 1024**3
+_UNDOING: set[asyncio.Future] = set()
+"""Removals of cancelled creations under way (kept from the garbage collector)."""
 
 
 NO_UEFI = "; UEFI is not offered: this libvirt reports no UEFI firmware (OVMF)"
@@ -198,8 +200,16 @@ class Create(Backend):
         def told(text: str) -> None:
             loop.call_soon_threadsafe(say, text)
 
-        await self.lv.call(self._new_domain, conn, request, options, facts, told,
-                           what=f"creating {request.name}", within=MAKING)
+        job = asyncio.ensure_future(self.lv.call(
+            self._new_domain, conn, request, options, facts, told,
+            what=f"creating {request.name}", within=MAKING))
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            # the daemon's work cannot be stopped half way: what it makes is removed once
+            # it is done, so a cancelled creation leaves nothing either
+            job.add_done_callback(self._new_undo_later)
+            raise
         ref = InstanceRef(self.remote.name, request.name)
         say("started" if request.start else "created")
         return await self.get_instance(ref)
@@ -240,9 +250,9 @@ class Create(Backend):
 
     def _new_domain(self, conn: libvirt.virConnect, request: CreateRequest,
                     options: dict[str, str], facts: HostFacts,
-                    say: Callable[[str], None]) -> None:
+                    say: Callable[[str], None]) -> _Made:
         """Check everything, then make the volumes, define and (maybe) start; undo all of it
-        on any failure (blocks)."""
+        on any failure (blocks). Returns what it made."""
         host, name, kind = self.remote.name, request.name, request.source.kind
         try:
             conn.lookupByName(name)
@@ -306,6 +316,17 @@ class Create(Backend):
             except BaseException:
                 _undo(made)
                 raise
+        return made
+
+    def _new_undo_later(self, job: asyncio.Future) -> None:
+        """A creation the caller stopped waiting for has ended: remove what it made."""
+        if job.cancelled() or job.exception() is not None:
+            return  # nothing was made (or it was undone already)
+        task = asyncio.ensure_future(self.lv.call(_undo, job.result(),
+                                                  what="removing a cancelled creation",
+                                                  within=max(self.timeout, 120)))
+        _UNDOING.add(task)
+        task.add_done_callback(_UNDOING.discard)
 
     def _new_nic(self, conn: libvirt.virConnect, network: str, *, needed: bool
              ) -> tuple[str, str] | None:

@@ -429,3 +429,45 @@ async def test_a_copy_into_a_pool_without_room_fails_and_leaves_nothing(lv, vlab
         subprocess.run([*in_lab, "umount", str(small)], check=False)
         small.rmdir()
         image.unlink()
+
+
+@live
+async def test_a_cancelled_creation_leaves_nothing_once_the_daemon_is_done(lv, vlab, guest):
+    """libvirt cannot stop a creation half way: cancelling the call lets the daemon finish,
+    then what it made (a started domain, its volume) is removed."""
+    kernel, initrd = guest
+    name, events = new_name(), []
+    connected, making = asyncio.Event(), asyncio.Event()
+
+    async def pump() -> None:
+        async for event in lv.watch():
+            events.append(event)
+            connected.set()
+
+    watcher = asyncio.ensure_future(pump())
+    try:
+        await asyncio.wait_for(connected.wait(), 30)
+        request = await request_for(lv, "kernel", name, str(kernel), disk=16 * MiB, start=True,
+                                    options={"initrd": str(initrd)})
+        task = asyncio.ensure_future(lv.create_instance(
+            request, lambda text: making.set() if text.startswith("creating") else None))
+        await asyncio.wait_for(making.wait(), 60)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        deadline = time.monotonic() + 60
+        while not any(e.action == "instance-deleted" and e.ref and e.ref.name == name
+                      for e in events):
+            assert time.monotonic() < deadline, [(e.action, str(e.ref)) for e in events]
+            await asyncio.sleep(0.1)
+        assert any(e.action == "instance-started" and e.ref and e.ref.name == name
+                   for e in events)  # it was made, started, then removed
+        for _ in range(100):  # the volume goes right after the domain
+            if f"{name}.qcow2" not in volumes(vlab):
+                break
+            await asyncio.sleep(0.1)
+        assert name not in domains(vlab) and f"{name}.qcow2" not in volumes(vlab)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
