@@ -156,7 +156,9 @@ class Create(Backend):
                 libvirt.VIR_CONNECT_LIST_NETWORKS_ACTIVE))
             bridges = []
             try:
-                ifaces = conn.listAllInterfaces(libvirt.VIR_CONNECT_LIST_INTERFACES_ACTIVE)
+                # all of them: a bridge without a port yet has no carrier, and libvirt
+                # lists it as inactive (a new domain's NIC is what it waits for)
+                ifaces = conn.listAllInterfaces(0)
             except libvirt.libvirtError:  # no interface driver there: no bridges offered
                 ifaces = []
             for iface in ifaces:

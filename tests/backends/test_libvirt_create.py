@@ -471,3 +471,32 @@ async def test_a_cancelled_creation_leaves_nothing_once_the_daemon_is_done(lv, v
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
+
+
+@live
+async def test_bridges_and_active_networks_are_offered_and_a_nic_joins_one(lv, vlab, tmp_path):
+    tag = uuid.uuid4().hex[:6]
+    bridge, net = f"lvcb{tag}", f"lvcnet{tag}"
+    xml = tmp_path / "net.xml"  # defined, never started: not offered, refused in words
+    xml.write_text(f"<network><name>{net}</name><bridge name='lvcn{tag}'/></network>")
+    virsh(vlab, "net-define", str(xml))
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    name = new_name()
+    try:
+        subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
+        networks = (await lv.create_options()).networks
+        assert f"bridge:{bridge}" in networks and net not in networks, networks
+        with pytest.raises(InvalidInput) as inactive:
+            await lv.create_instance(await request_for(lv, "pxe", name, network=net))
+        assert "not active" in str(inactive.value) and name not in domains(vlab)
+        await lv.create_instance(await request_for(lv, "pxe", name, disk=16 * MiB,
+                                                   network=f"bridge:{bridge}"))
+        nic = domain_xml(vlab, name, saved=True).find("devices/interface")
+        assert nic.get("type") == "bridge" and nic.find("source").get("bridge") == bridge
+        assert (await lv.list_nics(InstanceRef(lv.remote.name, name)))["eth0"]["parent"] \
+            == bridge
+    finally:
+        if name in domains(vlab):
+            await remove(lv, name)
+        subprocess.run(["ip", "link", "del", bridge], check=False)
+        virsh(vlab, "net-undefine", net, check=False)
