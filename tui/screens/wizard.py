@@ -81,7 +81,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         self.remote = preferred if preferred in backends else next(iter(backends), None)
         self.sources: list[CreateSource] = []
         self.options = CreateOptions()
-        self.source: CreateSource | None = None
+        self._chosen_source: CreateSource | None = None
         self.fields = SourceFields()
         """The chosen source's own fields and what was typed into them."""
         self.step = "where"
@@ -194,6 +194,17 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             if widget.display and not widget.disabled:
                 widget.focus()
 
+    @property
+    def source(self) -> CreateSource | None:
+        """The chosen source; choosing one draws its fields."""
+        return self._chosen_source
+
+    @source.setter
+    def source(self, source: CreateSource | None) -> None:
+        self._chosen_source = source
+        if self.is_mounted:
+            self._show_source_fields()
+
     def _show_source_fields(self) -> None:
         index = self.sources.index(self.source) if self.source in self.sources else -1
         self.fields.show(self.query_one("#wizard-fields", FieldsHolder), index, self.source)
@@ -221,8 +232,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             return False
         self.sources, self.options = sources, options
         self._loaded_for = remote
-        self.source = None
         self.fields.forget()
+        self.source = None
         sources = self.query_one("#wizard-source", OptionList)
         sources.clear_options()
         sources.add_options([
@@ -285,7 +296,6 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     @on(OptionList.OptionHighlighted, "#wizard-source")
     def _source(self, event: OptionList.OptionHighlighted) -> None:
         self.source = self.sources[int(event.option.id)]
-        self._show_source_fields()
         self.validate()
 
     @on(OptionList.OptionSelected)
