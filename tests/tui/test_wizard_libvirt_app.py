@@ -1,7 +1,8 @@
 """The launch wizard on the suite's private libvirt, reached over ``qemu+ssh://`` as a
 server is: the kernel source's own fields (paths on the libvirt host, the command line, the
-accelerator as a choice) are filled by keys, and the domain is made and started by the
-daemon; read back with ``virsh`` (not through corral)."""
+accelerator as a choice) are filled by keys, the domain is made and started by the daemon
+(read back with ``virsh``, not through corral), and the console the wizard opens for it
+answers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import lab_libvirt
 import qemu_guest
+from test_consoles_app import active_view, screen_has, type_line
 from test_real_app import rows, wait_for, write_config
 from test_wizard_app import notes
 from wizard_keys import choose, fill, problem, source_fields
@@ -85,11 +87,26 @@ async def test_the_wizard_creates_a_kernel_boot_domain_over_ssh(vlab, tmp_path):
                            what=f"the summary ({problem(app)})")
             summary = str(app.screen.query_one("#wizard-summary").render())
             assert str(initrd) in summary and "TCG emulation" in summary, summary
+            app.screen.query_one("#wizard-console").value = True  # "Open its console"
+            await pilot.pause()
             await pilot.press("ctrl+n")
             await wait_for(pilot, lambda: rows(app).get(f"vs:{name}", [None] * 4)[3]
                            == "running", timeout=120,
                            what=lambda: f"vs:{name} running (row: {rows(app).get(f'vs:{name}')}"
                                         f", notifications: {notes(app)})")
+            # its serial console, opened by the wizard, answers (the guest may still boot)
+            await wait_for(pilot, lambda: active_view(app) is not None
+                           and app.focused is active_view(app), timeout=60,
+                           what=lambda: f"the console tab focused ({notes(app)})")
+            for _ in range(40):
+                await type_line(pilot, "echo wiz-$((6*7))")
+                try:
+                    await wait_for(pilot, lambda: screen_has(app, "wiz-42"), timeout=3)
+                    break
+                except AssertionError:
+                    continue
+            view = active_view(app)
+            assert screen_has(app, "wiz-42"), "\n".join(view.emulator.screen_text())
         state = virsh(vlab, "domstate", name).strip()
         assert state == "running", state
         xml = ET.fromstring(virsh(vlab, "dumpxml", "--inactive", name))
