@@ -51,11 +51,9 @@ OPTIONS = ("firmware", "accel", "overlay", "initrd", "cmdline", "description")
 KINDS = ("disk-image", "iso", "kernel", "pxe")
 MIN_MEMORY = 32 * 1024**2
 DEFAULT_DISK = 10 * 1024**3
+NO_UEFI = "; UEFI is not offered: this libvirt reports no UEFI firmware (OVMF)"
 _UNDOING: set[asyncio.Future] = set()
 """Removals of cancelled creations under way (kept from the garbage collector)."""
-
-
-NO_UEFI = "; UEFI is not offered: this libvirt reports no UEFI firmware (OVMF)"
 
 
 def _firmware_field(facts: HostFacts) -> SourceField:
@@ -288,7 +286,7 @@ class Create(Backend):
                 if initrd:
                     initrd = files.enter_context(host_file(conn, initrd, "initrd", host)).path
                 plan = replace(plan, kernel=kernel.path, initrd=initrd,
-                             cmdline=options.get("cmdline", ""), boot=())
+                               cmdline=options.get("cmdline", ""), boot=())
             elif kind == "pxe":
                 plan = replace(plan, boot=("network", "hd"))
             if image is not None and disk and disk < image.capacity:
@@ -299,8 +297,8 @@ class Create(Backend):
             try:
                 if pool is not None:
                     volume = self._new_volume(pool, name, image, disk or 0,
-                                          overlay=options.get("overlay", "yes") == "yes",
-                                          say=say)
+                                              overlay=options.get("overlay", "yes") == "yes",
+                                              say=say)
                     made.volumes.append(volume)
                     plan = replace(plan, disk=volume.path())
                 say("defining…")
@@ -331,7 +329,7 @@ class Create(Backend):
         task.add_done_callback(_UNDOING.discard)
 
     def _new_nic(self, conn: libvirt.virConnect, network: str, *, needed: bool
-             ) -> tuple[str, str] | None:
+                 ) -> tuple[str, str] | None:
         host = self.remote.name
         networks = {n.name(): n for n in conn.listAllNetworks(0)}
         if network == "none":
@@ -367,10 +365,12 @@ class Create(Backend):
         return active[name]
 
     def _new_volume(self, pool: libvirt.virStoragePool, name: str, image: HostFile | None,
-                disk: int, *, overlay: bool, say: Callable[[str], None]
-                ) -> libvirt.virStorageVol:
+                    disk: int, *, overlay: bool, say: Callable[[str], None]
+                    ) -> libvirt.virStorageVol:
         """The domain's new qcow2 volume ``<name>.qcow2`` (blocks)."""
         vol_name = f"{name}.qcow2"
+        pool.refresh(0)  # a file put there since it last looked: "taken" (libvirt would
+        # refuse to write over it too, in its own words)
         try:
             pool.storageVolLookupByName(vol_name)
             raise Conflict(f"The storage pool '{pool.name()}' has a volume named {vol_name} "

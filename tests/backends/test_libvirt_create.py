@@ -392,8 +392,16 @@ async def test_bad_input_is_refused_in_words_and_leaves_nothing(lv, vlab, guest,
         assert f"{name}.qcow2" in str(e.value)
         assert domains(vlab) == made[0] and img_info(
             vlab.images / f"{name}.qcow2")["virtual-size"] == 1 * MiB
+        # a file the pool has not seen yet (put there without libvirt) is never written over
+        stranger = vlab.images / f"{name}-x.qcow2"
+        stranger.write_bytes(b"not libvirt's\n")
+        with pytest.raises(Conflict):
+            await lv.create_instance(await request_for(lv, "pxe", f"{name}-x", disk=16 * MiB))
+        assert stranger.read_bytes() == b"not libvirt's\n"
+        assert f"{name}-x" not in domains(vlab)
     finally:
         virsh(vlab, "vol-delete", "--pool", "default", f"{name}.qcow2", check=False)
+        virsh(vlab, "vol-delete", "--pool", "default", f"{name}-x.qcow2", check=False)
         await remove(lv, taken)
     with pytest.raises(InvalidInput):
         await lv.create_instance(await request_for(lv, "pxe", "bad/name"))
