@@ -58,9 +58,9 @@ from .archived import (MANIFEST, TARGET_RE, XML, ArchivedDisk, Checked, CheckedS
 from .connection import Connection
 from .convert import status_of
 from .disks import Disk, volume_of
-from .migrate import _open
 from .names import name_problem
-from .streams import CHUNK, FileReader, Transfer, VolumeReader, upload, volume_xml
+from .streams import (CHUNK, FileReader, SparseFile, Transfer, download, on_connection,
+                      upload, volume_xml)
 from .uri import host_of, is_remote
 
 INACTIVE = libvirt.VIR_DOMAIN_XML_INACTIVE
@@ -174,44 +174,35 @@ def _snapshots(dom: libvirt.virDomain, ref: InstanceRef, targets: set[str]
     return xmls, order.index(current) if current else -1
 
 
-def _export_blocking(worker: Worker, uri: str, ref: InstanceRef, part: str, compress: bool,
-                     local: bool, with_snapshots: bool) -> None:
-    conn = _open(uri)
-    try:
-        dom = conn.lookupByName(ref.name)
-        xml, plan = _export_plan(conn, dom, ref, local)
-        snaps, current = _snapshots(dom, ref, {d.target for d, _, _ in plan}) \
-            if with_snapshots else ([], -1)
-        names = [f"snapshot-{i:03d}.xml" for i in range(1, len(snaps) + 1)]
-        manifest = manifest_json(ref.name, [d for d, _, _ in plan], names,
-                                 names[current] if current >= 0 else "")
-        transfer = Transfer(worker, sum(size for _, _, size in plan))
-        with private_file(part) as raw:
-            with tarfile.open(fileobj=raw, mode="w:gz" if compress else "w",
-                              format=tarfile.PAX_FORMAT) as tar:
-                tar.copybufsize = CHUNK  # (16 KiB by default: a round trip each)
-                for name, data in ((MANIFEST, manifest), (XML, xml), *zip(names, snaps)):
-                    tar.addfile(_info(name, len(data)), io.BytesIO(data))
-                for disk, source, size in plan:
-                    label = f"exporting {disk.target}"
-                    if isinstance(source, str):
-                        with open(source, "rb") as f:
-                            tar.addfile(_info(disk.member, size), FileReader(f, transfer, label))
-                        continue
-                    stream = conn.newStream(0)
-                    try:
-                        source.download(stream, 0, size, 0)  # type: ignore[attr-defined]
-                        tar.addfile(_info(disk.member, size),
-                                    VolumeReader(stream, size, transfer, label))
-                        stream.finish()
-                    except BaseException:
-                        with contextlib.suppress(libvirt.libvirtError):
-                            stream.abort()
-                        raise
-            raw.flush()
-            os.fsync(raw.fileno())
-    finally:
-        conn.close()
+def _export_blocking(worker: Worker, conn: libvirt.virConnect, ref: InstanceRef, part: str,
+                     compress: bool, local: bool, with_snapshots: bool) -> None:
+    dom = conn.lookupByName(ref.name)
+    xml, plan = _export_plan(conn, dom, ref, local)
+    snaps, current = _snapshots(dom, ref, {d.target for d, _, _ in plan}) \
+        if with_snapshots else ([], -1)
+    names = [f"snapshot-{i:03d}.xml" for i in range(1, len(snaps) + 1)]
+    manifest = manifest_json(ref.name, [d for d, _, _ in plan], names,
+                             names[current] if current >= 0 else "")
+    transfer = Transfer(worker, sum(size for _, _, size in plan))
+    with private_file(part) as raw:
+        sparse = SparseFile(raw)  # a disk's holes stay holes in the archive
+        with tarfile.open(fileobj=sparse, mode="w:gz" if compress else "w",
+                          format=tarfile.PAX_FORMAT) as tar:
+            tar.copybufsize = CHUNK  # (16 KiB by default: a round trip each)
+            for name, data in ((MANIFEST, manifest), (XML, xml), *zip(names, snaps)):
+                tar.addfile(_info(name, len(data)), io.BytesIO(data))
+            for disk, source, size in plan:
+                label = f"exporting {disk.target}"
+                if isinstance(source, str):
+                    with open(source, "rb") as f:
+                        tar.addfile(_info(disk.member, size), FileReader(f, transfer, label))
+                    continue
+                info = _info(disk.member, size)
+                download(conn, source, size, transfer, label,  # type: ignore[arg-type]
+                         lambda reader, info=info: tar.addfile(info, reader))
+        sparse.end()
+        raw.flush()
+        os.fsync(raw.fileno())
 
 
 def _info(name: str, size: int) -> tarfile.TarInfo:
@@ -220,10 +211,9 @@ def _info(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where: str,
-                     scratch: Path, disks: list[tuple[ArchivedDisk, int]],
+def _import_blocking(worker: Worker, conn: libvirt.virConnect, name: str, pool_name: str,
+                     where: str, scratch: Path, disks: list[tuple[ArchivedDisk, int]],
                      checked: Checked, snaps: list[tuple[CheckedSnapshot, bool]]) -> None:
-    conn = _open(uri)
     made: list[libvirt.virStorageVol] = []
     defined = None
     try:
@@ -263,7 +253,7 @@ def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where:
             vol = pool.createXML(volume_xml(names[disk.target], size), 0)
             made.append(vol)
             upload(conn, vol, scratch / disk.member, size, transfer,
-                    f"importing {disk.target}")
+                   f"importing {disk.target}")
             new[disk.target] = vol, disk.format
         pool.refresh(0)  # libvirt reads the uploaded files' formats again
         _renamed(checked, name, new)
@@ -287,8 +277,6 @@ def _import_blocking(worker: Worker, uri: str, name: str, pool_name: str, where:
             with contextlib.suppress(libvirt.libvirtError):
                 vol.delete(0)
         raise
-    finally:
-        conn.close()
 
 
 def _renamed(checked: Checked, name: str, new: dict[str, tuple[libvirt.virStorageVol, str]],
@@ -357,7 +345,7 @@ class Export(Backend):
                               f"them and export the clone.")
         try:
             try:
-                await in_thread(_export_blocking, self.lv.uri, ref, part,
+                await in_thread(on_connection, self.lv.uri, _export_blocking, ref, part,
                                 path.endswith((".gz", ".tgz")), not is_remote(self.remote.address),
                                 with_snapshots, progress=say, every=0.25)
             except libvirt.libvirtError as e:
@@ -420,9 +408,9 @@ class Export(Backend):
             except OSError as e:
                 raise OperationFailed(f"Reading {path} failed: {e.strerror or e}.") from e
             try:
-                await in_thread(_import_blocking, self.lv.uri, name, storage_pool or "default",
-                                where, scratch, sized, checked, snaps, progress=say,
-                                every=0.25)
+                await in_thread(on_connection, self.lv.uri, _import_blocking, name,
+                                storage_pool or "default", where, scratch, sized, checked,
+                                snaps, progress=say, every=0.25)
             except libvirt.libvirtError as e:
                 raise self.lv.error(e, f"importing {name}") from None
         finally:

@@ -8,6 +8,8 @@
 - its snapshots go along (libvirt's metadata; their data is in the qcow2) and are
   redefined on the new domain, which reverts to them on its own disks; a snapshot whose
   saved definition has a host device refuses the archive;
+- a disk's holes stay holes: in the archive and in the imported volume (sparse streams),
+  with the same bytes;
 - what cannot be exported is refused in words with no file left (running, snapshots, a
   disk outside any pool over SSH); a cancelled export or import leaves nothing;
 - hostile archives, by class: names that leave the directory, absolute names, links, a
@@ -41,6 +43,7 @@ from .test_libvirt_backend import Sink, typed_until
 
 live = pytest.mark.asyncio(loop_scope="module")
 PREFIX = "lve-"
+MiB = 1 << 20
 IMAGES = Path("/var/lib/libvirt/images")
 """The default pool's directory in the lab daemon's namespace (``vlab.images`` outside)."""
 
@@ -236,6 +239,24 @@ async def test_what_cannot_be_exported_is_refused_and_leaves_no_file(lv, vlab, g
     with pytest.raises(Unsupported, match="import would refuse it.*hostdev"):
         await lv.export_instance(InstanceRef(lv.remote.name, hostdev), str(target))
     assert list(tmp_path.iterdir()) == []
+
+
+@live
+async def test_holes_stay_holes_in_the_archive_and_the_new_volume(lv, vlab, guest, tmp_path):
+    ref, disk = define(vlab, lv, guest, fmt="raw", size="256M")
+    for offset in (0, 128):  # 1 MiB of data at 0 and at 128 MiB, holes elsewhere
+        subprocess.run(["dd", "if=/dev/urandom", f"of={disk}", "bs=1M", "count=1",
+                        f"seek={offset}", "conv=notrunc", "status=none"], check=True)
+    archive = tmp_path / "holes.tar"
+    await lv.export_instance(ref, str(archive))
+    assert archive.stat().st_size > 256 * MiB
+    assert archive.stat().st_blocks * 512 < 16 * MiB  # the holes were not written
+    assert members(archive)["disk-vda.raw"] == disk.read_bytes()
+    new = f"{ref.name}-h"
+    await lv.import_instance(str(archive), new)
+    imported = vlab.images / f"{new}-vda.raw"
+    assert imported.read_bytes() == disk.read_bytes()
+    assert imported.stat().st_blocks * 512 < 16 * MiB
 
 
 @live
