@@ -321,6 +321,9 @@ def _check_os(os_el: ET.Element, problems: list[str], host_files: dict[str, str]
         if _foreign(el) or tag not in _OS:
             problems.append(f"<os><{_shown_tag(el)}>" + (" (ACPI tables read from host files)"
                                                          if tag == "acpi" else ""))
+        elif tag == "smbios" and el.get("mode") == "host":
+            problems.append("<os><smbios mode='host'> (this host's hardware identity given "
+                            "to the guest)")
         elif tag == "nvram":
             os_el.remove(el)  # libvirt makes a fresh one from the firmware's template
         elif tag in _HOST_FILES and (el.text or "").strip():

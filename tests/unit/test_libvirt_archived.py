@@ -152,6 +152,9 @@ def test_host_files_other_than_a_used_kernel_or_a_firmware_directory_are_named()
     with pytest.raises(ArchiveRefused) as refused:
         checked_domain(xml.encode(), {"vda"})
     assert "<acpi>" in str(refused.value) and "/srv/../etc/x" in str(refused.value)
+    with pytest.raises(ArchiveRefused, match="smbios mode='host'"):
+        checked_domain(DOMAIN.replace("<cmdline>", "<smbios mode='host'/><cmdline>").encode(),
+                       {"vda"})
     checked = checked_domain(xml.replace("<initrd>/srv/../etc/x</initrd>", "").replace(
         "<acpi><table type='slic'>/etc/x</table></acpi>", "").encode(), {"vda"})
     assert host_file_problems(checked, {"/srv/k"}) == ["<kernel> /etc/shadow"]
