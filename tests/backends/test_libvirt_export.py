@@ -10,8 +10,9 @@
   saved definition has a host device refuses the archive;
 - a disk's holes stay holes: in the archive and in the imported volume (sparse streams),
   with the same bytes;
-- what cannot be exported is refused in words with no file left (running, snapshots, a
-  disk outside any pool over SSH); a cancelled export or import leaves nothing;
+- what cannot be exported is refused in words with no file left (running, snapshots
+  without them, a disk outside any pool over SSH, a qcow2 overlay, a host device); a
+  cancelled export or import leaves nothing;
 - hostile archives, by class: names that leave the directory, absolute names, links, a
   duplicate member, an XML with a host device, a disk or serial port on a host path,
   QEMU command-line options, a kernel no domain here uses, a qcow2 with a backing file:
@@ -232,6 +233,16 @@ async def test_what_cannot_be_exported_is_refused_and_leaves_no_file(lv, vlab, g
         await lv.export_instance(outside, str(target))
         assert sorted(members(target)) == ["disk-vda.qcow2", "domain.xml", "manifest.json"]
         target.unlink()
+    overlay, base = define(vlab, lv, guest)  # its disk made an overlay of another volume
+    top = vlab.images / f"{overlay.name}-top.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b",
+                    str(IMAGES / base.name), str(top), "16M"], check=True)  # (the daemon's path)
+    virsh(vlab, "pool-refresh", "default")
+    virsh(vlab, "detach-disk", overlay.name, "vda", "--config")
+    virsh(vlab, "attach-disk", overlay.name, str(IMAGES / top.name), "vda", "--subdriver",
+          "qcow2", "--config")
+    with pytest.raises(Unsupported, match="vda \\(a qcow2 overlay"):
+        await lv.export_instance(overlay, str(target))
     hostdev = f"{PREFIX}{uuid.uuid4().hex[:6]}"
     lab_libvirt.define(vlab, lab_libvirt.guest_xml(hostdev, *guest).replace(
         "</devices>", "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
