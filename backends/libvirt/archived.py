@@ -38,6 +38,9 @@ from ..archive import ArchiveRefused, Policy
 FORMAT, VERSION = "corral-libvirt-domain", 1
 MANIFEST, XML = "manifest.json", "domain.xml"
 DISK_RE = re.compile(r"^disk-([a-z]{1,8}[0-9]{0,3}[a-z]{0,3})\.(qcow2|raw)$")
+KEPT_LIMIT = 16 << 20
+"""The manifest and XML files together (kept in memory; each also under the reader's own
+limit)."""
 SNAP_RE = re.compile(r"^snapshot-[0-9]{3}\.xml$")
 TARGET_RE = re.compile(r"^[a-z]{1,8}[0-9]{0,3}[a-z]{0,3}$")
 FIRMWARE_DIRS = ("/usr/share/OVMF/", "/usr/share/ovmf/", "/usr/share/qemu/",
@@ -94,8 +97,17 @@ class DomainArchive(Policy):
             return f"its member '{name}' is not a plain file (a link, directory or device)"
         return None
 
+    def __init__(self) -> None:
+        self.kept_bytes = 0
+
     def keep(self, name: str) -> bool:
         return name in (MANIFEST, XML) or bool(SNAP_RE.match(name))
+
+    def kept(self, name: str, data: bytes) -> None:
+        self.kept_bytes += len(data)
+        if self.kept_bytes > KEPT_LIMIT:
+            raise ArchiveRefused(f"its definitions (the XML, the snapshots) are implausibly "
+                                 f"large together (over {KEPT_LIMIT >> 20} MiB at {name})")
 
     def finish(self, seen: dict[str, bytes]) -> None:
         for needed in (MANIFEST, XML):

@@ -13,6 +13,7 @@ import pytest
 from backends.archive import ArchiveRefused
 from backends.libvirt.archived import (
     ArchivedDisk,
+    DomainArchive,
     checked_domain,
     checked_snapshot,
     host_file_problems,
@@ -205,3 +206,11 @@ def test_the_manifest_must_name_exactly_what_the_archive_holds():
         with pytest.raises(ArchiveRefused):
             read_manifest(json.dumps({**data, **change}).encode(),
                           {"disk-vda.qcow2", "snapshot-001.xml"})
+
+
+def test_the_definitions_kept_in_memory_are_bounded_together():
+    policy = DomainArchive()
+    for n in range(15):
+        policy.kept(f"snapshot-{n:03d}.xml", bytes(1 << 20))
+    with pytest.raises(ArchiveRefused, match="implausibly large together"):
+        policy.kept("snapshot-015.xml", bytes(1 << 20) + b"x")
