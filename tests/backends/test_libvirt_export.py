@@ -9,7 +9,7 @@
   redefined on the new domain, which reverts to them on its own disks; a snapshot whose
   saved definition has a host device refuses the archive;
 - a disk's holes stay holes: in the archive and in the imported volume (sparse streams),
-  with the same bytes;
+  with the same bytes; a gzip archive (``.tar.gz``) round-trips too;
 - what cannot be exported is refused in words with no file left (running, snapshots
   without them, a disk outside any pool over SSH, a qcow2 overlay, a host device); a
   cancelled export or import leaves nothing;
@@ -268,6 +268,19 @@ async def test_holes_stay_holes_in_the_archive_and_the_new_volume(lv, vlab, gues
     imported = vlab.images / f"{new}-vda.raw"
     assert imported.read_bytes() == disk.read_bytes()
     assert imported.stat().st_blocks * 512 < 16 * MiB
+
+
+@live
+async def test_a_gzip_archive_round_trips(lv, vlab, guest, tmp_path):
+    ref, disk = define(vlab, lv, guest)
+    qemu_io(str(disk), "write -P 0x6b 1M 64k")
+    archive = tmp_path / "web.tar.gz"
+    await lv.export_instance(ref, str(archive))
+    assert archive.read_bytes()[:2] == b"\x1f\x8b"  # gzip, as its name says
+    assert members(archive)["disk-vda.qcow2"] == disk.read_bytes()
+    await lv.import_instance(str(archive), f"{ref.name}-z")
+    imported = vlab.images / f"{ref.name}-z-vda.qcow2"
+    assert "Pattern verification failed" not in qemu_io(str(imported), "read -P 0x6b 1M 64k")
 
 
 @live
