@@ -36,6 +36,7 @@ import contextlib
 import io
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import time
@@ -50,6 +51,7 @@ from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
 from ..paths import export_target, private_file
+from ..qemu.files import owner_alive, owner_token
 from ..qemu.image_headers import read_header
 from ..work import Worker, in_thread
 from .archived import (MANIFEST, TARGET_RE, XML, ArchivedDisk, Checked, CheckedSnapshot,
@@ -422,13 +424,41 @@ class Export(Backend):
             raise OperationFailed(f"{name} was imported but cannot be read back.") from None
 
 
+SCRATCH, OWNER = ".corral-libvirt-import-", "owner"
+
+
 def _scratch(path: str) -> str:
     """A private directory for the archive's files: beside it (room for its disks), else
-    in the temporary directory."""
-    try:
-        return tempfile.mkdtemp(prefix=".corral-libvirt-import-", dir=os.path.dirname(path))
-    except OSError:
-        return tempfile.mkdtemp(prefix="corral-libvirt-import-")
+    in the temporary directory. Its ``owner`` file names this process; one that a killed
+    corral left there is removed first (blocks)."""
+    for where in (os.path.dirname(path), tempfile.gettempdir()):
+        _sweep(Path(where))
+        try:
+            made = tempfile.mkdtemp(prefix=SCRATCH, dir=where)
+        except OSError:
+            continue
+        try:
+            (Path(made) / OWNER).write_text(owner_token())
+        except OSError:
+            shutil.rmtree(made, ignore_errors=True)
+            continue
+        return made
+    raise OperationFailed(f"There is no room to unpack {path} (beside it, or in "
+                          f"{tempfile.gettempdir()}).")
+
+
+def _sweep(where: Path) -> None:
+    """Remove this user's import directories in ``where`` whose corral is gone."""
+    for found in where.glob(f"{SCRATCH}*"):
+        try:
+            st = os.lstat(found)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            token = (found / OWNER).read_text()
+        except OSError:
+            continue
+        if not owner_alive(token):
+            shutil.rmtree(found, ignore_errors=True)
 
 
 def _gate(scratch: Path, disk: ArchivedDisk) -> int:

@@ -12,7 +12,8 @@
   with the same bytes; a gzip archive (``.tar.gz``) round-trips too;
 - what cannot be exported is refused in words with no file left (running, snapshots
   without them, a disk outside any pool over SSH, a qcow2 overlay, a host device); a
-  cancelled export or import leaves nothing;
+  cancelled export or import leaves nothing, and an import removes the unpacking
+  directory a killed corral left beside the archive;
 - hostile archives, by class: names that leave the directory, absolute names, links, a
   duplicate member, an XML with a host device, a disk or serial port on a host path,
   QEMU command-line options, a kernel no domain here uses, a qcow2 with a backing file:
@@ -304,11 +305,16 @@ async def test_a_cancelled_export_or_import_leaves_nothing(lv, vlab, guest, tmp_
     assert list(tmp_path.iterdir()) == []
     await lv.export_instance(ref, str(archive))
     before = domains(vlab), volumes(vlab)
+    stale = tmp_path / ".corral-libvirt-import-killed"  # what a killed corral left there
+    stale.mkdir()
+    (stale / "owner").write_text("999999999 1")
+    (stale / "disk-vda.raw").write_bytes(b"left")
     said = []
     await cancelled(lv.import_instance(str(archive), f"{ref.name}-c", progress=said.append),
                     said)
     assert (domains(vlab), volumes(vlab)) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.tar"]  # no scratch left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.tar"]  # no scratch left,
+    # and the one a killed corral left was removed
 
 
 def rewritten(good: Path, out: Path, change) -> Path:
