@@ -374,7 +374,10 @@ class Connection:
 
 
 def _lost(text: str) -> bool:
+    """Whether an error's words say the connection is gone. Not "no such file" alone: a
+    domain's missing disk or ISO says that too ("Cannot access storage file …"); a missing
+    daemon socket is caught by "socket"."""
     text = text.lower()
     return any(w in text for w in ("socket", "connection", "closed", "cannot recv",
-                                   "cannot write", "no such file", "end of file",
+                                   "cannot write", "end of file",
                                    "broken pipe", "not connected", "keepalive"))
