@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import AsyncIterator
 
 from .base import Backend
+from .deletion import StorageOffer
 from .errors import (
     AcceleratorUnusable,
     Conflict,
@@ -67,6 +68,8 @@ class FakeBackend(Backend):
         """Seconds a creation takes (to test progress and cancelling)."""
         self.storage: dict[str, list[str]] = {}
         """What ``delete`` keeps of an instance (``owned_storage``), by name."""
+        self.kept_storage: dict[str, list[tuple[str, str]]] = {}
+        """Storage of an instance never offered, with why (``storage_offer``), by name."""
 
     async def connect(self) -> ServerInfo:
         self.connects += 1
@@ -148,6 +151,10 @@ class FakeBackend(Backend):
         if ref.name not in self.data:
             raise NotFound(f"{ref} not found")
         return list(self.storage.get(ref.name, ()))
+
+    async def storage_offer(self, ref: InstanceRef) -> StorageOffer:
+        return StorageOffer(tuple(await self.owned_storage(ref)),
+                            tuple(self.kept_storage.get(ref.name, ())))
 
     async def delete_with_storage(self, ref: InstanceRef, storage: list[str], *,
                                   force: bool = False) -> None:

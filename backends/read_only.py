@@ -38,7 +38,7 @@ READS: frozenset[str] = frozenset({
     "network_leases", "list_storage_pools", "list_volumes", "list_projects", "get_yaml",
     "list_files", "read_file", "list_members", "placements", "cluster_instances",
     "live_move_problem", "live_move_to_problem", "copy_problem", "portable_vm",
-    "owned_storage",
+    "owned_storage", "storage_offer",
     # backend-specific: the LXD file listing's parts, the QEMU import's first look
     "list_names", "stat_files", "plan_import",
 })

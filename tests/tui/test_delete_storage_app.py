@@ -72,3 +72,52 @@ async def test_nothing_to_offer_is_the_plain_confirmation(fake_env):
         assert isinstance(app.screen, ConfirmDialog)
         assert not isinstance(app.screen, DeleteDialog)
         assert not app.screen.query("#delete-storage")
+
+
+async def test_what_is_kept_is_said_with_why(fake_env):
+    """Storage the remote leaves out (another instance's disk is built on it) is not in
+    the list, and the dialog says why in the remote's words; with nothing left to offer,
+    the plain confirmation says it."""
+    backends = fake_env[3]
+    base = "/var/lib/libvirt/images/base.qcow2"
+    why = "base.qcow2 is the backing file of web3.qcow2, which is a disk of web3 (vda)"
+    async with running(fake_env) as (app, pilot):
+        alpha = backends["alpha"]
+        alpha.storage["web2"] = DISKS[:1]
+        alpha.kept_storage["web2"] = [(base, why)]
+        select(app, "alpha:web2")
+        await press(pilot, app, "d")
+        dialog = app.screen
+        assert isinstance(dialog, DeleteDialog)
+        assert f"Kept: {why}." in dialog.message
+        listed = str(dialog.query_one("#delete-storage-list").render())
+        assert DISKS[0] in listed and base not in listed
+        await pilot.press("escape")
+        await settle(pilot, app)
+
+        alpha.storage["web2"] = []
+        await press(pilot, app, "d")
+        assert isinstance(app.screen, ConfirmDialog)
+        assert not isinstance(app.screen, DeleteDialog)
+        assert f"Kept: {why}." in app.screen.message
+
+
+async def test_a_refused_delete_is_said_and_deletes_nothing(fake_env):
+    """The remote checks again when deleting: a volume used meanwhile refuses the delete,
+    and the refusal reaches the user in words."""
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
+        alpha = backends["alpha"]
+        alpha.storage["web2"] = list(DISKS)
+        select(app, "alpha:web2")
+        await press(pilot, app, "d")
+        assert isinstance(app.screen, DeleteDialog)
+        alpha.storage["web2"] = DISKS[1:]  # the first became another's since the listing
+        await pilot.click("#delete-storage")
+        await settle(pilot, app)
+        await pilot.click("#confirm")
+        await settle(pilot, app)
+        assert "alpha:web2" in table_rows(app)
+        assert not any(c[0].startswith("delete") for c in alpha.calls)
+        said = [n.message for n in app._notifications]
+        assert any(DISKS[0] in m and "nothing was deleted" in m for m in said), said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from backends.deletion import StorageOffer
 from backends.errors import AcceleratorUnusable, BackendError, StopTimedOut
 from backends.models import Capability, InstanceStatus
 
@@ -142,10 +143,13 @@ async def _delete(ctx: Context) -> None:
         ". This cannot be undone."
     if running:
         message += f"\n\nIt is {inst.status.value}: it will be stopped by force first."
-    storage = await _owned_storage(ctx)
-    if isinstance(storage, str):
-        message += storage
-        storage = []
+    offer = await _storage_offer(ctx)
+    if isinstance(offer, str):
+        message += offer
+        offer = StorageOffer()
+    if offer.kept:
+        message += "\n\n" + "\n".join(f"Kept: {why}." for _item, why in offer.kept)
+    storage = list(offer.items)
     title, button = f"Delete {ref}?", "Stop and delete" if running else "Delete"
     if not storage:
         if await ctx.ask(ConfirmDialog(title, message, button)):
@@ -157,18 +161,23 @@ async def _delete(ctx: Context) -> None:
         await ctx.inventory.act(ref, Verb.DELETE, PENDING[Verb.DELETE], force=running)
         ctx.notify(f"Deleted {ref}; its storage is kept.")
     elif answer == "storage":
-        await ctx.inventory.track(ref, PENDING[Verb.DELETE], ctx.backend.delete_with_storage(
-            ref, storage, force=running))
+        try:
+            await ctx.inventory.track(ref, PENDING[Verb.DELETE],
+                                      ctx.backend.delete_with_storage(ref, storage,
+                                                                      force=running))
+        except BackendError as e:
+            ctx.notify(e.message, title=f"Delete {ref}", severity="error")
+            return
         ctx.notify(f"Deleted {ref} and its storage: {', '.join(storage)}.")
 
 
-async def _owned_storage(ctx: Context) -> list[str] | str:
-    """What deleting ``ctx.ref`` keeps and could remove too (where the remote can say),
-    or a sentence saying why it could not be listed."""
+async def _storage_offer(ctx: Context) -> StorageOffer | str:
+    """What deleting ``ctx.ref`` keeps and could remove too, and what it keeps regardless
+    and why (where the remote can say), or a sentence saying why it could not be listed."""
     if not ctx.can(Capability.DELETE_STORAGE) or ctx.ref is None:
-        return []
+        return StorageOffer()
     try:
-        return await ctx.backend.owned_storage(ctx.ref)
+        return await ctx.backend.storage_offer(ctx.ref)
     except BackendError as e:
         return f"\n\nIts storage could not be listed ({e.message}): it is kept."
 
