@@ -75,7 +75,7 @@ class RemoteList(DataTable):
 
     def on_mount(self) -> None:
         self.add_column(" Remote", key="name", width=13)
-        self.add_column("Kind", key="kind", width=6)
+        self.add_column("Kind", key="kind", width=8)  # "libvirt" and a space
         self.add_column("State", key="state", width=10)
         self.add_column("Up/All ", key="count", width=7)
         self.reload_colors()
