@@ -119,7 +119,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     yield Plain("Profiles", id="wizard-profiles-label")
                     yield SelectionList[str](id="wizard-profiles")
                     yield Plain("Storage pool", id="wizard-pool-label")
-                    yield Select([], id="wizard-pool", prompt="(profile default)")
+                    yield Select([], id="wizard-pool", prompt="(the remote's default)")
                     yield Plain("Network")
                     yield Select([], id="wizard-network", prompt="(default)")
                     yield Plain("Placement (cluster)", id="wizard-target-label")
@@ -375,8 +375,9 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             lines = r.user_data.count("\n") + 1 if r.user_data else 0
             rows.append(("cloud-init", f"{lines} lines of user-data" if lines else "none"))
         text = Text()
+        width = max(len(label) for label, _ in rows)  # a source's own labels may be longer
         for label, value in rows:
-            text.append(f"{label:>10}  ", style="bold")
+            text.append(f"{label:>{width}}  ", style="bold")
             text.append(f"{value}\n")
         return text.append_text(preview.lines(self))
 
