@@ -214,6 +214,8 @@ class Instance:
     """Configured CPU limit as the backend spells it (``2``, ``0-3``), empty when none."""
     memory_limit: int | None = None
     config: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    devices: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False, hash=False)
+    """Its devices by name, each as its settings (LXD/Incus: expanded, with its profiles')."""
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -479,6 +481,8 @@ class Resource:
     read_only: bool = False
     """Listed for information only (an unmanaged network, the host's bridge)."""
     config: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    devices: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False, hash=False)
+    """A profile's devices by name, each as its settings; empty for other kinds."""
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def get(self, key: str, default: str = "") -> str:

@@ -39,7 +39,7 @@ class ResourceVerbs:
         raise self._unsupported("create profiles")
 
     async def get_profile(self, name: str) -> Resource:
-        """One profile with its whole ``config`` and ``extra["devices"]``."""
+        """One profile with its whole ``config`` and ``devices``."""
         raise self._unsupported("read profiles")
 
     async def rename_profile(self, name: str, new_name: str) -> Resource:

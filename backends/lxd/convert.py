@@ -133,8 +133,8 @@ def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
         cpu_limit=str(expanded.get("limits.cpu") or ""),
         memory_limit=parse_size(expanded.get("limits.memory")),
         config=dict(expanded),
-        extra={"devices": data.get("expanded_devices") or data.get("devices") or {},
-               "status_code": data.get("status_code"), "stateful": data.get("stateful")},
+        devices=data.get("expanded_devices") or data.get("devices") or {},
+        extra={"status_code": data.get("status_code"), "stateful": data.get("stateful")},
     )
 
 

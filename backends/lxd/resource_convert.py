@@ -65,7 +65,7 @@ def to_profile(data: Mapping[str, Any], remote: str, project: str) -> Resource:
         description=str(data.get("description") or ""), used_by=used,
         fields=(("used_by", str(len(used))), ("devices", ", ".join(sorted(devices))),
                 ("config", str(len(data.get("config") or {})))),
-        config=_config(data), extra={"devices": devices})
+        config=_config(data), devices=devices)
 
 
 def to_network(data: Mapping[str, Any], remote: str, project: str) -> Resource:

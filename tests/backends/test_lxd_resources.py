@@ -77,7 +77,7 @@ async def test_profile_verbs_are_seen_by_the_cli(remote):
     try:
         full = await backend.get_profile(src)
         made = await backend.create_profile(copy, config=dict(full.config),
-                                            devices=dict(full.extra["devices"]))
+                                            devices=dict(full.devices))
         assert made.name == copy
         assert cli_yaml(daemon, "profile", "show", copy)["config"] == {"limits.memory": "256MiB"}
         await backend.rename_profile(copy, renamed)

@@ -83,8 +83,8 @@ class Hostile(FakeBackend):
                          description=evil("description"), profiles=(evil("profile"),),
                          location=evil("member"), created_at=WHEN, snapshot_count=1,
                          config={evil("user.key"): evil("value")},
-                         extra={"reason": evil("reason"),
-                                "devices": {evil("eth0"): {"type": evil("nic")}}})]
+                         devices={evil("eth0"): {"type": evil("nic")}},
+                         extra={"reason": evil("reason")})]
 
     async def get_instance(self, ref):
         return (await self.list_instances())[0]
@@ -106,7 +106,7 @@ class Hostile(FakeBackend):
                         used_by=(evil("/1.0/instances/x"),),
                         fields=((evil("key"), evil("field")),),
                         config={evil("limits.cpu"): evil("2")},
-                        extra={"devices": {evil("root"): {evil("pool"): evil("p")}}})
+                        devices={evil("root"): {evil("pool"): evil("p")}})
 
     async def list_profiles(self):
         return [self._resource(ResourceKind.PROFILE, "profile")]

@@ -64,7 +64,7 @@ def test_instances_of_a_listing(kind):
     assert (c2.memory_limit, c2.cpu_limit) == (None, "")
     assert c1.snapshot_count is None  # recursion=1 does not list snapshots: counted later
     assert c1.config["limits.memory"] == "512MiB"
-    assert c1.extra["devices"]["root"] == {"path": "/", "pool": "default", "type": "disk"}
+    assert c1.devices["root"] == {"path": "/", "pool": "default", "type": "disk"}
     # created_at: the daemon's nanoseconds cut to microseconds, in UTC
     raw = next(d for d in metadata(kind, "instances-recursion1") if d["name"] == "c1")
     created = c1.created_at

@@ -218,3 +218,33 @@ def test_the_ui_knows_no_create_source_kinds():
                    'hint = HINTS.get(sources[i].kind)', 'HINTS = {"tarball": "a path"}'):
         assert _source_kind_uses(caught), caught
     assert _source_kind_uses('ok = remote.kind == "qemu"') == []
+
+
+def _extra_devices_reads(source: str) -> list[str]:
+    """``<x>.extra["devices"]`` or ``<x>.extra.get("devices")``: devices are a typed field."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "extra" and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "get" and isinstance(node.func.value, ast.Attribute) \
+                and node.func.value.attr == "extra" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            key = node.args[0].value
+        if key == "devices":
+            found.append(f"{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_devices_are_read_from_their_typed_field():
+    """An instance's or profile's devices are ``Instance.devices``/``Resource.devices``, not
+    a key of ``extra`` that the UI would read for its logic."""
+    offenders = [f"{path.relative_to(ROOT)}:{use}" for top in ("tui", "backends")
+                 for path in (ROOT / top).rglob("*.py")
+                 for use in _extra_devices_reads(path.read_text())]
+    assert offenders == []
+    assert _extra_devices_reads('d = dict(inst.extra.get("devices") or {})')
+    assert _extra_devices_reads('d = full.extra["devices"]')
+    assert _extra_devices_reads('d = inst.devices') == []

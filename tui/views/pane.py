@@ -277,7 +277,7 @@ class ResourcePane(Vertical):
             if obj.used_by:
                 lines.append("used by: " + ", ".join(obj.used_by))
             lines += [f"  {k} = {val}" for k, val in sorted(obj.config.items())]
-            for dev, conf in sorted((obj.extra.get("devices") or {}).items()):
+            for dev, conf in sorted(obj.devices.items()):
                 lines.append(f"  device {dev}: " + ", ".join(f"{a}={b}" for a, b in
                                                                sorted(conf.items())))
         box.update(fmt.external("\n".join(lines), lines=True))

@@ -120,7 +120,7 @@ async def new_profile(ctx: Context, *, copy: bool = False) -> None:
         except BackendError as e:
             ctx.fail(e, f"Read profile {source.name}")
             return
-        config, devices = dict(full.config), dict(full.extra.get("devices") or {})
+        config, devices = dict(full.config), dict(full.devices)
         description = full.description
     made = await ctx.attempt(f"Create profile {name}", ctx.backend_of(remote).create_profile(
         name, description=description, config=config, devices=devices))

@@ -86,7 +86,7 @@ async def copy_profile(ctx: Context) -> None:
         full = await ctx.backend_of(row.remote).get_profile(row.name)
         await target.create_profile(new_name(row), description=full.description,
                                     config=dict(full.config),
-                                    devices=dict(full.extra.get("devices") or {}))
+                                    devices=dict(full.devices))
 
     await _run(ctx, "copy profile", rows,
                lambda r: f"{r.name} to {remote}:{new_name(r)}", work,

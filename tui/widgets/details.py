@@ -404,7 +404,7 @@ class DetailsPane(Vertical):
         self.show_usage(usage)
         update_if_changed(self.query_one("#details-config", Static),
                           self.show_config(dict(inst.config),
-                                           dict(inst.extra.get("devices") or {})))
+                                           dict(inst.devices)))
         update_if_changed(self.query_one("#details-events", Static),
                           self.events_text(self.inventory.history.get(inst.ref)))
         if self.snapshots_active and (self.snapshots_of != inst.ref
