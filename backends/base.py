@@ -495,6 +495,9 @@ class ConsoleSession(Protocol):
     a VGA screen, sent with ``send_special``); empty for plain byte streams."""
 
     special_keys: tuple[str, ...]
+    on_event: Callable[[str], None] | None
+    """Set by the UI to hear what the session says besides its output (``graphics``: a VGA
+    guest left text mode); a session with nothing to say never calls it."""
 
     async def start(self, sink: ConsoleSink) -> None: ...
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from .base import Backend
 from .deletion import StorageOffer
@@ -232,6 +232,9 @@ class RecordingSession:
     """An in-memory console session that keeps what it is sent: ``sent`` once it has
     started, ``too_early`` before (a real session would drop those). ``start_delay``
     plays a daemon's handshake."""
+
+    special_keys: tuple[str, ...] = ()
+    on_event: Callable[[str], None] | None = None
 
     def __init__(self, start_delay: float = 0.0) -> None:
         self.start_delay = start_delay

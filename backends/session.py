@@ -15,7 +15,7 @@ import signal
 import struct
 import termios
 from collections import deque
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .base import ConsoleSink
 from .errors import OperationFailed
@@ -50,6 +50,9 @@ class RingBuffer:
 
 class PtySession:
     """A program on a pty, as a console session."""
+
+    special_keys: tuple[str, ...] = ()
+    on_event: Callable[[str], None] | None = None  # (it has no events)
 
     def __init__(self, argv: Sequence[str], *, width: int = 80, height: int = 24,
                  env: Mapping[str, str] | None = None, history: int = 256 * 1024) -> None:
@@ -194,6 +197,9 @@ class EscapedPtySession(PtySession):
 class SocketSession:
     """A console on a unix stream socket (QEMU's serial chardev), with its history taken
     from the log file the chardev keeps (output made while nobody was attached)."""
+
+    special_keys: tuple[str, ...] = ()
+    on_event: Callable[[str], None] | None = None  # (it has no events)
 
     def __init__(self, path: str, log: str | None = None, *, history: int = 256 * 1024) -> None:
         self.path = path

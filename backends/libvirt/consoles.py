@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import Any
+from typing import Any, Callable
 
 import libvirt
 
@@ -39,6 +39,7 @@ class StreamConsole:
     """One domain's serial console on a libvirt stream (a ``ConsoleSession``)."""
 
     special_keys: tuple[str, ...] = ()
+    on_event: Callable[[str], None] | None = None  # (it has no events)
 
     def __init__(self, lv: Connection, dom: libvirt.virDomain, title: str) -> None:
         self.lv = lv
