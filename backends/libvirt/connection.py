@@ -165,7 +165,7 @@ class Connection:
             self.loop = asyncio.get_running_loop()
             await asyncio.to_thread(ensure_event_loop)
             dest = ssh_tunnel.destination(self.remote.address)
-            if dest is not None and dest.shares_transport:  # one SSH connection per host
+            if dest is not None:  # one SSH connection per host, the key pinned by corral
                 master = self.master()
                 await master.ensure(max(self.timeout, 15))
                 self.uri = master.carry(uris.effective(self.remote.address))
@@ -176,7 +176,10 @@ class Connection:
             except BackendError as e:
                 if isinstance(e, NotResponding):
                     asked.append(GIVEN_UP)  # the open may still end: it then closes itself
-                raise self._open_error(e, asked) from None
+                listed = None
+                if dest is not None and "Host key verification failed" in e.message:
+                    listed = await ssh_tunnel.pinned_line(dest)
+                raise self._open_error(e, asked, listed) from None
             self.conn, self.close_reason = conn, ""
             return conn
 
@@ -338,28 +341,15 @@ class Connection:
             return Unreachable(f"'{name}': the libvirt daemon cannot be reached ({text})")
         return OperationFailed(f"{what + ' on ' if what else ''}'{name}' failed: {text}")
 
-    def _open_error(self, e: BackendError, asked: list[str]) -> BackendError:
-        """Why a connection could not be opened, in words (host keys, prompts)."""
+    def _open_error(self, e: BackendError, asked: list[str],
+                    listed: bool | None = None) -> BackendError:
+        """Why a connection could not be opened, in words (host keys, prompts); ``listed``:
+        whether the pinned known_hosts file has a line for the host (``ssh_tunnel``)."""
         name, host = self.remote.name, uris.host_of(self.remote.address)
         text = e.message
-        known = dict(p.split("=", 1) for p in self.uri.partition("?")[2].split("&")
-                     if "=" in p).get("known_hosts", "")
-        if "Host key verification failed" in text:  # the ssh program, in batch mode
-            return AuthError(f"ssh could not verify the host key of {host} (not in your "
-                             "known_hosts, or changed): corral refuses the connection. "
-                             "Connect once with ssh to check and pin it, or name a pinned "
-                             "file with known_hosts= in the URI.")
-        if "HOST KEY VERIFICATION FAILED" in text:
-            where = f" ({known})" if known else ""
-            return AuthError(f"The SSH host key of {host} is not the one pinned for it{where}: "
-                             "corral refuses the connection. If the server's key really "
-                             "changed, remove its old line from that file and connect once "
-                             "with ssh to check the new key.")
-        if any("host key" in q.lower() for q in asked) or "accept host key" in text:
-            where = known or "known_hosts"
-            return AuthError(f"The SSH host key of {host} is not known ({where}): corral "
-                             "accepts no key it has not seen. Pin it first (connect once "
-                             "with ssh, or ssh-keyscan into that file).")
+        dest = ssh_tunnel.destination(self.remote.address)
+        if dest is not None and "Host key verification failed" in text:  # the ssh program
+            return ssh_tunnel.refusal(text, dest, listed)
         asked = [q for q in asked if q != GIVEN_UP]
         if any(q for q in asked) or "password" in text.lower() or "passphrase" in text.lower():
             return AuthError(f"{host} asks for a password or passphrase; corral never types "

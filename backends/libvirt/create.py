@@ -95,8 +95,7 @@ class Create(Backend):
 
     async def _new_facts(self, accel: str = "auto") -> HostFacts:
         """The host's facts for ``accel``; the daemon's domain capabilities are read once
-        per connection (they change with its QEMU only; over ``qemu+libssh://`` libvirt
-        9.0's client hands over that answer only at the next keepalive, 3 s later)."""
+        per connection (they change with its QEMU only)."""
         conn = await self.lv.live()
         known: tuple[object, dict] = getattr(self, "_known_domcaps", (None, {}))
         if known[0] is not conn:
@@ -104,7 +103,7 @@ class Create(Backend):
             self._known_domcaps = known
         return await self.lv.call(host_facts, conn, accel, self.remote.name, known[1],
                                   what="reading the domain capabilities",
-                                  within=max(self.timeout, 15))  # see above: 3 s
+                                  within=max(self.timeout, 15))
 
     async def create_sources(self) -> list[CreateSource]:
         facts = await self._new_facts()

@@ -12,7 +12,7 @@ private, in corral's runtime directory under the remote's URI and the domain's U
 Over ``qemu+ssh://`` a descriptor cannot cross SSH: corral reads the running domain's
 XML for where its VNC server listens on the server (a unix socket, or an address and the
 port autoport gave it) and asks the host's SSH master (``ssh_tunnel.py``, the connection
-libvirt's own transport uses when it runs the ssh program) for a stream to it; that
+libvirt's own transport runs in, the host key pinned as the URI says) for a stream to it; that
 connected socket is handed to the console server the same way. A device that listens
 nowhere (``<listen type='none'/>``) or wants a password is refused in words, as is a
 remote reached without SSH (TCP, TLS); ``virt-viewer --connect URI NAME`` shows those.

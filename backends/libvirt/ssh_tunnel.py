@@ -9,16 +9,16 @@ and byte streams through it to what listens on the server (a domain's VNC screen
   from the next in a process; the sockets (and masters) of corral processes that are gone
   are removed before a master starts, and a socket left at a master's own path (a killed
   master's, or a reused pid's) is replaced, so a stale one never breaks a start.
-- **libvirt through it.** For ``qemu+ssh://`` without ``known_hosts=`` libvirt runs the ssh
-  program; corral names a small wrapper with the URI's ``command=`` parameter, which runs
-  ``ssh -S <ctl> -o ControlMaster=no`` with libvirt's arguments: libvirt's transport is a
-  session of the master, so the host has one TCP connection and one authentication (the
-  user's ``~/.ssh/config`` is read as ssh always does; corral writes nothing there).
-- **libssh.** A URI with ``known_hosts=`` is opened by libvirt's in-process SSH client
-  (``uri.py``), which cannot share a connection with the ssh program. The screen then has a
-  master of its own (a second connection, made when the first screen opens) with
-  ``UserKnownHostsFile=<that file>``, ``StrictHostKeyChecking=yes`` and no global file:
-  the same key pinned, the same refusals.
+- **libvirt through it.** Every SSH URI runs libvirt's ``ssh`` transport (``uri.py``: never
+  its in-process libssh client); corral names a small wrapper with the URI's ``command=``
+  parameter, which runs ``ssh -S <ctl> -o ControlMaster=no`` with libvirt's arguments:
+  libvirt's transport is a session of the master, so the host has one TCP connection and
+  one authentication (the user's ``~/.ssh/config`` is read as ssh always does; corral
+  writes nothing there).
+- **Pinned keys.** ``known_hosts=<file>`` in the URI (which libvirt's ``ssh`` ignores) is
+  applied by corral: the master, and the wrapper should it ever connect by itself, run with
+  ``UserKnownHostsFile=<file>``, ``StrictHostKeyChecking=yes`` and no global file: a key
+  not in that file, or another one than it pins, is refused, never added.
 - **Streams.** OpenSSH 9.2's ``ssh -W`` forwards to ``host:port`` only (given a path it
   forwards nothing), so a stream is a forwarding asked of the master (``-O forward -L
   <private socket>:<target>``; the target a unix socket path on the server or
@@ -36,15 +36,16 @@ import contextlib
 import hashlib
 import itertools
 import os
+import shlex
 import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from ..errors import AuthError, BackendError, NotResponding, OperationFailed, Unreachable
 from ..paths import private_file, runtime_dir
-from .uri import split_scheme
+from .uri import SSH_TRANSPORTS, split_scheme, ssh_query
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,10 @@ class Destination:
     port: str = ""
     keyfile: str = ""
     known_hosts: str = ""
-    """libssh's pinned file (``known_hosts=``); "" for the ssh program's own."""
+    """The file the host key is pinned to (``known_hosts=``); "" for ssh's own files."""
     strict: bool = True
     """False when the URI switches host key checks off (``no_verify=1``, or libssh's
     ``known_hosts_verify=ignore``), as libvirt would."""
-    shares_transport: bool = False
-    """libvirt's own transport runs through the master (the ssh program, no known_hosts=)."""
 
     @property
     def shown(self) -> str:
@@ -80,6 +79,11 @@ class Destination:
             opts += ["-p", self.port]
         if self.keyfile:
             opts += ["-i", _literal(self.keyfile)]
+        return opts + self.host_key_options()
+
+    def host_key_options(self) -> list[str]:
+        """How ssh checks the host key: pinned to ``known_hosts`` (strictly), or not."""
+        opts: list[str] = []
         if self.known_hosts:
             opts += ["-o", f"UserKnownHostsFile={_quoted(self.known_hosts)}",
                      "-o", "GlobalKnownHostsFile=/dev/null"]
@@ -103,21 +107,14 @@ def _quoted(path: str) -> str:
 def destination(uri: str) -> Destination | None:
     """Where an SSH URI leads (None for a URI that is not SSH: local, TCP, TLS)."""
     _driver, transport = split_scheme(uri)
-    if transport not in ("ssh", "libssh", "libssh2"):
+    if transport not in SSH_TRANSPORTS:
         return None
     parts = urlsplit(uri)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    keyfile = os.path.expanduser(query.get("keyfile", ""))
-    known = os.path.expanduser(query.get("known_hosts", ""))
-    program = transport == "ssh" and not known
-    if program:
-        strict = query.get("no_verify", "0") in ("", "0")
-    else:
-        strict = query.get("known_hosts_verify", "normal") != "ignore"
-        known = known or os.path.expanduser("~/.ssh/known_hosts")  # libssh's default
+    query = ssh_query(uri)
     return Destination(host=parts.hostname or "localhost", user=parts.username or "",
-                       port=str(parts.port or ""), keyfile=keyfile, known_hosts=known,
-                       strict=strict, shares_transport=program)
+                       port=str(parts.port or ""), keyfile=query.get("keyfile", ""),
+                       known_hosts=query.get("known_hosts", ""),
+                       strict=query.get("no_verify", "0") in ("", "0"))
 
 
 def _ssh() -> str:
@@ -155,22 +152,53 @@ async def _deathsig() -> list[str]:
     return _DEATHSIG[0]
 
 
-def refusal(text: str, dest: Destination) -> BackendError:
-    """ssh's complaint (its stderr) in corral's words."""
+def _key_lookup_name(dest: Destination) -> str:
+    """The host as ``known_hosts`` lists it (``[host]:port`` for a port other than 22)."""
+    return f"[{dest.host}]:{dest.port}" if dest.port and dest.port != "22" else dest.host
+
+
+async def pinned_line(dest: Destination) -> bool | None:
+    """Whether the pinned file has a line for the host (``ssh-keygen -F``, which reads
+    hashed lines too); None when there is no pinned file or it cannot be read."""
+    keygen = shutil.which("ssh-keygen")
+    if not dest.known_hosts or keygen is None:
+        return None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            keygen, "-F", _key_lookup_name(dest), "-f", dest.known_hosts,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL)
+    except OSError:
+        return None
+    try:
+        await asyncio.wait_for(proc.wait(), 5)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None
+    return {0: True, 1: False}.get(proc.returncode)
+
+
+def refusal(text: str, dest: Destination, listed: bool | None = None) -> BackendError:
+    """ssh's complaint (its stderr) in corral's words. A changed key: ssh's warning says
+    so, or ``listed`` (the pinned file has a line for the host, :func:`pinned_line`:
+    also a line of another key type) when ssh's words are not all there; else not known."""
     host = dest.shown
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("@")]
     last = lines[-1] if lines else "ssh ended without a word"
     pinned = dest.known_hosts or "your known_hosts"
-    if "IDENTIFICATION HAS CHANGED" in text or "host key for" in text and "changed" in text:
-        return AuthError(f"ssh could not verify the host key of {host}: it is not the one "
-                         f"pinned for it ({pinned}); corral refuses the connection. If the "
-                         "server's key really changed, remove its old line from that file "
-                         "and connect once with ssh to check the new key.")
-    if "Host key verification failed" in text:
-        return AuthError(f"ssh could not verify the host key of {host}: it is not known "
-                         f"({pinned}); corral accepts no key it has not seen. Connect once "
-                         "with ssh to check and pin it, or name a pinned file with "
-                         "known_hosts= in the URI.")
+    changed = ("IDENTIFICATION HAS CHANGED" in text
+               or "host key for" in text.lower() and "changed" in text)
+    if changed or "Host key verification failed" in text and listed:
+        return AuthError(f"The SSH host key of {host} is not the one pinned for it "
+                         f"({pinned}): ssh could not verify it and corral refuses the "
+                         "connection. If the server's key really changed, remove its old "
+                         "line from that file and connect once with ssh to check the new "
+                         "key.")
+    if "Host key verification failed" in text:  # ssh warns of a changed key in any mode
+        return AuthError(f"The SSH host key of {host} is not known ({pinned}): ssh could "
+                         "not verify it and corral accepts no key it has not seen. Pin it "
+                         "first (connect once with ssh, or ssh-keyscan into that file).")
     if "Permission denied" in text or "passphrase" in text.lower():
         return AuthError(f"{host} did not accept corral's SSH key ({last}); corral never "
                          "types a password or passphrase. Use a key the server accepts "
@@ -234,7 +262,10 @@ class Master:
                 if self.proc.returncode is not None:
                     text = log_path.read_text(errors="replace")
                     self.proc = None
-                    raise refusal(text, self.dest)
+                    listed = None
+                    if "Host key verification failed" in text:
+                        listed = await pinned_line(self.dest)
+                    raise refusal(text, self.dest, listed)
                 if loop.time() > deadline:
                     await self._end()
                     raise NotResponding(f"ssh to {self.dest.shown} did not get through "
@@ -244,9 +275,10 @@ class Master:
     def carry(self, uri: str) -> str:
         """``uri`` with libvirt's ``command=`` naming the wrapper that runs libvirt's ssh
         as a session of this master (written here, 0700, in the private directory)."""
+        argv = [_ssh(), "-S", _literal(str(self.ctl)), "-o", "ControlMaster=no",
+                *self.dest.host_key_options()]  # pinned, should it connect by itself
         script = (f"#!/bin/sh\n# corral: libvirt's ssh through corral's master for "
-                  f"{self.dest.shown}\nexec '{_ssh()}' -S '{_literal(str(self.ctl))}' "
-                  f"-o ControlMaster=no \"$@\"\n")
+                  f"{self.dest.shown}\nexec {shlex.join(argv)} \"$@\"\n")
         path = self.wrapper
         if not path.exists() or path.read_text() != script:
             path.unlink(missing_ok=True)

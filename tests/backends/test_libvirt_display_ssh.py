@@ -4,8 +4,9 @@ against the suite's private libvirtd and its sshd on loopback (``tests/lab_libvi
 - The ssh program (no ``known_hosts=``): libvirt's transport and the screen share corral's
   one ControlMaster; the frame equals ``virsh screenshot``, keys typed on it reach the
   guest's tty1, and the lab's sshd has one TCP connection from this process throughout.
-- libssh (``known_hosts=``): the screen has its own master pinned to that file (two
-  connections), here to a VNC server listening on a TCP port autoport chose.
+- ``known_hosts=``: the same, the master pinned to that file: libvirt's transport and the
+  screen (here a VNC server listening on a TCP port autoport chose) share it, one
+  connection.
 - Refused in words and at once: a changed or unknown host key, a key the server does not
   accept; a stale control socket never breaks a start.
 
@@ -125,7 +126,7 @@ async def test_screen_keys_and_one_ssh_connection(vlab, guest, cleanup, tmp_path
                                                   monkeypatch):
     user_known_hosts(tmp_path, monkeypatch, vlab.ssh / "known_hosts")
     uri = program_uri(vlab)
-    before = ssh_connections(vlab)  # libssh connections of earlier tests may linger
+    before = ssh_connections(vlab)  # connections of earlier tests may linger
     lv = get_backend(Remote(name="lvs", kind="libvirt", address=uri), timeout=30)
     try:
         await lv.connect()
@@ -168,14 +169,17 @@ async def test_screen_keys_and_one_ssh_connection(vlab, guest, cleanup, tmp_path
 
 
 @live
-async def test_libssh_screen_has_its_own_pinned_connection_to_a_tcp_listen(
+async def test_a_pinned_uris_screen_shares_the_one_pinned_connection_to_a_tcp_listen(
         vlab, guest, cleanup, tmp_path):
-    uri = vlab.ssh_uri()  # known_hosts=: libvirt's in-process client
+    uri = vlab.ssh_uri()  # known_hosts=: the ssh program, the key pinned by corral's master
     lv = get_backend(Remote(name="lvs2", kind="libvirt", address=uri), timeout=30)
     before = ssh_connections(vlab)
     try:
         await lv.connect()
-        assert Capability.DISPLAY in lv.capabilities and lv.lv.tunnel is None
+        master = lv.lv.tunnel
+        assert Capability.DISPLAY in lv.capabilities and master is not None
+        assert master.running() and master.dest.known_hosts == str(vlab.ssh / "known_hosts")
+        assert ssh_connections(vlab) == before + 1
         name = define_vnc(vlab, guest,
                           "<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>")
         ref = InstanceRef("lvs2", name)
@@ -185,16 +189,13 @@ async def test_libssh_screen_has_its_own_pinned_connection_to_a_tcp_listen(
         await session.start(sink)
         await sink.until(lambda: session.image is not None, "the first frame")
         await same_as_libvirt(vlab, name, session, tmp_path)
-        master = lv.lv.tunnel
-        assert master is not None and master.dest.known_hosts == str(vlab.ssh / "known_hosts")
-        assert ssh_connections(vlab) == before + 2  # libssh's and the screen's master
+        assert lv.lv.tunnel is master
+        assert ssh_connections(vlab) == before + 1  # libvirt's transport and the screen
         await session.close()
     finally:
         await lv.close()
-    # the screen's master ended with the remote (libvirt closes its own connection once
-    # nothing holds a domain of it any more: not this test's matter)
+    await until(lambda: ssh_connections(vlab) == before, "the master to end")
     assert not master.running() and not master.ctl.exists()
-    await until(lambda: ssh_connections(vlab) <= before + 1, "the screen's connection to end")
 
 
 @live
@@ -217,7 +218,7 @@ async def test_refusals_are_said_at_once(vlab, tmp_path, monkeypatch, known, key
 
 
 @live
-async def test_the_libssh_screens_master_checks_the_pinned_file(vlab):
+async def test_the_master_checks_the_pinned_file(vlab):
     dest = ssh_tunnel.destination(vlab.ssh_uri(known_hosts=vlab.ssh / "known_hosts_changed"))
     master = ssh_tunnel.Master(dest)
     with pytest.raises(AuthError, match=r"not the one pinned for it \(.*known_hosts_changed"):

@@ -15,6 +15,7 @@ import pytest
 
 import lab_libvirt
 from backends import remotes
+from backends.libvirt import ssh_tunnel
 from backends.libvirt import uri as uris
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,19 +31,39 @@ def test_ssh_without_known_hosts_runs_ssh_in_batch_mode():
     assert _query(out) == {"keyfile": "/k", "no_tty": "1"}
 
 
-def test_ssh_with_known_hosts_goes_through_libssh_which_checks_that_file(monkeypatch):
+def test_ssh_with_known_hosts_runs_the_ssh_program_and_the_master_pins_that_file(
+        monkeypatch):
+    """libvirt's ssh transport ignores known_hosts=: corral's master applies it (never
+    libvirt's libssh client, which stalled and crashed on large replies)."""
     monkeypatch.setenv("HOME", "/home/ann")
-    out = uris.effective("qemu+ssh://ann@server:2222/system?keyfile=~/.ssh/id"
-                         "&known_hosts=~/.ssh/known_hosts&no_verify=0")
-    assert out.startswith("qemu+libssh://ann@server:2222/system?")
-    assert _query(out) == {"keyfile": "/home/ann/.ssh/id",
-                           "known_hosts": "/home/ann/.ssh/known_hosts",
-                           "known_hosts_verify": "normal"}
+    uri = ("qemu+ssh://ann@server:2222/system?keyfile=~/.ssh/id"
+           "&known_hosts=~/.ssh/known_hosts&no_verify=0")
+    out = uris.effective(uri)
+    assert out.startswith("qemu+ssh://ann@server:2222/system?")
+    assert _query(out) == {"keyfile": "/home/ann/.ssh/id", "no_verify": "0", "no_tty": "1"}
+    dest = ssh_tunnel.destination(uri)
+    assert dest.known_hosts == "/home/ann/.ssh/known_hosts" and dest.strict
+    opts = dest.options()
+    for pair in (["-o", "UserKnownHostsFile=/home/ann/.ssh/known_hosts"],
+                 ["-o", "StrictHostKeyChecking=yes"],
+                 ["-o", "GlobalKnownHostsFile=/dev/null"], ["-o", "BatchMode=yes"],
+                 ["-l", "ann"], ["-p", "2222"], ["-i", "/home/ann/.ssh/id"]):
+        assert any(opts[i:i + 2] == pair for i in range(len(opts))), (pair, opts)
 
 
-def test_a_uri_asking_to_accept_any_new_key_is_held_to_normal_verification():
-    out = uris.effective("qemu+libssh://s/system?known_hosts=/kh&known_hosts_verify=auto")
-    assert _query(out)["known_hosts_verify"] == "normal"
+@pytest.mark.parametrize("transport", ["libssh", "libssh2"])
+def test_libvirts_in_process_ssh_clients_are_never_used(transport):
+    """A URI naming libssh is opened with the ssh program; asking to accept any new key
+    (``auto``) still pins it, ``ignore`` is the ssh program's ``no_verify=1``."""
+    out = uris.effective(f"qemu+{transport}://s/system?known_hosts=/kh&known_hosts_verify=auto")
+    assert out == "qemu+ssh://s/system?no_tty=1"
+    dest = ssh_tunnel.destination(f"qemu+{transport}://s/system?known_hosts=/kh"
+                                  "&known_hosts_verify=auto")
+    assert dest.known_hosts == "/kh" and dest.strict
+    loose = f"qemu+{transport}://s/system?known_hosts_verify=ignore"
+    assert _query(uris.effective(loose)) == {"no_verify": "1", "no_tty": "1"}
+    assert not ssh_tunnel.destination(loose).strict
+    assert "StrictHostKeyChecking=no" in ssh_tunnel.destination(loose).options()
 
 
 def test_local_uris_are_left_alone():
