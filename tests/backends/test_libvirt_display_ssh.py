@@ -184,13 +184,17 @@ async def test_a_pinned_uris_screen_shares_the_one_pinned_connection_to_a_tcp_li
                           "<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>")
         ref = InstanceRef("lvs2", name)
         await lv.start(ref)
+        serial = await lv.open_console(ref)
+        await serial.start(Serial())
         session = await lv.open_display(ref, fps=10)
         sink = Sink(session)
         await session.start(sink)
         await sink.until(lambda: session.image is not None, "the first frame")
         await same_as_libvirt(vlab, name, session, tmp_path)
         assert lv.lv.tunnel is master
-        assert ssh_connections(vlab) == before + 1  # libvirt's transport and the screen
+        # libvirt's transport, its console stream and the screen: one TCP connection
+        assert ssh_connections(vlab) == before + 1
+        await serial.close()
         await session.close()
     finally:
         await lv.close()
