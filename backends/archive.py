@@ -260,10 +260,9 @@ class _Reader:
         if policy.keep(name):
             self.keep(tar, name, member)
             return
-        renamed = {"name": name}
-        if member.islnk():
-            renamed["linkname"] = canonical(member.linkname, policy.where)
-        member = member.replace(**renamed, deep=False)
+        linkname = canonical(member.linkname, policy.where) if member.islnk() else \
+            member.linkname
+        member = member.replace(name=name, linkname=linkname, deep=False)
         # a hard link gets its file's owner and mode (tar does not set them again)
         tar.extract(member, str(self.into), set_attrs=not (member.isdir() or member.islnk()),
                     numeric_owner=True, filter=self.filter)
@@ -343,7 +342,9 @@ def _read(worker: Worker, path: str, into: Path, policy: Policy,
                     if member is None:
                         break
                     reader.member(tar, member)
-                    tar.members.clear()  # a stream needs no index (a rootfs has many files)
+                    # a stream needs no index (a rootfs has many files); typeshed does not
+                    # declare the index, TarFile.members (getmembers() would read to the end)
+                    tar.members.clear()  # type: ignore[attr-defined]
                 reader.finish(tar)
         except tarfile.ExtractError as e:
             raise ArchiveRefused(f"it could not be unpacked as it says ({e})") from e

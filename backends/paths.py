@@ -114,8 +114,7 @@ def private_file(path: str | os.PathLike[str], *, binary: bool = True,
     fd = os.open(path, flags, 0o600)
     try:
         os.fchmod(fd, 0o600)
-        return os.fdopen(fd, "wb" if binary else "w", **({} if binary else
-                                                          {"encoding": "utf-8"}))
+        return os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
     except BaseException:
         os.close(fd)
         raise
@@ -372,8 +371,7 @@ def open_owned(path: str | os.PathLike[str], mode: str = "rb", *,
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         if append:
             os.fchmod(fd, 0o600)
-        text = {} if mode.endswith("b") else {"encoding": "utf-8"}
-        return os.fdopen(fd, mode, **text)
+        return os.fdopen(fd, mode, encoding=None if mode.endswith("b") else "utf-8")
     except BaseException:
         os.close(fd)
         raise
