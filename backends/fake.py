@@ -6,6 +6,7 @@ It is never the proof that a backend works: tests/backends/ runs the real ones.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import AsyncIterator, Callable
 
@@ -47,9 +48,9 @@ class FakeBackend(Backend):
     })
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
-                 instances: list[tuple[str, InstanceType, InstanceStatus]] = (),
-                 hang_on_stop: set[str] = frozenset(),
-                 kvm_broken: set[str] = frozenset()) -> None:
+                 instances: Iterable[tuple[str, InstanceType, InstanceStatus]] = (),
+                 hang_on_stop: Iterable[str] = (),
+                 kvm_broken: Iterable[str] = ()) -> None:
         super().__init__(remote, timeout=timeout)
         self.data: dict[str, Instance] = {}
         for name, itype, status in instances:

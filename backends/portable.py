@@ -68,7 +68,7 @@ class PortableVerbs:
         raise self._unsupported("describe a VM for another backend")
 
 
-def portable_problems(cls: type) -> list[str]:
+def portable_problems(cls: type[PortableVerbs]) -> list[str]:
     """How ``cls`` breaks the portable part of the contract (``contract_problems``)."""
     problems = []
     declared = Capability.PORTABLE in getattr(cls, "capabilities", ())

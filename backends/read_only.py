@@ -146,7 +146,7 @@ def _checking_target(method: Callable) -> Callable:
     def check(args: tuple, kwargs: dict) -> None:
         target = signature.bind_partial(*args, **kwargs).arguments.get("target")
         remote = getattr(target, "remote", None)
-        if getattr(remote, "read_only", False):
+        if remote is not None and getattr(remote, "read_only", False):
             raise refusal(remote.name, verb)
 
     if inspect.iscoroutinefunction(method):

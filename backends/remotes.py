@@ -446,9 +446,9 @@ def discover(
         merged[shown] = replace(r, name=shown)
     for spec, source in [*((s, added_source) for s in added),
                          *((s, extra_source) for s in extra)]:
-        r = _extra_remote(spec, source, out)
-        if r is not None:
-            merged[r.name] = _own_files_checked(r) if source == added_source else r
+        remote = _extra_remote(spec, source, out)
+        if remote is not None:
+            merged[remote.name] = _own_files_checked(remote) if source == added_source else remote
     for name in list(merged):
         if name in hidden:
             del merged[name]

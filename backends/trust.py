@@ -216,7 +216,7 @@ def pinned_session(cert: ServerCert, crt: Path, key: Path):
     class _NoHostname(requests.adapters.HTTPAdapter):
         """The pinned certificate is the only anchor; its names rarely match the address."""
 
-        def init_poolmanager(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def init_poolmanager(self, *args, **kwargs):
             kwargs["assert_hostname"] = False
             return super().init_poolmanager(*args, **kwargs)
 
