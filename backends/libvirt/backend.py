@@ -19,6 +19,7 @@ event loop thread, errors in words):
 - ``networks.py``: the libvirt networks (``list_networks``)
 - ``disks.py``: disks as pool volumes; deleting a domain with its own volumes
 - ``export.py``: export to and import from a tar archive (``archived.py``: what it holds)
+- ``create.py``: new domains (the launch wizard); ``domain_xml.py`` their XML and host facts
 
 ``uri.py`` says how a URI is opened so that no prompt ever blocks, ``convert.py`` turns
 libvirt's numbers into corral's models.
@@ -31,6 +32,7 @@ from ..models import Capability, Remote
 from .connection import Connection
 from .clone import Clone
 from .consoles import Consoles
+from .create import Create
 from .display import Display
 from .disks import OwnedStorage
 from .events import Events
@@ -48,7 +50,7 @@ from .uri import is_remote
 
 
 class LibvirtBackend(Lifecycle, Events, Consoles, Display, Portable, Snapshots, Limits, Names,
-                     Clone, Nics, Networks, OwnedStorage, Migrate, Export,
+                     Clone, Nics, Networks, OwnedStorage, Migrate, Export, Create,
                      Backend):
     """The domains of one libvirt connection URI."""
 
@@ -61,6 +63,7 @@ class LibvirtBackend(Lifecycle, Events, Consoles, Display, Portable, Snapshots, 
         Capability.DESCRIPTION, Capability.COPY_MOVE, Capability.DISPLAY,
         Capability.CLONE, Capability.NICS, Capability.DELETE_STORAGE, Capability.NETWORKS,
         Capability.EXPORT, Capability.IMPORT,
+        Capability.CREATE,
     })
     console_kinds = frozenset({"console"})
 
