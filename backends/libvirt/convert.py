@@ -51,36 +51,41 @@ def lifecycle_action(event: int, detail: int) -> str:
     return LIFECYCLE.get(event, "instance-updated")
 
 
+Stats = Mapping[str, int | float | str]
+"""One domain's record of ``getAllDomainStats``: its typed parameters by name (a bool is an
+int; no value here is None)."""
+
+
 def status_of(state: int) -> InstanceStatus:
     return STATUS.get(state, InstanceStatus.UNKNOWN)
 
 
-def instance(remote: str, name: str, uuid: str, stats: Mapping[str, object],
+def instance(remote: str, name: str, uuid: str, stats: Stats,
              description: str = "", vnc: bool = False, *, persistent: bool = True,
              snapshot_count: int | None = None) -> Instance:
     """A domain as an Instance, from its ``getAllDomainStats`` record (state, balloon, vcpu);
     ``vnc``: it has a VNC screen (``extra["vnc"]``)."""
-    status = status_of(int(stats.get("state.state", 0)))  # type: ignore[arg-type]
+    status = status_of(int(stats.get("state.state", 0)))
     maximum = stats.get("balloon.maximum")
     vcpus = stats.get("vcpu.current") or stats.get("vcpu.maximum")  # what it has now
     return Instance(
         ref=InstanceRef(remote, name), type=InstanceType.VM, status=status,
         description=description, snapshot_count=snapshot_count,
         cpu_limit=str(vcpus) if vcpus else "",
-        memory_limit=int(maximum) * 1024 if maximum else None,  # type: ignore[call-overload]
+        memory_limit=int(maximum) * 1024 if maximum else None,
         extra={"uuid": uuid, "persistent": persistent, "vnc": vnc,
-               "state_reason": int(stats.get("state.reason", 0))})  # type: ignore[arg-type]
+               "state_reason": int(stats.get("state.reason", 0))})
 
 
-def _summed(stats: Mapping[str, object], group: str, key: str) -> int | None:
+def _summed(stats: Stats, group: str, key: str) -> int | None:
     """The sum of ``<group>.<n>.<key>`` over the domain's disks or NICs (None: none)."""
-    values = [int(v) for k, v in stats.items()  # type: ignore[call-overload]
+    values = [int(v) for k, v in stats.items()
               if k.startswith(f"{group}.") and k.endswith(f".{key}")
               and k.split(".")[1].isdigit()]
     return sum(values) if values else None
 
 
-def usage(stats: Mapping[str, object], previous: tuple[int, float] | None) -> InstanceState:
+def usage(stats: Stats, previous: tuple[int, float] | None) -> InstanceState:
     """Usage of a running domain from its ``domainListGetStats`` record (cpu-total,
     balloon, block, interface); ``previous`` is the last ``(cpu ns, monotonic time)`` for
     the percentage. The disk usage is the size of the disks' files on the host (each
@@ -88,11 +93,11 @@ def usage(stats: Mapping[str, object], previous: tuple[int, float] | None) -> In
     is none), their ``capacity`` the limit, the network the bytes its NICs received and
     sent."""
     now = time.monotonic()
-    cpu = int(stats.get("cpu.time", 0))  # type: ignore[call-overload]
+    cpu = int(stats.get("cpu.time", 0))
     percent = None
     if previous is not None and now > previous[1] and cpu >= previous[0]:
         percent = (cpu - previous[0]) / 1e9 / (now - previous[1]) * 100
-    kib = {k.removeprefix("balloon."): int(v) for k, v in stats.items()  # type: ignore[call-overload]
+    kib = {k.removeprefix("balloon."): int(v) for k, v in stats.items()
            if k.startswith("balloon.")}
     limit = kib.get("maximum")
     if "available" in kib and "unused" in kib:  # the guest's own figures (balloon driver)

@@ -240,7 +240,7 @@ def domain_xml(plan: Plan, facts: HostFacts) -> str:
     ET.SubElement(root, "memory", unit="KiB").text = str(plan.memory_kib)
     ET.SubElement(root, "currentMemory", unit="KiB").text = str(plan.memory_kib)
     ET.SubElement(root, "vcpu").text = str(plan.cpus)
-    os_ = ET.SubElement(root, "os", **({"firmware": "efi"} if plan.firmware == "uefi" else {}))
+    os_ = ET.SubElement(root, "os", {"firmware": "efi"} if plan.firmware == "uefi" else {})
     ET.SubElement(os_, "type", arch=facts.arch, machine=facts.machine).text = "hvm"
     if plan.firmware == "uefi":  # libvirt picks OVMF and the NVRAM template (descriptors)
         firmware = ET.SubElement(os_, "firmware")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -78,13 +79,17 @@ def _lookup_free(conn: libvirt.virConnect, name: str, where: str) -> None:
     raise Conflict(f"A domain named '{name}' already exists on {where}.")
 
 
+Planned = tuple[ArchivedDisk, libvirt.virStorageVol | str, int]
+"""A disk to export: its entry in the archive, its pool volume or local path, its bytes."""
+
+
 def _export_plan(conn: libvirt.virConnect, dom: libvirt.virDomain, ref: InstanceRef,
-                 local: bool) -> tuple[bytes, list[tuple[ArchivedDisk, object, int]]]:
+                 local: bool) -> tuple[bytes, list[Planned]]:
     """The XML to archive and each disk: (its entry, its volume or local path, bytes)."""
     if status_of(dom.state()[0]) is not InstanceStatus.STOPPED or not dom.isPersistent():
         raise Conflict(f"{ref} is not a shut-off, defined domain any more.")
     root = ET.fromstring(dom.XMLDesc(INACTIVE))
-    plan: list[tuple[ArchivedDisk, object, int]] = []
+    plan: list[Planned] = []
     problems: list[str] = []
     _eject(root)
     for el in root.iterfind("devices/disk"):
@@ -190,7 +195,9 @@ def _export_blocking(worker: Worker, conn: libvirt.virConnect, ref: InstanceRef,
         sparse = SparseFile(raw)  # a disk's holes stay holes in the archive
         with tarfile.open(fileobj=sparse, mode="w:gz" if compress else "w",
                           format=tarfile.PAX_FORMAT) as tar:
-            tar.copybufsize = CHUNK  # (16 KiB by default: a round trip each)
+            # (16 KiB by default: a round trip each); typeshed leaves out this undocumented
+            # attribute of TarFile (its constructor's copybufsize)
+            tar.copybufsize = CHUNK  # type: ignore[attr-defined]
             for name, data in ((MANIFEST, manifest), (XML, xml), *zip(names, snaps)):
                 tar.addfile(_info(name, len(data)), io.BytesIO(data))
             for disk, source, size in plan:
@@ -199,9 +206,8 @@ def _export_blocking(worker: Worker, conn: libvirt.virConnect, ref: InstanceRef,
                     with open(source, "rb") as f:
                         tar.addfile(_info(disk.member, size), FileReader(f, transfer, label))
                     continue
-                info = _info(disk.member, size)
-                download(conn, source, size, transfer, label,  # type: ignore[arg-type]
-                         lambda reader, info=info: tar.addfile(info, reader))
+                download(conn, source, size, transfer, label,
+                         functools.partial(tar.addfile, _info(disk.member, size)))
         sparse.end()
         raw.flush()
         os.fsync(raw.fileno())

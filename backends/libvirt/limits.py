@@ -270,7 +270,8 @@ def _plan(ref: InstanceRef, changes: dict[str, str], s: Shape) -> dict[str, int]
     return plan
 
 
-Step = tuple[tuple[Callable[..., object], tuple], list[tuple[Callable[..., object], tuple]]]
+Call = tuple[Callable[..., object], tuple]
+Step = tuple[Call, list[Call]]
 
 
 def _steps(dom: libvirt.virDomain, plan: dict[str, int], s: Shape
@@ -305,6 +306,7 @@ def _steps(dom: libvirt.virDomain, plan: dict[str, int], s: Shape
         steps.append(((memory, (plan["memory"], (LIVE if live else 0) | cfg)), back))
         result["memory"] = "live" if live else "restart"
     if "disk" in plan and s.disk is not None:  # last: a disk does not shrink back
+        step: Call
         if s.active:
             step = (dom.blockResize, (s.disk.dev, plan["disk"],
                                       libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES))

@@ -45,7 +45,9 @@ def network(remote: str, xml: str, *, active: bool, autostart: bool,
     mode = (forward.get("mode") or "nat") if forward is not None else "isolated"
     bridge = root.find("bridge")
     bridge_name = bridge.get("name", "") if bridge is not None else ""
-    v4, v6, dhcp = [], [], []
+    v4: list[str] = []
+    v6: list[str] = []
+    dhcp: list[str] = []
     for ip in root.iterfind("ip"):
         family, cidr, ranges = _ip(ip)
         (v6 if family == "ipv6" else v4).append(cidr)

@@ -218,7 +218,7 @@ class Nics(Backend):
                                            *interfaces(live).values())})
         iface = ET.Element("interface", type=kind)
         ET.SubElement(iface, "mac", address=mac)
-        ET.SubElement(iface, "source", **source)
+        ET.SubElement(iface, "source", source)
         ET.SubElement(iface, "model", type="virtio")
         ET.SubElement(iface, "alias", name=f"ua-{name}")
         flags = (CONFIG if persistent else 0) | (LIVE if active else 0)
