@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from textual.binding import Binding
 
@@ -47,7 +47,7 @@ class _Lazy:
     module: str
     name: str
 
-    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return getattr(import_module(f"{__package__}.{self.module}"), self.name)(
             *args, **kwargs)
 

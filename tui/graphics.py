@@ -254,6 +254,7 @@ def key_events(key: str, character: str | None) -> list[tuple[int, bool]]:
     base = parts[-1] if parts[-1] else "+"
     if len(mods) != len(parts) - 1:
         return []
+    sym: int | None
     if not mods and character and len(character) == 1 and character.isprintable():
         sym, shifted = keysym_for_char(character), character in SHIFTED
     else:

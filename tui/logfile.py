@@ -21,7 +21,7 @@ import logging.handlers
 import os
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import IO, Any, Mapping
 
 from backends.paths import UntrustedFile, open_owned
 
@@ -90,7 +90,8 @@ class _OwnedFileHandler(logging.handlers.RotatingFileHandler):
     """Opens the log through :func:`backends.paths.open_owned`; never writes to stderr
     (it would scribble over the screen)."""
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    # typeshed says TextIOWrapper; open_owned is typed IO[Any] (text mode gives one)
+    def _open(self) -> IO[Any]:  # type: ignore[override]
         return open_owned(self.baseFilename, "a")
 
     def handleError(self, record: logging.LogRecord) -> None:

@@ -52,11 +52,12 @@ async def confirm(app: App, verb: str, names: list[str], note: str = "", *,
         text += f"\n\n{listing(names, max(3, min(12, app.size.height - 20)))}"
     if note:
         text += f"\n\n{note}"
-    return bool(await app.push_screen_wait(ConfirmDialog(
+    answer = await app.push_screen_wait(ConfirmDialog(
         f"{verb.capitalize()} {names[0]}" if one else f"{verb.capitalize()} {len(names)} marked",
         external(text, lines=True),
         button or (verb.capitalize() if one else f"{verb.capitalize()} all"),
-        destructive=destructive)))
+        destructive=destructive))
+    return bool(answer)
 
 
 def record(inventory: Inventory, remote: str, what: str, error: str = "",

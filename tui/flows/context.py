@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from backends.base import Backend
 from backends.errors import BackendError
@@ -158,7 +158,7 @@ class Context:
         """Show a dialog and wait for its answer (flows run in workers)."""
         return await self.app.push_screen_wait(screen)
 
-    def show(self, screen: "Screen[object]") -> None:
+    def show(self, screen: "Screen[Any]") -> None:
         """Open a screen without waiting for it."""
         self.app.push_screen(screen)
 

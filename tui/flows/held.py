@@ -4,7 +4,7 @@ never sent anywhere else."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
 
 from backends.models import ConnectionState
 
@@ -12,6 +12,7 @@ from .context import Context
 
 if TYPE_CHECKING:
     from ..actions import Action
+    from ..app import CorralApp
 
 
 def connecting(ctx: Context) -> bool:
@@ -25,9 +26,10 @@ async def when_connected(ctx: Context, action: "Action",
     """Run ``flow`` once ``ctx``'s remote is connected and the action is possible then."""
     from ..offer import availability, why_not
 
+    app = cast("CorralApp", ctx.app)  # held verbs come from the main screen, in corral's app
     what = f"{action.label} {ctx.ref or ctx.remote}"
     ctx.notify(f"{what}: waiting for {ctx.remote}…", timeout=4)
-    await ctx.app.remote_settled(ctx.remote)
+    await app.remote_settled(ctx.remote)
     status = ctx.inventory.statuses.get(ctx.remote or "")
     if status is None or status.state is not ConnectionState.CONNECTED:
         state = status.state.value if status else "gone"

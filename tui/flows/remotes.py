@@ -31,13 +31,14 @@ async def add_remote(ctx: Context) -> None:
     name = answer["name"]
 
     async def accept(cert: ServerCert) -> bool:
-        return bool(await ctx.ask(ConfirmDialog(
+        trusted = await ctx.ask(ConfirmDialog(
             f"Trust {cert.address}?",
             f"The server presents a certificate with the SHA-256 fingerprint\n\n"
             f"{cert.pretty}\n\nCompare it with `lxc info` / `incus info` "
             f"(certificate_fingerprint) on the server itself. Accept it only if they are "
             f"the same; it is pinned from now on.",
-            "Trust it", destructive=False)))
+            "Trust it", destructive=False))
+        return bool(trusted)
 
     def progress(text: str) -> None:
         ctx.inventory.show_activity(name, f"adding: {text}")

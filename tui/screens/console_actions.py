@@ -3,12 +3,15 @@ when a console is left or the last tab closes."""
 
 from __future__ import annotations
 
+from textual.screen import Screen
+
 from ..widgets.console_dock import ConsoleDock
 from ..widgets.instance_table import InstanceTable
 
 
-class ConsoleActions:
-    """Mixed into :class:`~tui.screens.main.MainScreen` (a Textual screen)."""
+class ConsoleActions(Screen[None]):
+    """Part of :class:`~tui.screens.main.MainScreen` (a screen of its own only so that
+    what it uses of one is known; never shown alone)."""
 
     def action_focus_console(self) -> None:
         self.query_one(ConsoleDock).focus_active()

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from rich.text import Text
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, OptionList, Static
+from textual.widgets.button import ButtonVariant
 from textual.widgets.option_list import Option
 
 from backends.models import InstanceRef
@@ -23,7 +24,7 @@ def cancel_binding(tooltip: str) -> Binding:
     return Binding("escape", "cancel", "Cancel", id="dialog.cancel", tooltip=tooltip)
 
 
-def dialog_buttons(confirm: str | Text, *, variant: str = "primary",
+def dialog_buttons(confirm: str | Text, *, variant: ButtonVariant = "primary",
                    disabled: bool = False) -> Horizontal:
     """The row under a dialog: *Cancel* (``#cancel``) and the confirming button
     (``#confirm``); a plain ``str`` label is not read as markup."""
@@ -90,7 +91,8 @@ class ConfirmDialog(ModalScreen[bool]):
         Binding("right,l", "app.focus_next", show=False),
     ]
 
-    def __init__(self, title: str, message: str, confirm: str, *, destructive: bool = True):
+    def __init__(self, title: str, message: str | Text, confirm: str, *,
+                 destructive: bool = True) -> None:
         super().__init__()
         self.title_text = title
         self.message = message
@@ -146,7 +148,9 @@ class DeleteDialog(ConfirmDialog):
             self.dismiss(None)
             return
         with_storage = self.query_one("#delete-storage", Checkbox).value
-        self.dismiss("storage" if with_storage else "instance")
+        # A ConfirmDialog (its look, its keys) answering a word, not ConfirmDialog's bool:
+        # one screen class has one answer type, which this subclass cannot narrow.
+        self.dismiss("storage" if with_storage else "instance")  # type: ignore[arg-type]
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -11,6 +11,7 @@ import asyncio
 import os
 import posixpath
 import tempfile
+from typing import Sequence
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -158,7 +159,7 @@ class FilesScreen(ModalScreen[None]):
         return key if key and key != ".." else ""
 
     def _show(self, path: str, entries: list[FileEntry], select: str, *,
-              pending: list[str] = ()) -> None:
+              pending: Sequence[str] = ()) -> None:
         """Fill the table with ``entries`` (and ``pending``: names whose details are not
         read yet, shown as such and not acted on)."""
         self.path = path

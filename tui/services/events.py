@@ -48,11 +48,11 @@ class Events:
             op = event.operation
             if op.done or op.id not in ops:
                 for inst_name in op.instances:
-                    ref = InstanceRef(name, inst_name, st.remotes[name].project)
+                    op_ref = InstanceRef(name, inst_name, st.remotes[name].project)
                     what = op.description + (f": {op.status}" if op.done else "")
                     if op.error:
                         what += f" ({op.error})"
-                    st.remember(ref, what, event.timestamp)
+                    st.remember(op_ref, what, event.timestamp)
             if op.interactive:  # an open console/shell: not "busy"
                 return
             if op.done:
