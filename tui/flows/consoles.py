@@ -137,6 +137,7 @@ async def external_viewer(ctx: Context) -> None:
     """Open the VM's screen in a VNC viewer on this desktop (the same socket corral
     reads; QEMU shares the screen between viewers)."""
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     argv = backend.display_viewer_argv(ref)
     if not shutil.which(argv[0]):
         ctx.notify(f"{argv[0]} is not installed; with a VNC viewer that reads unix sockets, "
@@ -158,6 +159,7 @@ async def offer_spice_viewer(ctx: Context) -> None:
     display and remote-viewer exist, offer to hand the screen to them (the backend names
     the command); otherwise say what to run."""
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     try:
         argv = backend.spice_viewer_argv(ref)
     except BackendError as e:

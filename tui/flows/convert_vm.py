@@ -44,10 +44,11 @@ async def convert(ctx: Context) -> None:
         return
     target = next(iter(targets))
     if len(targets) > 1:
-        target = await ctx.ask(ChoiceDialog(f"Convert {ref} to a VM on", [
+        chosen = await ctx.ask(ChoiceDialog(f"Convert {ref} to a VM on", [
             (name, f"{name}  ({b.remote.kind})") for name, b in targets.items()]))
-        if not target:
+        if not chosen:
             return
+        target = chosen
     backend = targets[target]
     try:
         vm = await ctx.backend.portable_vm(ref)

@@ -8,6 +8,7 @@ from .context import Context
 
 async def publish(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     alias = await ctx.ask(InputDialog(f"Publish {ref} as an image", "Alias of the new image",
                                       f"{ref.name}-image", confirm="Next"))
     if not alias:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Awaitable
+
 from backends.deletion import StorageOffer
 from backends.errors import AcceleratorUnusable, BackendError, StopTimedOut
-from backends.models import Capability, InstanceStatus
+from backends.models import Capability, InstanceRef, InstanceStatus
 
 from ..actions import Verb
 from ..screens.dialogs import ConfirmDialog, DeleteDialog
@@ -100,8 +103,8 @@ async def run_marked(ctx: Context, verb: Verb) -> None:
                               destructive=verb in (Verb.DELETE, Verb.STOP, Verb.RESTART)):
         return
 
-    def work(ref):
-        kwargs: dict = {}
+    def work(ref: InstanceRef) -> Awaitable[None]:
+        kwargs: dict[str, object] = {}
         if verb in (Verb.STOP, Verb.RESTART):
             kwargs["timeout"] = ctx.settings.stop_timeout
         if verb is Verb.DELETE:
@@ -109,7 +112,7 @@ async def run_marked(ctx: Context, verb: Verb) -> None:
         return inv.act(ref, verb, PENDING[verb], **kwargs)
 
     await bulk.run_all(ctx.app, inv, verb, [
-        bulk.Target(r.remote, r.name, lambda r=r: work(r), instance=True) for r in refs])
+        bulk.Target(r.remote, r.name, partial(work, r), instance=True) for r in refs])
 
 
 async def stop_first(ctx: Context, why: str, because: str = "it is copied stopped (cold)"
@@ -117,6 +120,7 @@ async def stop_first(ctx: Context, why: str, because: str = "it is copied stoppe
     """A running instance must be stopped for ``why`` (e.g. "copy it"; ``because`` says
     why it must): ask, stop it; True when it is stopped (or was not running)."""
     ref, inst = ctx.ref, ctx.instance
+    assert ref is not None
     if inst is None or inst.status not in (InstanceStatus.RUNNING, InstanceStatus.FROZEN):
         return True
     if not await ctx.ask(ConfirmDialog(

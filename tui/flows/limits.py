@@ -19,6 +19,7 @@ def summary(result: dict[str, str]) -> str:
 
 async def edit_limits(ctx: Context) -> None:
     ref = ctx.ref
+    assert ref is not None
     result = await ctx.ask(LimitsScreen(ctx.backend, ref))
     if result:
         ctx.notify(summary(result), title=f"Limits of {ref}")

@@ -35,6 +35,7 @@ async def read(backend: Backend, ref: InstanceRef, caps: frozenset[Capability]
 
 async def new(ctx: Context) -> None:
     ref, backend, inst = ctx.ref, ctx.backend, ctx.instance
+    assert ref is not None
     running = inst is not None and inst.status is InstanceStatus.RUNNING
     stateful = False if running and ctx.can(Capability.SNAPSHOT_STATEFUL) else None
     values = await ctx.ask(SnapshotDialog(
@@ -135,6 +136,7 @@ async def rename(ctx: Context) -> None:
 
 async def schedule(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     try:
         current = await backend.snapshot_settings(ref)
     except BackendError as e:

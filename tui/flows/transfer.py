@@ -64,6 +64,7 @@ def copy_targets(ctx: Context, *, move: bool = False) -> dict[str, Backend]:
 
 async def export(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     path = await ctx.ask(InputDialog(
         f"Export {ref}", "Backup file to write",
         default_backup_path(ref, backend.backup_extension), confirm="Export",
@@ -71,7 +72,7 @@ async def export(ctx: Context) -> None:
             v.strip())) else (None if v.strip() else "A path is needed."), path=True))
     if not path:
         return
-    which = "without"
+    which: str | None = "without"
     if snapshots_known(ctx) != 0:  # asked only when there are snapshots to take along
         which = await ctx.ask(ChoiceDialog(
             f"Export {ref}", [("with", snapshots_label(ctx, "With its snapshots")),
@@ -88,6 +89,7 @@ async def export(ctx: Context) -> None:
 
 async def import_backup(ctx: Context) -> None:
     remote, backend = ctx.remote, ctx.backend
+    assert remote is not None  # it has a backend
     path = await ctx.ask(InputDialog(
         f"Import a backup onto {remote}", "Backup file", "", confirm="Next",
         check=lambda v: None if os.path.isfile(os.path.expanduser(v.strip()))
@@ -110,6 +112,7 @@ async def import_backup(ctx: Context) -> None:
 
 async def clone(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     name = await ctx.ask(InputDialog(f"Clone {ref}", "Name of the copy",
                                      free_name(backend, f"{ref.name}-copy"),
                                      confirm="Clone", check=name_check(backend)))
@@ -135,6 +138,7 @@ async def clone(ctx: Context) -> None:
 
 async def _copy_or_move(ctx: Context, move: bool) -> None:
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     verb = "move" if move else "copy"
     targets = copy_targets(ctx, move=move)
     target = await ctx.ask(ChoiceDialog(
@@ -196,6 +200,7 @@ def has_move_target(ctx: Context) -> bool:
 
 async def rename(ctx: Context) -> None:
     ref, backend = ctx.ref, ctx.backend
+    assert ref is not None
     # every backend renames a stopped instance only: asked before the name is typed
     if not await stop_first(ctx, "rename it", "it must be stopped to be renamed"):
         return
@@ -218,6 +223,7 @@ async def rename(ctx: Context) -> None:
 
 async def describe(ctx: Context) -> None:
     ref, backend, inst = ctx.ref, ctx.backend, ctx.instance
+    assert ref is not None
     text = await ctx.ask(InputDialog(f"Description of {ref}", "Notes",
                                      inst.description if inst else "", confirm="Save",
                                      check=lambda v: None))
