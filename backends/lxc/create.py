@@ -17,6 +17,7 @@ from ..base import Backend
 from ..errors import BackendError, InvalidInput, OperationFailed
 from ..models import (CreateOptions, CreateRequest, CreateSource, Instance, InstanceStatus,
                       SourceField)
+from ..steps import Steps
 from ..work import Worker, in_thread
 from .archive import UnifiedImage
 from .limits import cgroup_pairs, cgroup_version, host_supports
@@ -234,34 +235,33 @@ class Create(Backend):
         say = progress or (lambda _text: None)
         name = request.name
         self.lxc.check_new_name(name)
-        source = request.source
-        options = dict(request.options)
-        unknown = sorted(set(options) - {"template_args"})
-        if unknown:
-            raise InvalidInput(f"Unknown option(s) for an LXC container: {', '.join(unknown)}.")
-        if request.disk is not None:
-            raise InvalidInput("LXC containers here live in a directory: there is no disk "
-                               "size to set.")
-        if request.profiles:
-            raise InvalidInput("LXC containers have no profiles.")
-        if request.storage_pool:
-            raise InvalidInput("LXC containers have no storage pools here.")
-        if request.user_data:
-            raise InvalidInput("LXC containers here take no cloud-init user-data.")
-        network = request.network
-        if network == "":
-            bridge = "lxcbr0" if os.path.isdir("/sys/class/net/lxcbr0/bridge") else None
-        elif network == "none":
-            bridge = None
-        else:
-            bridge = network
-            if not os.path.isdir(f"/sys/class/net/{bridge}/bridge"):
-                raise InvalidInput(f"There is no bridge named '{bridge}' on this host.")
+        bridge = _checked_request(request)
         limits = self._create_limits(request)
         try:
-            template_args = shlex.split(options.get("template_args", ""))
+            template_args = shlex.split(dict(request.options).get("template_args", ""))
         except ValueError as e:
             raise InvalidInput(f"template_args: {e}") from e
+        ref = self.lxc.ref(name)
+        async with Steps() as steps:
+            await self._make_container(request, bridge, template_args, say)
+            steps.undo(f"the container {name}", lambda: self._destroy_new(name))
+            if limits:
+                say("setting limits…")
+                await self.set_limits(ref, limits)
+        if request.start:
+            say("starting…")
+            try:
+                await self.start(ref)
+            except BackendError as e:
+                raise OperationFailed(f"{ref} was created, but could not start: "
+                                      f"{e.message}") from e
+            return await self.get_instance(ref)
+        return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+    async def _make_container(self, request: CreateRequest, bridge: str | None,
+                              template_args: list[str], say: Callable[[str], None]) -> None:
+        """The container made from the request's source (a failure leaves nothing)."""
+        source, name = request.source, request.name
         if source.kind == "template":
             say(f"running the {source.value} template…")
             await self.create(name, template=source.value or "busybox", bridge=bridge,
@@ -277,24 +277,11 @@ class Create(Backend):
         else:
             raise InvalidInput(f"An LXC container cannot be made from a '{source.kind}' "
                                f"source.")
-        ref = self.lxc.ref(name)
-        try:
-            if limits:
-                say("setting limits…")
-                await self.set_limits(ref, limits)
-        except BaseException:
-            await self.lxc.run("lxc-destroy", "-n", name, "-s", timeout=120)
-            shutil.rmtree(self.lxc.dir(name), ignore_errors=True)
-            raise
-        if request.start:
-            say("starting…")
-            try:
-                await self.start(ref)
-            except BackendError as e:
-                raise OperationFailed(f"{ref} was created, but could not start: "
-                                      f"{e.message}") from e
-            return await self.get_instance(ref)
-        return self.lxc.instance(name, InstanceStatus.STOPPED)
+
+    async def _destroy_new(self, name: str) -> None:
+        """Undo of a container just made: destroyed, its directory gone."""
+        await self.lxc.run("lxc-destroy", "-n", name, "-s", timeout=120)
+        await asyncio.to_thread(shutil.rmtree, self.lxc.dir(name), ignore_errors=True)
 
     def _set_network(self, name: str, bridge: str | None) -> None:
         """Replace the template's network with no NIC or a veth on ``bridge``."""
@@ -368,3 +355,28 @@ def _read_image(worker: Worker, image: str, into: Path) -> dict[str, bytes]:
     """Check and unpack the unified image ``image`` into the private directory ``into``
     (in a thread); returns its ``metadata.yaml``, never written."""
     return read_archive(worker, image, into, UnifiedImage(), label="unpacking image")
+
+
+def _checked_request(request: CreateRequest) -> str | None:
+    """What an LXC container cannot take refused in words; the bridge its NIC goes on
+    (None: no NIC)."""
+    unknown = sorted(set(dict(request.options)) - {"template_args"})
+    if unknown:
+        raise InvalidInput(f"Unknown option(s) for an LXC container: {', '.join(unknown)}.")
+    if request.disk is not None:
+        raise InvalidInput("LXC containers here live in a directory: there is no disk "
+                           "size to set.")
+    if request.profiles:
+        raise InvalidInput("LXC containers have no profiles.")
+    if request.storage_pool:
+        raise InvalidInput("LXC containers have no storage pools here.")
+    if request.user_data:
+        raise InvalidInput("LXC containers here take no cloud-init user-data.")
+    network = request.network
+    if network == "":
+        return "lxcbr0" if os.path.isdir("/sys/class/net/lxcbr0/bridge") else None
+    if network == "none":
+        return None
+    if not os.path.isdir(f"/sys/class/net/{network}/bridge"):
+        raise InvalidInput(f"There is no bridge named '{network}' on this host.")
+    return network

@@ -82,7 +82,6 @@ class LXDBackend(Clustering, Lifecycle, Events, Create, Limits, Snapshots, Conso
         self.known = Known(self.rest)
         self.ops = Ops(self.rest, self.known)
         self.sockets = Sockets(self.rest)
-        self.rest.moved_to = (self.ops, self.known)  # for backends/lxd/create.py, for now
         self.cluster = ClusterState(remote.address)
         self.sftp = SFTPChannels()
 

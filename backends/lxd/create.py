@@ -17,8 +17,11 @@ from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
 from ..units import format_size, human_size
 from ..cloudinit import user_data_problem
+from ..steps import Steps
 from . import convert
 from .convert import name_problem
+from .known import Known
+from .ops import Ops
 from .rest import Rest
 
 __all__ = ["Create", "check_user_data", "create_body", "image_source", "name_problem"]
@@ -108,6 +111,8 @@ class Create(Backend):
     """The creation verbs of :class:`~backends.lxd.backend.LXDBackend`."""
 
     rest: Rest
+    ops: Ops
+    known: Known
 
     async def create_sources(self) -> list[CreateSource]:
         """The remote's own images (one entry per image, its aliases as the label) and an
@@ -173,7 +178,7 @@ class Create(Backend):
         problem = name_problem(name)
         if problem:
             return problem
-        if name in self.rest.names:
+        if name in self.known.names:
             return f"'{name}' is already taken on '{self.remote.name}'."
         return None
 
@@ -208,8 +213,36 @@ class Create(Backend):
             OperationFailed: the daemon refused or failed (nothing left behind); or the
                 instance was created but did not start ("created, but could not start").
         """
-        rest = self.rest
         report = progress or (lambda text: None)
+        name = request.name
+        body = await self._create_body(request)
+        what = "VM" if body["type"] == "virtual-machine" else "container"
+        report(f"creating {what} {name}")
+        target = str((request.options or {}).get("target") or "")
+        params = {"target": target} if target else None  # a cluster member or @group
+        client, loop = self.rest.client, asyncio.get_running_loop()
+        post = loop.run_in_executor(self.rest.pool, lambda: convert.operation_id(
+            client.api.instances.post(json=body, params=params).json()))
+        later: list[asyncio.Future] = []
+        async with Steps() as steps:
+            # whatever the POST made goes, its operation cancelled or outwaited first
+            steps.undo(f"{what} {name}", lambda: self.ops.undo_create(name, post, later))
+            op_id = await self._posted(post, what, name)
+            meta = await self.ops.follow(op_id, report, timeout=1800)
+            if meta.get("status") != "Success":
+                error = meta.get("err") or meta.get("status") or "failed"
+                raise OperationFailed(f"Creating {what} '{name}' failed: {error}")
+            self.known.names.add(name)
+            if request.start:
+                report(f"starting {name}")
+                later.append(loop.run_in_executor(self.rest.pool, self._start_new, name))
+                await self._started(later[-1], what, name, steps)
+        report("done")
+        return await self.get_instance(self.known.ref_of(name))
+
+    async def _create_body(self, request: CreateRequest) -> dict[str, Any]:
+        """Step 1 of :meth:`create_instance`: the request checked (nothing sent yet) and
+        made into the body of ``POST /1.0/instances``."""
         name = request.name
         problem = name_problem(name)
         if problem:
@@ -221,73 +254,42 @@ class Create(Backend):
                      if d.get("type") == "disk" and d.get("path") == "/"), None)
         nics = sorted(n for n, d in devices.items() if d.get("type") == "nic")
         body = create_body(request, root=root, nic_names=nics)
-        client = rest.client
-        if name in await rest.names_now():
+        if name in await self.known.names_now():
             raise Conflict(f"'{name}' is already taken on '{self.remote.name}'.")
+        return body
 
-        what = "VM" if body["type"] == "virtual-machine" else "container"
-        loop = asyncio.get_running_loop()
-        report(f"creating {what} {name}")
+    async def _posted(self, post: asyncio.Future, what: str, name: str) -> str:
+        """Step 2: the daemon took the POST; its operation (errors in words)."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(post), self.timeout * 2)
+        except (asyncio.CancelledError, BackendError):
+            raise
+        except Exception as e:
+            err = self.rest.map_error(e)
+            if isinstance(err, Conflict):
+                raise err from e
+            raise OperationFailed(f"Creating {what} '{name}' was refused: {err}") from e
 
-        target = str((request.options or {}).get("target") or "")
-        params = {"target": target} if target else None  # a cluster member or @group
+    def _start_new(self, name: str) -> None:
+        """(In a pool thread) start the instance just made."""
+        r = self.rest.client.api.instances[name].state.put(
+            json={"action": "start", "timeout": 30, "force": False})
+        self.ops.wait(r, 60)
 
-        def _post() -> str:
-            return convert.operation_id(
-                client.api.instances.post(json=body, params=params).json())
-
-        post = loop.run_in_executor(rest.pool, _post)
-        later: list[asyncio.Future] = []
+    async def _started(self, started: asyncio.Future, what: str, name: str,
+                       steps: Steps) -> None:
+        """Step 3: the start ended. An instance that was made but does not start stays
+        (so its log can be read): nothing is undone then."""
         try:
             try:
-                op_id = await asyncio.wait_for(asyncio.shield(post), self.timeout * 2)
-            except asyncio.CancelledError:
-                raise
-            except BackendError:
+                await asyncio.wait_for(asyncio.shield(started), 60 + self.timeout * 2)
+            except (BackendError, asyncio.CancelledError):
                 raise
             except Exception as e:
-                err = rest.map_error(e)
-                if isinstance(err, Conflict):
-                    raise err from e
-                raise OperationFailed(f"Creating {what} '{name}' was refused: {err}") from e
-            try:
-                meta = await rest.follow(op_id, report, timeout=1800)
-            except BackendError:
-                await rest.undo_create(name, post, later)
-                raise
-            if meta.get("status") != "Success":
-                error = meta.get("err") or meta.get("status") or "failed"
-                await rest.remove_if_made(name)
-                raise OperationFailed(f"Creating {what} '{name}' failed: {error}")
-            rest.names.add(name)
-            if request.start:
-                report(f"starting {name}")
-
-                def _start() -> None:
-                    r = client.api.instances[name].state.put(
-                        json={"action": "start", "timeout": 30, "force": False})
-                    rest.wait(r, 60)
-
-                started = loop.run_in_executor(rest.pool, _start)
-                later.append(started)
-                try:
-                    try:
-                        await asyncio.wait_for(asyncio.shield(started), 60 + self.timeout * 2)
-                    except (BackendError, asyncio.CancelledError):
-                        raise
-                    except Exception as e:
-                        raise rest.map_error(e) from e
-                except BackendError as e:
-                    raise OperationFailed(
-                        f"{what.capitalize()} '{name}' was created, but could not start: "
-                        f"{e.message.rstrip('.')}. It is there, stopped.",
-                        title="Created, not started") from e
-            report("done")
-            return await self.get_instance(rest.ref_of(name))
-        except asyncio.CancelledError:
-            cleanup = asyncio.ensure_future(rest.undo_create(name, post, later))
-            try:
-                await asyncio.shield(cleanup)
-            except Exception:  # cancellation wins; cleanup logged nothing
-                pass
-            raise
+                raise self.rest.map_error(e) from e
+        except BackendError as e:
+            steps.keep()
+            raise OperationFailed(
+                f"{what.capitalize()} '{name}' was created, but could not start: "
+                f"{e.message.rstrip('.')}. It is there, stopped.",
+                title="Created, not started") from e

@@ -198,15 +198,3 @@ class Rest:
         """``GET /1.0/instances/<name>``: the instance's JSON."""
         client = self.client
         return await self.call(lambda: client.api.instances[name].get().json()["metadata"])
-
-    # Until backends/lxd/create.py reaches the other parts itself (it is being edited
-    # elsewhere just now), its few uses of them are passed on ----------------------------
-
-    moved_to: tuple[Any, ...] = ()
-    """The backend's :class:`~.ops.Ops` and :class:`~.known.Known`."""
-
-    def __getattr__(self, name: str) -> Any:
-        for part in self.moved_to:
-            if hasattr(part, name):
-                return getattr(part, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

@@ -71,27 +71,9 @@ class Create(Backend):
         check_name(name)
         if (self.vms.dir(name)).exists():
             raise InvalidInput(f"A VM named '{name}' already exists.")
-        if not 1 <= cpus <= (os.cpu_count() or 1) * 4:
-            raise InvalidInput(f"CPUs must be from 1 to {(os.cpu_count() or 1) * 4}.")
-        if memory_mib < 32:
-            raise InvalidInput("Memory must be at least 32 MiB.")
-        if accel not in ("auto", "kvm", "tcg"):
-            raise InvalidInput("Accelerator must be kvm, tcg or auto.")
-        if firmware not in ("bios", "uefi"):
-            raise InvalidInput("Firmware must be bios or uefi.")
-        for label, path in (("image", image), ("ISO", iso), ("kernel", kernel),
-                            ("initrd", initrd)):
-            if path and not os.path.isfile(path):
-                raise InvalidInput(f"The {label} {path} does not exist.")
-        if initrd and not kernel:
-            raise InvalidInput("An initrd needs a kernel.")
-        if network not in ("user", "none"):
-            raise InvalidInput(f"Network '{network}' is not possible: QEMU VMs here use user "
-                               f"networking ('user') or no NIC ('none').")
-        if network_boot and network == "none":
-            raise InvalidInput("Network boot needs a NIC: choose user networking.")
-        if disk_gib < 0:
-            raise InvalidInput("The disk size cannot be negative.")
+        _check_create(cpus=cpus, memory_mib=memory_mib, disk_gib=disk_gib, accel=accel,
+                      firmware=firmware, network=network, network_boot=network_boot,
+                      files={"image": image, "ISO": iso, "kernel": kernel, "initrd": initrd})
         disk_bytes = int(round(disk_gib * 1024**3))
         # the same check every start makes (:mod:`.host_paths`), so a VM is not defined
         # that could never start
@@ -277,56 +259,8 @@ class Create(Backend):
         if source.kind == "vm-import":
             return await self.create_from_import(request, say)  # see .vm_import
         options = dict(request.options)
-        unknown = sorted(set(options) - set(self._CREATE_OPTIONS))
-        if unknown:
-            raise InvalidInput(f"Unknown option(s) for a QEMU VM: {', '.join(unknown)} (known: "
-                               f"{', '.join(self._CREATE_OPTIONS)}).")
-        if request.profiles:
-            raise InvalidInput("QEMU VMs have no profiles.")
-        if request.storage_pool:
-            raise InvalidInput("QEMU VMs have no storage pools: disks live in the VM's "
-                               "directory.")
-        if request.user_data:
-            raise InvalidInput("QEMU VMs here take no cloud-init user-data.")
-        cpus = 1 if request.cpus is None else request.cpus
-        memory_mib = 512
-        if request.memory is not None:
-            if request.memory % (1 << 20):
-                raise InvalidInput("Memory must be a whole number of MiB.")
-            memory_mib = request.memory >> 20
-        disk = request.disk
-        if disk is None and source.kind in ("iso", "pxe"):
-            disk = 10 * 1024**3
-        if disk is not None and disk % 512:
-            raise InvalidInput("The disk size must be a multiple of 512 bytes.")
-        overlay = options.get("overlay", "yes").strip().lower()
-        if overlay not in ("yes", "no"):
-            raise InvalidInput("overlay is 'yes' (a qcow2 overlay) or 'no' (a copy).")
-        kwargs: dict[str, object] = {}
-        path = os.path.expanduser(source.value.strip()) if source.value else ""
-        if source.kind == "disk-image":
-            if not path:
-                raise InvalidInput("Give the path of a disk image.")
-            kwargs.update(image=path, overlay=overlay == "yes",
-                          image_format=options.get("format", "").strip().lower())
-        elif source.kind == "iso":
-            if not path:
-                raise InvalidInput("Give the path of an ISO.")
-            kwargs.update(iso=path)
-        elif source.kind == "kernel":
-            if not path:
-                raise InvalidInput("Give the path of a kernel.")
-            initrd = options.get("initrd", "").strip()
-            kwargs.update(kernel=path, initrd=os.path.expanduser(initrd) if initrd else "",
-                          cmdline=options.get("cmdline", ""))
-        elif source.kind == "pxe":
-            kwargs.update(network_boot=True)
-        else:
-            raise InvalidInput(f"A QEMU VM cannot be made from a '{source.kind}' source.")
-        if source.kind != "kernel" and (options.get("initrd") or options.get("cmdline")):
-            raise InvalidInput("initrd and cmdline go with a kernel source only.")
-        if source.kind != "disk-image" and options.get("format"):
-            raise InvalidInput("format goes with a disk image source only.")
+        cpus, memory_mib, disk = _request_checked(request, options, self._CREATE_OPTIONS)
+        kwargs = _source_arguments(source, options)
         say("checking…")
         inst = await self.create(
             name, cpus=cpus, memory_mib=memory_mib, disk_gib=(disk or 0) / 1024**3,
@@ -360,3 +294,85 @@ def _refuse_unsafe_base(gated: GatedImage) -> None:
             f"be changed or replaced after this check, and QEMU reads an overlay's base "
             f"again at every start. Make a copy instead (overlay=no), or move the image "
             f"to a directory only you can change.")
+
+
+def _check_create(*, cpus: int, memory_mib: int, disk_gib: float, accel: str,
+                  firmware: str, network: str, network_boot: bool,
+                  files: dict[str, str]) -> None:
+    """What :meth:`Create.create` refuses before anything is made (``files``: label ->
+    path of the image, ISO, kernel and initrd given)."""
+    if not 1 <= cpus <= (os.cpu_count() or 1) * 4:
+        raise InvalidInput(f"CPUs must be from 1 to {(os.cpu_count() or 1) * 4}.")
+    if memory_mib < 32:
+        raise InvalidInput("Memory must be at least 32 MiB.")
+    if accel not in ("auto", "kvm", "tcg"):
+        raise InvalidInput("Accelerator must be kvm, tcg or auto.")
+    if firmware not in ("bios", "uefi"):
+        raise InvalidInput("Firmware must be bios or uefi.")
+    for label, path in files.items():
+        if path and not os.path.isfile(path):
+            raise InvalidInput(f"The {label} {path} does not exist.")
+    if files.get("initrd") and not files.get("kernel"):
+        raise InvalidInput("An initrd needs a kernel.")
+    if network not in ("user", "none"):
+        raise InvalidInput(f"Network '{network}' is not possible: QEMU VMs here use user "
+                           f"networking ('user') or no NIC ('none').")
+    if network_boot and network == "none":
+        raise InvalidInput("Network boot needs a NIC: choose user networking.")
+    if disk_gib < 0:
+        raise InvalidInput("The disk size cannot be negative.")
+
+
+def _request_checked(request: CreateRequest, options: dict[str, str], known: tuple[str, ...]
+                     ) -> tuple[int, int, int | None]:
+    """What a QEMU VM cannot take refused in words; its CPUs, memory (MiB) and disk
+    (bytes, None: the source's default)."""
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise InvalidInput(f"Unknown option(s) for a QEMU VM: {', '.join(unknown)} (known: "
+                           f"{', '.join(known)}).")
+    if request.profiles:
+        raise InvalidInput("QEMU VMs have no profiles.")
+    if request.storage_pool:
+        raise InvalidInput("QEMU VMs have no storage pools: disks live in the VM's "
+                           "directory.")
+    if request.user_data:
+        raise InvalidInput("QEMU VMs here take no cloud-init user-data.")
+    memory_mib = 512
+    if request.memory is not None:
+        if request.memory % (1 << 20):
+            raise InvalidInput("Memory must be a whole number of MiB.")
+        memory_mib = request.memory >> 20
+    disk = request.disk
+    if disk is None and request.source.kind in ("iso", "pxe"):
+        disk = 10 * 1024**3
+    if disk is not None and disk % 512:
+        raise InvalidInput("The disk size must be a multiple of 512 bytes.")
+    return (1 if request.cpus is None else request.cpus), memory_mib, disk
+
+
+def _source_arguments(source: CreateSource, options: dict[str, str]) -> dict[str, object]:
+    """The arguments of :meth:`Create.create` a wizard source stands for."""
+    overlay = options.get("overlay", "yes").strip().lower()
+    if overlay not in ("yes", "no"):
+        raise InvalidInput("overlay is 'yes' (a qcow2 overlay) or 'no' (a copy).")
+    path = os.path.expanduser(source.value.strip()) if source.value else ""
+    what = {"disk-image": "a disk image", "iso": "an ISO", "kernel": "a kernel"}
+    if source.kind != "pxe" and source.kind not in what:
+        raise InvalidInput(f"A QEMU VM cannot be made from a '{source.kind}' source.")
+    if source.kind != "pxe" and not path:
+        raise InvalidInput(f"Give the path of {what[source.kind]}.")
+    if source.kind != "kernel" and (options.get("initrd") or options.get("cmdline")):
+        raise InvalidInput("initrd and cmdline go with a kernel source only.")
+    if source.kind != "disk-image" and options.get("format"):
+        raise InvalidInput("format goes with a disk image source only.")
+    if source.kind == "pxe":
+        return {"network_boot": True}
+    if source.kind == "disk-image":
+        return {"image": path, "overlay": overlay == "yes",
+                "image_format": options.get("format", "").strip().lower()}
+    if source.kind == "iso":
+        return {"iso": path}
+    initrd = options.get("initrd", "").strip()
+    return {"kernel": path, "initrd": os.path.expanduser(initrd) if initrd else "",
+            "cmdline": options.get("cmdline", "")}

@@ -3,6 +3,7 @@ against real lxc-* tools in a private lxcpath (no lxcbr0 here: containers get no
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 
@@ -165,3 +166,19 @@ async def test_a_container_that_does_not_start_stays(backend, lxc_path):
     assert state(lxc_path, "nostart") == "STOPPED"
     await backend.start(InstanceRef("lxc", "nostart"))
     assert state(lxc_path, "nostart") == "RUNNING"
+
+
+async def test_a_creation_cancelled_after_the_container_was_made_leaves_nothing(backend,
+                                                                                 lxc_path):
+    """The caller cancels while the limits are being set (the step after the container
+    was made): the step's undo destroys the container and its directory."""
+    def cancel_when_limiting(text: str) -> None:
+        if text == "setting limits…":
+            task.cancel()
+
+    task = asyncio.ensure_future(backend.create_instance(
+        CreateRequest("undone", BUSYBOX, memory=64 * MiB), progress=cancel_when_limiting))
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert list(lxc_path.iterdir()) == []
+    assert "undone" not in [i.name for i in await backend.list_instances()]
