@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
@@ -64,9 +66,9 @@ class TableScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         if not table.row_count:
             return None
-        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
 
-    def say(self, text: str) -> None:
+    def say(self, text: str | Text) -> None:
         """Show a problem under the list (plain text: daemon errors are not markup)."""
         self.query_one("#dialog-problem", Static).update(text)
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterable
 
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input
@@ -20,7 +20,7 @@ from .specs import ViewSpec, resolve
 class ViewSuggester(Suggester):
     """Completes view names (and aliases, to their view's name)."""
 
-    def __init__(self, names: callable) -> None:
+    def __init__(self, names: Callable[[], Iterable[ViewSpec]]) -> None:
         super().__init__(use_cache=False, case_sensitive=False)
         self.names = names
 
@@ -46,15 +46,17 @@ class CommandLine(PlainInput):
     CommandLine.-visible { display: block; }
     CommandLine.-invalid { border: round $error; }
     """
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "close", "Close", show=False),
-                Binding("tab", "complete", "Complete", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close", show=False),
+        Binding("tab", "complete", "Complete", show=False)]
 
     class Chosen(Message):
         def __init__(self, spec: ViewSpec) -> None:
             super().__init__()
             self.spec = spec
 
-    def __init__(self, offered: callable, *, id: str | None = None) -> None:
+    def __init__(self, offered: Callable[[], Iterable[ViewSpec]], *,
+                 id: str | None = None) -> None:
         super().__init__(placeholder="view: instances profiles networks storage projects "
                                      "images operations remotes", id=id,
                          suggester=ViewSuggester(offered))

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
@@ -42,7 +43,8 @@ class ResourcePane(Vertical):
     #resource-details.-visible { display: block; }
     """
 
-    BINDINGS = row_bindings() + [
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *row_bindings(),
         Binding("space", "mark", "Mark", id="resource.mark",
                 tooltip="Mark or unmark this row (verbs act on every marked row)"),
         Binding("asterisk", "mark_visible", "Mark all", id="resource.mark_all",
@@ -341,10 +343,11 @@ class ResourcePane(Vertical):
         return Context(
             app=self.app, inventory=self.inventory, view=self.spec.name, row=table.selected,
             parent=self.parent_key, marked_rows=tuple(table.marked_rows()),
-            open_view=lambda name, parent, text: self.post_message(
-                self.OpenView(name, parent, text)),
-            reload=self.reload, switch_project=self._switch_project,
+            open_view=self._open_view, reload=self.reload, switch_project=self._switch_project,
             rows_of=lambda remote: [r for r in table.items.values() if r.remote == remote])
+
+    def _open_view(self, name: str, parent: str, filter_text: str | None) -> None:
+        self.post_message(self.OpenView(name, parent, filter_text))
 
     def run_verb(self, method: str) -> None:
         """Run the view's verb ``method`` (``verb_delete``) in a worker."""

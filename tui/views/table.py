@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import ClassVar
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from .. import format as fmt
@@ -24,7 +24,7 @@ _UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
 class ResourceTable(FastTable):
     """Rows of one view (every remote), filtered and sorted."""
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
         Binding("o", "cycle_sort", "Sort", id="resources.sort",

@@ -4,6 +4,9 @@ shares (delete of the marked rows, YAML edit). Each takes a
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Awaitable
+
 from backends.errors import BackendError
 from backends.models import Capability, ResourceKind
 
@@ -59,7 +62,7 @@ async def delete(ctx: Context) -> None:
     if not await bulk.confirm(ctx.app, "delete", names, "This cannot be undone."):
         return
 
-    def work(row: Row):
+    def work(row: Row) -> Awaitable[None]:
         backend = ctx.backend_of(row.remote)
         if ctx.view == "profiles":
             return backend.delete_profile(row.name)
@@ -72,7 +75,7 @@ async def delete(ctx: Context) -> None:
         return backend.delete_image(row.obj.fingerprint)
 
     await bulk.run_all(ctx.app, ctx.inventory, f"delete {what}", [
-        bulk.Target(r.remote, r.name, lambda r=r: work(r)) for r in rows])
+        bulk.Target(r.remote, r.name, partial(work, r)) for r in rows])
     ctx.reload(None)
 
 
@@ -120,7 +123,8 @@ async def new_profile(ctx: Context, *, copy: bool = False) -> None:
         except BackendError as e:
             ctx.fail(e, f"Read profile {source.name}")
             return
-        config, devices = dict(full.config), dict(full.devices)
+        config = dict(full.config)
+        devices = {dev: dict(keys) for dev, keys in full.devices.items()}
         description = full.description
     made = await ctx.attempt(f"Create profile {name}", ctx.backend_of(remote).create_profile(
         name, description=description, config=config, devices=devices))

@@ -8,6 +8,9 @@ With no row marked, each verb is its single-row flow (:mod:`tui.views.verbs`,
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Awaitable, Callable
+
 from backends.errors import BackendError, InvalidInput
 from backends.models import Capability
 
@@ -46,15 +49,16 @@ async def _target(ctx: Context, rows: list[Row], capability: Capability, what: s
                                       [(n, n) for n in names]))
 
 
-async def _run(ctx: Context, verb: str, rows: list[Row], describe, work,
-               note: str = "", *, destructive: bool = False) -> None:
+async def _run(ctx: Context, verb: str, rows: list[Row], describe: Callable[[Row], str],
+               work: Callable[[Row], Awaitable[object]], note: str = "", *,
+               destructive: bool = False) -> None:
     """One confirmation listing every row (``remote:`` + ``describe(row)``), then
     ``work(row)`` for each."""
     if not await bulk.confirm(ctx.app, verb, [f"{r.remote}:{describe(r)}" for r in rows],
                               note, destructive=destructive):
         return
     await bulk.run_all(ctx.app, ctx.inventory, verb, [
-        bulk.Target(r.remote, describe(r), lambda r=r: work(r)) for r in rows])
+        bulk.Target(r.remote, describe(r), partial(work, r)) for r in rows])
     ctx.reload(None)
 
 
@@ -86,7 +90,8 @@ async def copy_profile(ctx: Context) -> None:
         full = await ctx.backend_of(row.remote).get_profile(row.name)
         await target.create_profile(new_name(row), description=full.description,
                                     config=dict(full.config),
-                                    devices=dict(full.devices))
+                                    devices={dev: dict(keys) for dev, keys
+                                             in full.devices.items()})
 
     await _run(ctx, "copy profile", rows,
                lambda r: f"{r.name} to {remote}:{new_name(r)}", work,

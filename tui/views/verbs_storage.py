@@ -31,8 +31,8 @@ async def _pool_of(ctx: Context) -> tuple[str, str] | None:
     """(remote, pool) for a new volume: the pool being shown, or the user's choice."""
     parent = ctx.parent
     if parent:
-        remote, _, pool = parent.partition("/")
-        return remote, pool
+        shown, _, pool = parent.partition("/")
+        return shown, pool
     remote = await pick_remote(ctx, Capability.STORAGE, "Create the volume on",
                                ctx.row.remote if ctx.row else "")
     if remote is None:
@@ -44,8 +44,8 @@ async def _pool_of(ctx: Context) -> tuple[str, str] | None:
         return None
     if len(pools) == 1:
         return remote, pools[0].name
-    pool = await ctx.ask(ChoiceDialog(f"Pool on {remote}", [(p.name, p.name) for p in pools]))
-    return (remote, pool) if pool else None
+    chosen = await ctx.ask(ChoiceDialog(f"Pool on {remote}", [(p.name, p.name) for p in pools]))
+    return (remote, chosen) if chosen else None
 
 
 async def new_volume(ctx: Context) -> None:
