@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 # Textual classes that only its private modules export, named here for the rest of tui/
 # (``X as X``: a re-export): the key parser and its error, and the key widget Footer builds.
@@ -28,12 +28,15 @@ if TYPE_CHECKING:
     from textual._compositor import LayoutUpdate
     from textual.app import App
     from textual.binding import BindingsMap
+    from textual.cache import LRUCache
     from textual.dom import DOMNode
     from textual.driver import Driver
     from textual.message_pump import MessagePump
     from textual.widget import Widget
     from textual.widgets import Footer, Input
     from textual.widgets.data_table import ColumnKey, RowKey
+
+CacheKey = TypeVar("CacheKey")
 
 # -- the input thread (tui/driver.py) -------------------------------------------------------
 
@@ -262,6 +265,8 @@ def cell_render_slot(table: DataTable, row_index: int, column_index: int, base_s
 def cell_value(table: DataTable, row_key: RowKey, column_key: ColumnKey | None) -> Any:
     """The cell of ``table`` at a row and column key, as added (None: none). DataTable's
     ``get_cell`` raises for a missing one; this reads its private ``_data``."""
+    if column_key is None:
+        return None
     return table._data.get(row_key, {}).get(column_key)
 
 
@@ -287,14 +292,17 @@ def drop_row_renders(table: DataTable, row_keys: set[RowKey]) -> None:
     discards entries of the private ``_cell_render_cache``, ``_row_render_cache`` (keyed by
     row key first) and ``_row_renderable_cache`` (by row index second), and clears
     ``_line_cache``."""
-    for cache in (table._cell_render_cache, table._row_render_cache):
-        for cache_key in [k for k in cache.keys() if k[0] in row_keys]:
-            cache.discard(cache_key)
+    _discard(table._cell_render_cache, lambda key: key[0] in row_keys)
+    _discard(table._row_render_cache, lambda key: key[0] in row_keys)
     indexes = {table._row_locations.get(k) for k in row_keys}
-    renderables = table._row_renderable_cache
-    for cache_key in [k for k in renderables.keys() if k[1] in indexes]:
-        renderables.discard(cache_key)
+    _discard(table._row_renderable_cache, lambda key: key[1] in indexes)
     table._line_cache.clear()
+
+
+def _discard(cache: LRUCache[CacheKey, Any], drop: Callable[[CacheKey], bool]) -> None:
+    """Discard the entries of ``cache`` whose key ``drop`` says."""
+    for key in [k for k in cache.keys() if drop(k)]:
+        cache.discard(key)
 
 
 def row_index(table: DataTable, row_key: RowKey) -> int | None:

@@ -157,6 +157,10 @@ class WizardScreen(ModalScreen[WizardResult | None]):
         """A creation is under way (Cancel stops it)."""
         return self._create_task is not None and not self._create_task.done()
 
+    def _cancel_creation(self) -> None:
+        if self._create_task is not None:
+            self._create_task.cancel()
+
     def steps(self) -> list[str]:
         out = list(STEPS[:-1])
         if not self.options.user_data:
@@ -295,6 +299,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
 
     @on(OptionList.OptionHighlighted, "#wizard-source")
     def _source(self, event: OptionList.OptionHighlighted) -> None:
+        assert event.option.id is not None  # every source's option has its index as id
         self.source = self.sources[int(event.option.id)]
         self.validate()
 
@@ -394,7 +399,8 @@ class WizardScreen(ModalScreen[WizardResult | None]):
             return
         steps = self.steps()
         following = steps[steps.index(self.step) + 1]
-        if self.step == "where" or self.step == "what" and self.source.preview:
+        if self.step == "where" or (self.step == "what" and self.source is not None
+                                    and self.source.preview):
             work = self._enter_what() if self.step == "where" else preview.enter(self)
             self.run_worker(work, exclusive=True, group="wizard-load", exit_on_error=False)
             return
@@ -430,7 +436,7 @@ class WizardScreen(ModalScreen[WizardResult | None]):
                     "bold"))
                 return
             self.query_one("#wizard-progress", Plain).update("Cancelling…")
-            self._create_task.cancel()
+            self._cancel_creation()
             return
         if not running_only:
             self.dismiss(None)
@@ -484,4 +490,4 @@ class WizardScreen(ModalScreen[WizardResult | None]):
     def on_unmount(self) -> None:
         preview.drop(self)
         if self.creating:
-            self._create_task.cancel()
+            self._cancel_creation()

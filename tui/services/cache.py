@@ -74,10 +74,14 @@ def _from_json(row: object, remote: Remote) -> Instance | None:
         itype, istatus = InstanceType(kind), InstanceStatus(status)
     except ValueError:
         return None
-    extra = {k: v for k in ("location", "image", "architecture")
-             if isinstance(v := row.get(k), str) and len(v) <= 255}
+
+    def text(key: str) -> str:  # a short string, else the field's default ("")
+        value = row.get(key)
+        return value if isinstance(value, str) and len(value) <= 255 else ""
+
     return Instance(ref=InstanceRef(remote.name, name, remote.project), type=itype,
-                    status=istatus, **extra)
+                    status=istatus, location=text("location"), image=text("image"),
+                    architecture=text("architecture"))
 
 
 class InventoryCache:
