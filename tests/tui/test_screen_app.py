@@ -107,7 +107,7 @@ async def test_graphical_screen_in_a_tab(tmp_path, monkeypatch):
                            what="the picture scaled to the zoomed tab")
             assert app.focused is view  # z focuses the console again
 
-            qmp = app.inventory.backends["qemu"].vms  # the app holds the VM's monitor
+            qmp = app.inventory.backends["qemu"].monitor  # the app holds the VM's monitor
             serial = await vms.open_console(ref)
 
             class Quiet:
