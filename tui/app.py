@@ -24,6 +24,7 @@ from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 from . import _textual_compat as compat
 from .commands import InstanceCommands
 from .config import Config, load_config
+from .flows.context import Settings
 from .keyboard import KeyGate
 from .screens.main import MainScreen
 from .services.cache import InventoryCache, cache_path
@@ -84,10 +85,9 @@ class CorralApp(App[None]):
             def factory(remote: Remote, timeout: float) -> Backend:
                 return get_backend(remote, timeout=timeout,
                                    **config.backend_options(remote.kind))
-        kwargs = {"factory": factory}
         self.inventory = Inventory(remotes, on_change=self._inventory_changed,
                                    timeout=config.network_timeout,
-                                   first_listings=start.first_listings, **kwargs)
+                                   first_listings=start.first_listings, factory=factory)
         self.main_screen: MainScreen | None = None
         self._cache: InventoryCache | None = None
         self._cache_dirty: set[str] = set()
@@ -252,14 +252,15 @@ class CorralApp(App[None]):
             self.inventory,
             problems=self.problems,
             metrics_interval=self.config.metrics_interval,
-            stop_timeout=self.config.stop_timeout,
-            detach_key=self.config.detach_key,
-            shell=self.config.shell,
+            settings=Settings(stop_timeout=self.config.stop_timeout,
+                              shell=tuple(self.config.shell),
+                              detach_key=self.config.detach_key,
+                              graphics=self.config.graphics,
+                              screen_fps=self.config.screen_fps,
+                              screenshot_dir=self.config.screenshot_dir),
             record_dir=self.config.record_dir,
             looked_in=self.looked_in,
             config_path=str(self.config.path),
-            screen={"graphics": self.config.graphics, "screen_fps": self.config.screen_fps,
-                    "screenshot_dir": self.config.screenshot_dir},
         )
         self.push_screen(self.main_screen)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a

@@ -34,7 +34,7 @@ _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 class _Exits(Protocol):
-    def exit(self, result: object = None, return_code: int = 0) -> None: ...
+    def exit(self, result: None = None, return_code: int = 0) -> None: ...
 
 
 def terminal_gone(fd: int) -> bool:

@@ -8,14 +8,16 @@ arrive through :meth:`MainScreen.inventory_changed` and are coalesced into one r
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, ClassVar, Iterable, cast
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import DataTable, Header, Input, Static
+from textual.worker import Worker, WorkerState
 
 from backends.errors import BackendError
 from backends.models import ConnectionState, InstanceRef
@@ -33,8 +35,7 @@ from ..widgets.empty_state import EmptyState
 from ..widgets.footer import FittingFooter
 from ..widgets.details import DetailsPane, UsageHistory, update_if_changed
 from ..widgets.instance_table import InstanceTable
-from ..widgets.plain import PlainInput
-from ..widgets.plain import Plain
+from ..widgets.plain import Plain, PlainInput
 from ..widgets.remote_list import RemoteList
 from ..widgets.view_messages import ConsoleView
 from ..views.command import CommandLine
@@ -44,6 +45,10 @@ from .console_actions import ConsoleActions
 from .first_frame import FirstFrameScreen
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
+
+if TYPE_CHECKING:
+    from ..app import CorralApp
+    from ..commands import Entry
 
 
 def _set_if_changed(widget, attribute: str, value: str | None) -> None:
@@ -57,7 +62,8 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     """Below 120 columns the remotes pane gives its room away; ``1`` brings it back."""
 
-    BINDINGS = bindings(Scope.INSTANCE, Scope.REMOTE, Scope.VIEW, Scope.CONSOLE)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *bindings(Scope.INSTANCE, Scope.REMOTE, Scope.VIEW, Scope.CONSOLE)]
 
     selected: reactive[InstanceRef | None] = reactive(None, bindings=True)
     """The instance the table's cursor is on (the footer follows it)."""
@@ -68,19 +74,14 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
         *,
         problems: Iterable[str] = (),
         metrics_interval: float = 10.0,
-        stop_timeout: int = 30,
-        detach_key: str = "ctrl+right_square_bracket",
-        shell: tuple[str, ...] = (),
+        settings: Settings | None = None,
         record_dir: str = "",
         looked_in: Iterable[str] = (),
         config_path: str = "",
-        screen: dict[str, object] | None = None,
     ) -> None:
         super().__init__()
         self.empty = EmptyState(looked_in=looked_in, config_path=config_path, id="empty")
-        self.detach_key = detach_key
-        self.settings = Settings(stop_timeout=stop_timeout, shell=tuple(shell),
-                                 detach_key=detach_key, **(screen or {}))
+        self.settings = settings or Settings()
         self.record_dir = record_dir
         self.inventory = inventory
         self.first_frame = inventory.first_frame  # the backends of listed remotes wait
@@ -113,7 +114,7 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
                 yield ResourcePane(self.inventory, id="resources")
                 yield self.empty
                 yield DetailsPane(self.inventory, id="details")
-                yield ConsoleDock(id="consoles", detach_key=self.detach_key,
+                yield ConsoleDock(id="consoles", detach_key=self.settings.detach_key,
                                   record_dir=self.record_dir)
         yield CommandLine(self.views.offered, id="command")
         yield Plain("", id="activity")
@@ -387,8 +388,9 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
                        marked=tuple(sorted(self.query_one(InstanceTable).marked)),
                        open_view=self.views.show)
 
-    def run_action(self, action: Action, *, ref: InstanceRef | None = None,
-                   remote: str | None = None) -> None:
+    # Not Widget.run_action (an action string): Textual only calls the app's run_action.
+    def run_action(self, action: Action, *,  # type: ignore[override]
+                   ref: InstanceRef | None = None, remote: str | None = None) -> None:
         """Run ``action``'s flow in a worker (keys, the palette and the menu use this)."""
         ctx = self.context(action, ref=ref, remote=remote)
         if ctx is None or action.flow is None:
@@ -430,12 +432,12 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
         self.app.push_screen(ActionsMenu(ref, [(a.name, a.label, a.help) for a in actions]),
                              chosen)
 
-    def palette_commands(self) -> list[tuple[str, str, object, bool]]:
+    def palette_commands(self) -> list[Entry]:
         """(text, help, callback, first) of every palette entry allowed now: the views and
         the action table's entries."""
-        return self.views.palette_entries() + palette_entries(
+        return [*self.views.palette_entries(), *palette_entries(
             self.inventory, self.run_action, self.open_actions,
-            lambda name: getattr(self, f"action_{name}"))
+            lambda name: getattr(self, f"action_{name}"))]
 
     def action_toggle_details(self) -> None:
         details = self.query_one(DetailsPane)
@@ -496,13 +498,11 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
     def action_operations(self) -> None:
         self.views.show("operations")
 
-    def on_worker_state_changed(self, event) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Workers of this screen that fail unexpectedly are reported like the app's."""
-        from textual.worker import WorkerState
-
         if event.state is WorkerState.ERROR:
             event.stop()
-            self.app.on_worker_state_changed(event)
+            cast("CorralApp", self.app).on_worker_state_changed(event)
 
 
 def _flow_method(action: Action):
