@@ -84,7 +84,7 @@ def key_rows(screen) -> list[tuple[str, list[Row]]]:
             merged["Snapshots tab (i)"][(a.help, a.binding_id)] = [
                 screen.app.get_key_display(Binding(k, a.action)) for k in keys.split(",")]
     merged["Everywhere"][("Command palette: every action and view by name", "")] = ["ctrl+p"]
-    detach = getattr(screen, "detach_key", "")
+    detach = getattr(getattr(screen, "settings", None), "detach_key", "")  # (main screen's)
     if detach:
         merged["Console tabs"][("Leave the console (while a console has the focus every "
                                 "other key goes to it)", "")] = [key_label(detach)]
