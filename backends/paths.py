@@ -141,6 +141,26 @@ def export_target(path: str) -> tuple[str, str]:
     return path, part
 
 
+def publish_export(part: str, path: str) -> None:
+    """Give the finished ``.part`` of :func:`export_target` its name, never replacing a
+    file that appeared there meanwhile (a hard link fails on it; a file system without
+    hard links gets a rename).
+
+    Raises:
+        InvalidInput: ``path`` appeared during the export (the ``.part`` is left for the
+            caller to remove).
+    """
+    try:
+        os.link(part, path)
+    except FileExistsError:
+        raise InvalidInput(f"{path} appeared during the export; the export was "
+                           f"not kept.") from None
+    except OSError:
+        os.rename(part, path)
+    else:
+        os.unlink(part)
+
+
 class UntrustedFile(OperationFailed):
     """A file corral would read (or a directory it would read or write in) that another
     user put there or can change: refused, never used."""

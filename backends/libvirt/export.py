@@ -51,7 +51,7 @@ from ..archive import ArchiveRefused, read_archive
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
-from ..paths import export_target, private_file
+from ..paths import export_target, private_file, publish_export
 from ..qemu.files import owner_alive, owner_token
 from ..qemu.image_headers import read_header
 from ..work import Worker, in_thread
@@ -360,15 +360,7 @@ class Export(Backend):
                 raise self.lv.error(e, f"exporting {ref.name}") from None
             except OSError as e:
                 raise OperationFailed(f"Writing {part} failed: {e.strerror or e}.") from e
-            try:
-                os.link(part, path)  # never replaces a file that appeared meanwhile
-            except FileExistsError:
-                raise InvalidInput(f"{path} appeared during the export; the export was "
-                                   f"not kept.") from None
-            except OSError:
-                os.rename(part, path)
-            else:
-                os.unlink(part)
+            publish_export(part, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(part)

@@ -17,7 +17,7 @@ from ..archive import ArchiveRefused
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
-from ..paths import export_target, private_file
+from ..paths import export_target, private_file, publish_export
 from ..work import in_thread
 from . import parse
 from .archive import (SettingsRefused, config_problems, mapped_root_gid,
@@ -220,15 +220,7 @@ class Transfer(Backend):
             private_file(part).close()  # 0600 from the start: tar writes into it
             say("writing…")
             await self.lxc.run_long(*argv, "--", *members, what=f"tar of {ref}")
-            try:
-                os.link(part, path)
-            except FileExistsError:
-                raise InvalidInput(f"{path} appeared during the export; the export was "
-                                   f"not kept.") from None
-            except OSError:
-                os.rename(part, path)
-            else:
-                os.unlink(part)
+            publish_export(part, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(part)

@@ -18,7 +18,7 @@ from typing import Callable
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import Instance, InstanceRef, InstanceStatus
-from ..paths import UntrustedFile, export_target
+from ..paths import UntrustedFile, export_target, publish_export
 from ..steps import Steps
 from ..work import in_thread
 from .archive import DamagedArchive, copy_file, read_archive, write_archive
@@ -122,15 +122,7 @@ class Transfer(Backend):
                 await in_thread(write_archive, part, members, compress, progress=say)
             except OSError as e:
                 raise OperationFailed(in_words(e, part)) from e
-            try:
-                os.link(part, path)  # never replaces a file that appeared meanwhile
-            except FileExistsError:
-                raise InvalidInput(f"{path} appeared during the export; the export was "
-                                   f"not kept.") from None
-            except OSError:
-                os.rename(part, path)  # a file system without hard links
-            else:
-                os.unlink(part)
+            publish_export(part, path)
             say("exported")
         except BaseException:
             with contextlib.suppress(OSError):

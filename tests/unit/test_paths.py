@@ -96,3 +96,17 @@ def test_private_files_are_0600_whatever_the_umask(tmp_path):
     with pytest.raises(OSError):
         private_file(tmp_path / "l", exclusive=False)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_publish_export_names_the_part_and_never_replaces_a_file(tmp_path):
+    from backends.errors import InvalidInput
+    from backends.paths import publish_export
+
+    part, path = tmp_path / "a.tar.part", tmp_path / "a.tar"
+    part.write_bytes(b"archive")
+    publish_export(str(part), str(path))
+    assert path.read_bytes() == b"archive" and not part.exists()
+    part.write_bytes(b"second")
+    with pytest.raises(InvalidInput, match="appeared during the export"):
+        publish_export(str(part), str(path))
+    assert path.read_bytes() == b"archive" and part.exists()  # the caller removes it
