@@ -17,6 +17,7 @@ REST" and "TLS and pinning"):
 from __future__ import annotations
 
 import asyncio
+import http.client
 import functools
 import os
 import ssl
@@ -137,6 +138,9 @@ class Rest:
             )
         if isinstance(e, OSError):
             return Unreachable(f"Cannot reach '{name}' ({self.where}): {e.strerror or e}")
+        if isinstance(e, http.client.HTTPException):  # the connection broke mid-answer
+            return Unreachable(f"The connection to '{name}' ({self.where}) broke off "
+                               f"({type(e).__name__}).")
         return OperationFailed(f"{type(e).__name__}: {e}")
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None,

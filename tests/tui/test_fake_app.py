@@ -9,6 +9,7 @@ import contextlib
 
 import pytest
 
+from backends.errors import Unreachable
 from backends.fake import FakeBackend
 from backends.models import InstanceStatus, InstanceType, Remote
 from tui.app import make_app
@@ -290,6 +291,36 @@ async def test_failed_listing_is_retried_and_the_remote_recovers(fake_env):
             if "alpha:web1" in table_rows(app):
                 break
         assert "alpha:web1" in table_rows(app)
+        assert app.screen.inventory.statuses["alpha"].state.value == "connected"
+
+
+async def test_daemon_gone_during_the_listing_is_offline_and_reconnects(fake_env):
+    """A listing that finds the daemon gone (connection refused or broken off) shows the
+    remote offline, not "error", and reconnects from the start with a new connection: its
+    event stream went with the daemon."""
+    cfg, env, factory, backends = fake_env
+    made, seen = [], set()
+
+    def going(remote, timeout):
+        backend = factory(remote, timeout)
+        if remote.name == "alpha" and not made:
+            async def gone():
+                raise Unreachable("'alpha' refused the connection. Is the daemon running?")
+            backend.list_instances = gone
+        if remote.name == "alpha":
+            made.append(backend)
+        return backend
+
+    app = make_app(cfg, env=env, factory=going)
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            seen.add(app.screen.inventory.statuses["alpha"].state.value)
+            if "alpha:web1" in table_rows(app):
+                break
+        assert "alpha:web1" in table_rows(app)
+        assert "disconnected" in seen and "error" not in seen, seen
+        assert len(made) == 2  # connected again, on a new backend
         assert app.screen.inventory.statuses["alpha"].state.value == "connected"
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from backends import get_backend, loaded, preload
 from backends.base import Backend
-from backends.errors import AuthError, BackendError, NotResponding
+from backends.errors import AuthError, BackendError, NotResponding, Unreachable
 from backends.models import BackendEvent, Capability, ConnectionState, EventKind, Remote
 from backends.retry import Backoff
 
@@ -145,7 +145,8 @@ class Supervisor:
         if events is None:
             # Backends without an event stream: a full refresh now, then on request.
             st.set_connection(name, ConnectionState.CONNECTED)
-            await self._list_until_done(name)
+            if not await self._list_until_done(name):
+                return False
             return await self._sleep_or_wake(name, None)
         while True:
             getter = asyncio.ensure_future(events.get())
@@ -172,20 +173,29 @@ class Supervisor:
                     # follow, so no stale listing overwrites a newer fetch.
                     st.set_connection(name, ConnectionState.CONNECTED)
                     self.members.read_now(name)  # a cluster's members with its rows
-                    await self._list_until_done(name)
+                    if not await self._list_until_done(name):
+                        return False
                     continue
             self.events.apply(name, event)
 
-    async def _list_until_done(self, name: str) -> None:
-        """The listing after a (re)connect, retried with backoff while it fails."""
+    async def _list_until_done(self, name: str) -> bool:
+        """The listing after a (re)connect, retried with backoff while it fails; False
+        when the daemon went away meanwhile (the remote is then offline, and reconnects
+        from the start: its event stream is gone too)."""
         backoff = Backoff(cap=self.reconnect_cap)
         while True:
             try:
                 await self.fetches.refresh(name)
                 self.state.set_connection(name, ConnectionState.CONNECTED)
-                return
+                return True
+            except Unreachable as e:
+                if not isinstance(e, NotResponding):
+                    self.state.set_connection(name, ConnectionState.DISCONNECTED, e.message)
+                    return False
+                self.state.set_connection(name, ConnectionState.NOT_RESPONDING,
+                                          f"listing failed: {e.message} (retrying)")
+                await asyncio.sleep(backoff.next())
             except BackendError as e:
-                state = (ConnectionState.NOT_RESPONDING if isinstance(e, NotResponding)
-                         else ConnectionState.ERROR)
-                self.state.set_connection(name, state, f"listing failed: {e.message} (retrying)")
+                self.state.set_connection(name, ConnectionState.ERROR,
+                                          f"listing failed: {e.message} (retrying)")
                 await asyncio.sleep(backoff.next())
