@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from textual._parser import ParseError as ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser as XTermParser
+from textual.keys import KEY_NAME_REPLACEMENTS, _character_to_key
 from textual.screen import Screen
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey as FooterKey
@@ -50,6 +51,14 @@ def key_parser(driver: Driver) -> XTermParser:
     :class:`~tui.driver.QuietLinuxDriver` runs its own loop; it relies on the private
     ``XTermParser`` and on the driver's private ``_debug`` flag the parser is made with."""
     return XTermParser(driver._debug)
+
+
+def key_name(char: str) -> str:
+    """The name Textual gives the key of ``char`` typed alone (``:`` is ``colon``, ``N``
+    is ``N``): the private ``textual.keys._character_to_key`` the parser uses, with its
+    rule that letters and digits are their own names."""
+    name = char if char.isalnum() else _character_to_key(char)
+    return KEY_NAME_REPLACEMENTS.get(name, name)
 
 
 def parser_deadline(parser: XTermParser) -> float | None:

@@ -15,11 +15,63 @@ from __future__ import annotations
 import os
 import selectors
 from codecs import getincrementaldecoder
+from collections.abc import Callable, Iterator
 
+from textual import events
 from textual.drivers.linux_driver import LinuxDriver
 
 from . import lastframe
-from ._textual_compat import ParseError, key_parser, parser_deadline
+from ._textual_compat import ParseError, key_name, key_parser, parser_deadline
+
+
+ESC = "\x1b"
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+INTRODUCERS = frozenset("[]_^\\")
+"""What follows Esc to begin a sequence the terminal sends (CSI, OSC, APC, PM, and ST
+that ends them), not a key typed after Esc."""
+
+
+class AltKeys:
+    """Esc then a punctuation key, in one read, as the key Alt+that key.
+
+    A terminal sends Alt+``:`` as Esc ``:``, and Esc then ``:`` typed fast (or sent by
+    ``tmux send-keys Escape :``) arrive the same way. Textual's parser names Esc then a
+    letter ``alt+x``, which the app then takes apart (tui/keyboard.py ``KeyGate.unalt``),
+    but Esc then anything else (``:``, ``/``, space, ``?``) it names as the second key
+    alone: the Esc is lost, and ``:`` meant for a command line is typed into the filter
+    the Esc would have left. :meth:`pieces` cuts a read where Esc meets such a key (not
+    inside a bracketed paste, not where a sequence begins) so that it becomes one
+    ``alt+`` key, named as Textual names that key alone, with its character."""
+
+    def __init__(self, name_of: Callable[[str], str]) -> None:
+        self._name_of = name_of
+        self.pasting = False
+        """Inside a bracketed paste: its text is text, Esc included."""
+
+    def pieces(self, data: str) -> Iterator[str | events.Key]:
+        """``data`` as text for the parser and ``alt+`` keys, in order. A lone Esc just
+        before such a key (Esc Esc ``:``) is an Esc key by itself."""
+        start = i = 0
+        while (j := data.find(ESC, i)) >= 0 and j + 1 < len(data):
+            if data.startswith(PASTE_START, j) or data.startswith(PASTE_END, j):
+                self.pasting = data.startswith(PASTE_START, j)
+                i = j + len(PASTE_START)
+                continue
+            char = data[j + 1]
+            if self.pasting or not char.isprintable() or char.isalnum() \
+                    or char in INTRODUCERS:
+                i = j + 1
+                continue
+            text = data[start:j]
+            lone = len(text) - len(text.rstrip(ESC))
+            if text[:len(text) - lone]:
+                yield text[:len(text) - lone]
+            for _ in range(lone):
+                yield events.Key("escape", ESC)
+            yield events.Key(f"alt+{self._name_of(char)}", char)
+            start = i = j + 2
+        if data[start:]:
+            yield data[start:]
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -70,6 +122,7 @@ class QuietLinuxDriver(LinuxDriver):
             selector.register(self._wake_r, selectors.EVENT_READ)
         parser = key_parser(self)
         feed, tick = parser.feed, parser.tick
+        alt = AltKeys(key_name)
         decode = getincrementaldecoder("utf-8")().decode
 
         def process(events: list[tuple[selectors.SelectorKey, int]],
@@ -80,8 +133,12 @@ class QuietLinuxDriver(LinuxDriver):
                 data = decode(os.read(fileno, 1024 * 4), final=final)
                 if not data:
                     break  # stdin at its end (tui/hangup.py notices a hung-up terminal)
-                for event in feed(data):
-                    self.process_message(event)
+                for piece in alt.pieces(data):
+                    if isinstance(piece, str):
+                        for event in feed(piece):
+                            self.process_message(event)
+                    else:
+                        self.process_message(piece)
             for event in tick():
                 self.process_message(event)
 

@@ -104,7 +104,13 @@ class KeyGate:
 
         if isinstance(self._app.focused, ConsoleView) or self._bound(key):
             return [event]
-        escape, rest = events.Key("escape", "\x1b"), events.Key(char, char)  # (as Textual names them)
+        # The key as Textual's parser names it when it comes alone: the name after "alt+"
+        # (":" is "colon", "/" "slash"), an upper-case letter by itself ("N", not
+        # "shift+n").
+        name = key[len("alt+"):]
+        if name.startswith("shift+") and char.isupper():
+            name = char
+        escape, rest = events.Key("escape", "\x1b"), events.Key(name, char)
         for part in (escape, rest):
             part.set_sender(self._app)
         return [escape, rest]

@@ -83,3 +83,31 @@ def test_at_rest_corral_barely_wakes_up_and_esc_still_arrives(script):  # noqa: 
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
 
+
+
+def test_esc_then_punctuation_in_one_read_is_one_alt_key_and_sequences_stay_whole():
+    """Textual's parser names Esc ``:`` as ``colon`` alone (the Esc lost); the input
+    thread makes it ``alt+colon`` with its character, which the app takes apart. Sequences
+    the terminal sends (CSI, OSC ended by ST), letters after Esc (the parser's own
+    ``alt+x``) and a bracketed paste's text are left whole."""
+    from tui._textual_compat import key_name
+    from tui.driver import AltKeys
+
+    def cut(data, alt=None):
+        alt = alt or AltKeys(key_name)
+        return [p if isinstance(p, str) else (p.key, p.character) for p in alt.pieces(data)]
+
+    assert cut("\x1b:pr\r") == [("alt+colon", ":"), "pr\r"]
+    assert cut("\x1b/web") == [("alt+slash", "/"), "web"]
+    assert cut("\x1b ") == [("alt+space", " ")]
+    assert cut("\x1b?") == [("alt+question_mark", "?")]
+    assert cut("x\x1b\x1b:") == ["x", ("escape", "\x1b"), ("alt+colon", ":")]
+    assert cut("\x1b[A\x1b:") == ["\x1b[A", ("alt+colon", ":")]
+    assert cut("\x1bN\x1bj") == ["\x1bN\x1bj"]
+    for whole in ("\x1b]11;rgb:0/0/0\x1b\\", "\x1b_Gi=1;OK\x1b\\", "\x1b[<0;3;4M", "\x1b"):
+        assert cut(whole) == [whole]
+    alt = AltKeys(key_name)  # a paste over two reads: its Esc : is text
+    assert cut("\x1b[200~a\x1b:b", alt) == ["\x1b[200~a\x1b:b"]
+    assert cut("c\x1b[201~\x1b:", alt) == ["c\x1b[201~", ("alt+colon", ":")]
+    parser = XTermParser()  # and the parser agrees that the rest is what it was
+    assert [e.key for e in parser.feed("pr\r")] == ["p", "r", "enter"]

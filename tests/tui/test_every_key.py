@@ -16,7 +16,9 @@ from textual.widgets import Input
 
 from backends.fake import FakeBackend, RecordingSession
 from backends.models import Capability, InstanceStatus, InstanceType, Remote
+from tui._textual_compat import XTermParser, key_name
 from tui.app import make_app
+from tui.driver import AltKeys
 from tui.screens.add_remote import AddRemoteDialog
 from tui.screens.dialogs import ConfirmDialog
 from tui.screens.limits import LimitsScreen
@@ -41,6 +43,24 @@ def burst(app, *keys: str) -> None:
             app.post_message(events.Key(NAMES.get(key, key), key))
         else:
             app.post_message(events.Key(key, None))
+
+
+def read(app, text: str) -> list[str]:
+    """Post ``text`` as one read of the terminal, as corral's input thread does
+    (tui/driver.py: Esc then punctuation made one Alt key, the rest through Textual's own
+    key parser, flushed as its time-out would); the key names, to say what came."""
+    parser, names = XTermParser(), []
+    for piece in AltKeys(key_name).pieces(text):
+        keys = [e for e in (parser.feed(piece) if isinstance(piece, str) else [piece])
+                if isinstance(e, events.Key)]
+        for key in keys:
+            app.post_message(key)
+        names += [k.key for k in keys]
+    for key in parser.feed(""):  # (what the parser holds for its time-out: a lone Esc)
+        if isinstance(key, events.Key):
+            app.post_message(key)
+            names.append(key.key)
+    return names
 
 
 def typed(text: str) -> list[str]:
@@ -152,6 +172,27 @@ async def test_escape_then_a_key_in_one_read_are_both_kept(fake_env):
         app.post_message(events.Key("alt+j", "j"))
         await settle(pilot, app)
         assert cursor(app) == row + 1
+
+
+async def test_escape_then_a_command_line_in_one_read_after_a_filter(fake_env):
+    """``/web⏎`` and then ``Esc :op⏎`` in one read, through the terminal's key parser:
+    Esc and ``:`` come as one key, ``alt+colon``, which must be Esc then ``:`` as Textual
+    names it alone (``colon``) - the command line opens, ``op`` goes in it, not into
+    the filter - and the same for an upper-case letter (``alt+shift+n``: ``N``)."""
+    async with running(fake_env) as (app, pilot):
+        read(app, "/web\r")
+        await settle(pilot, app)
+        assert app.main_screen.query_one("#filter", Input).value == "web"
+        assert "alt+colon" in read(app, "\x1b:op\r")
+        await settle(pilot, app)
+        assert app.main_screen.views.name == "operations"
+        assert app.main_screen.query_one("#filter", Input).value != "web:op"
+        read(app, "\x1b:in\r")
+        await settle(pilot, app)
+        assert app.main_screen.views.name == "instances"
+        assert "alt+shift+n" in read(app, "\x1bN")
+        await settle(pilot, app)
+        assert isinstance(app.screen, WizardScreen), app.screen
 
 
 async def test_focus_stays_in_the_filter_while_everything_changes(fake_env):
