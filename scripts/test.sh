@@ -75,7 +75,7 @@ declare -A pids=()
 for name in "${names[@]}"; do
   prio=0
   [ "$name" = unit ] && prio=15
-  eval "nice -n $prio .venv/bin/python -m pytest ${part[$name]} -p no:cacheprovider" \
+  eval "nice -n $prio .venv/bin/python -m pytest ${part[$name]} -p no:cacheprovider --durations=15" \
     >"$logs/$name.log" 2>&1 &
   pids[$name]=$!
 done
