@@ -1,15 +1,16 @@
 """Changes of an lxcpath (``watch``): state changes come from ``lxc-monitor`` (a stream of
-"changed state" lines); containers created or destroyed outside corral are noticed from the
-lxcpath's directory mtime, checked every few seconds (one ``stat``), which triggers one
-listing."""
+"changed state" lines); containers created or destroyed outside corral are noticed when
+an entry of the lxcpath comes or goes (inotify: :mod:`backends.dirwatch`), which triggers
+one listing."""
 
 from __future__ import annotations
 
 import asyncio
-import os
+from pathlib import Path
 from typing import AsyncIterator
 
 from ..base import Backend
+from ..dirwatch import DirWatch
 from ..models import BackendEvent, EventKind
 from . import parse
 from .tools import LXCTools
@@ -81,16 +82,15 @@ class Events(Backend):
                 action=_ACTIONS.get(state, "instance-updated"), ref=self.lxc.ref(cname),
                 message=state))
 
-    async def _watch_dir(self, queue: asyncio.Queue[BackendEvent], every: float = 2.0) -> None:
-        """Containers created/destroyed outside corral change the lxcpath's mtime."""
-        last = None
-        while True:
-            try:
-                mtime = os.stat(self.lxc.path).st_mtime_ns
-            except OSError:
-                mtime = None
-            if last is not None and mtime != last:
+    async def _watch_dir(self, queue: asyncio.Queue[BackendEvent]) -> None:
+        """Containers created/destroyed outside corral: an entry of the lxcpath comes or
+        goes (told by the kernel: :mod:`backends.dirwatch`)."""
+        dirs = DirWatch()
+        dirs.add(Path(self.lxc.path), even_missing=True)
+        try:
+            while True:
+                await dirs.changed()
                 queue.put_nowait(BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                               action="remote-changed"))
-            last = mtime
-            await asyncio.sleep(every)
+        finally:
+            dirs.close()

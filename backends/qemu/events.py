@@ -1,16 +1,19 @@
 """What changes on the QEMU remote, as events: those of the VMs' QMP connections (pumped by
 :class:`~backends.qemu.monitor.Monitor`) and of the backend's own verbs, and VMs defined
-or removed outside corral (the directory changes) and VMs started by another corral (a
-new pid file)."""
+or removed outside corral (an entry of their directory comes or goes) and VMs started by
+another corral (a new pid file in a runtime directory), both told by the kernel
+(:mod:`backends.dirwatch`), not looked for every few seconds."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import AsyncIterator
 
 from ..base import Backend
+from ..dirwatch import DirWatch
 from ..models import BackendEvent, EventKind
-from .machines import Machines
+from .machines import Machines, runtime_root
 from .monitor import Monitor
 
 
@@ -21,24 +24,44 @@ class Events(Backend):
     monitor: Monitor
 
     async def watch(self) -> AsyncIterator[BackendEvent]:
-        yield BackendEvent(EventKind.CONNECTION, self.remote.name, action="connected")
-        last = None
-        while True:
-            try:
-                # not wait_for: on 3.11 it returns an event that arrives together with a
-                # cancellation and swallows the cancellation (watch() then never ends)
-                async with asyncio.timeout(2.0):
-                    event = await self.vms.events.get()
-            except TimeoutError:
-                # VMs defined or removed outside corral change the directory (one stat)
+        root, run = self.vms.root, runtime_root()
+        dirs = DirWatch()
+        dirs.add(root, even_missing=True)  # VMs defined or removed outside corral
+        dirs.add(run)  # a VM's runtime directory, where another corral starts it
+        for entry in _subdirs(run):
+            dirs.add(entry)  # its qemu.pid
+        changes = asyncio.ensure_future(dirs.changed())
+        try:
+            # (once the directories are watched: the listing this asks for sees all
+            # that came before, the watch all that comes after)
+            yield BackendEvent(EventKind.CONNECTION, self.remote.name, action="connected")
+            while True:
+                getter = asyncio.ensure_future(self.vms.events.get())
                 try:
-                    mtime = self.vms.root.stat().st_mtime_ns
-                except OSError:
-                    mtime = None
-                if last is not None and mtime != last:
+                    await asyncio.wait({getter, changes}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if getter.done() and not getter.cancelled():
+                    yield getter.result()
+                if not changes.done():
+                    continue
+                paths = changes.result()
+                changes = asyncio.ensure_future(dirs.changed())
+                if any(p == root or p.parent == root for p in paths):
                     yield BackendEvent(EventKind.LIFECYCLE, self.remote.name,
                                        action="remote-changed")
-                last = mtime
+                for path in paths:
+                    if path.parent == run and path.is_dir() and not path.is_symlink():
+                        dirs.add(path)
                 await self.monitor.notice_outside_starts()
-                continue
-            yield event
+        finally:
+            changes.cancel()
+            dirs.close()
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return [p for p in path.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []

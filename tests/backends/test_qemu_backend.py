@@ -422,3 +422,30 @@ async def test_serial_console_outlives_the_backend_object(qemu, guest, tmp_path)
         assert (await fresh.get_instance(ref)).status is InstanceStatus.RUNNING
     finally:
         await fresh.close()
+
+
+async def test_a_vm_defined_or_removed_outside_corral_asks_for_a_listing(qemu, guest):
+    """A VM copied into the VMs' directory (or removed from it) by hand or by another tool:
+    the event stream asks for a listing, which then has it (told by the kernel, no period
+    to wait for: backends/dirwatch.py)."""
+    import shutil
+
+    kernel, _initrd = guest
+    await qemu.create("made", kernel=str(kernel), accel="tcg")
+    root = Path(qemu.remote.address)
+    stream = qemu.watch()
+
+    async def asked() -> None:
+        while (await asyncio.wait_for(anext(stream), 10)).action != "remote-changed":
+            pass
+
+    try:
+        assert (await asyncio.wait_for(anext(stream), 10)).action == "connected"
+        shutil.copytree(root / "made", root / "copy-of-made-by-hand")
+        await asked()
+        assert "copy-of-made-by-hand" in {i.name for i in await qemu.list_instances()}
+        shutil.rmtree(root / "copy-of-made-by-hand")
+        await asked()
+        assert "copy-of-made-by-hand" not in {i.name for i in await qemu.list_instances()}
+    finally:
+        await stream.aclose()
