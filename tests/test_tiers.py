@@ -75,3 +75,25 @@ def test_a_test_outside_lab_that_starts_a_daemon_fails(tmp_path):
     assert "ERROR at teardown of test_unmarked" in out, out
     assert "tier guard: test_spawn.py::test_unmarked started lxd but is not marked 'lab'" in out
     assert "3 passed, 1 error" in out, out  # test_unmarked's call passed, its teardown fails
+
+
+def test_the_processes_of_the_test_script_take_every_test_once():
+    """``scripts/test.sh`` runs the suite as a few pytest processes, each selecting by
+    marker expression: for every combination of kinds a test can have, exactly one process
+    takes it (the lab ones one of the lab processes; the rest ``unit``)."""
+    import itertools
+    import re
+
+    from _pytest.mark.expression import Expression
+
+    script = (TESTS.parent / "scripts" / "test.sh").read_text()
+    parts = dict(re.findall(r"\[(\w+)\]='-m \"([^\"]+)\"", script))
+    assert set(parts) == {"lxd", "qemu", "other", "unit"}, parts
+    compiled = {name: Expression.compile(expr) for name, expr in parts.items()}
+    kinds = sorted(tiers.KINDS)
+    for n in range(len(kinds) + 1):
+        for combo in itertools.combinations(kinds, n):
+            marks = set(combo) | ({"lab"} if combo else set())
+            takers = [name for name, e in compiled.items()
+                      if e.evaluate(lambda m: m in marks)]
+            assert len(takers) == 1, (combo, takers)
