@@ -66,8 +66,8 @@ fi
 logs="$(mktemp -d /tmp/corral-test-logs.XXXXXX)"
 declare -A part=(
   [lxd]='-m "lab and not cluster and (lxd or incus)"'
-  [qemu]='-m "lab and not cluster and not lxd and not incus and not libvirt and (qemu or lxc)"'
-  [other]='-m "lab and (cluster or (not lxd and not incus and (libvirt or not (qemu or lxc))))"'
+  [qemu]='-m "lab and not cluster and not lxd and not incus and not libvirt and qemu"'
+  [other]='-m "lab and (cluster or (not lxd and not incus and (libvirt or not qemu)))"'
   [unit]='-m "not lab" -n 2'
 )
 names=(lxd qemu other unit)
