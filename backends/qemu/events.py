@@ -31,6 +31,7 @@ class Events(Backend):
         for entry in _subdirs(run):
             dirs.add(entry)  # its qemu.pid
         changes = asyncio.ensure_future(dirs.changed())
+        later: list[asyncio.Future[None]] = []
         try:
             # (once the directories are watched: the listing this asks for sees all
             # that came before, the watch all that comes after)
@@ -55,9 +56,21 @@ class Events(Backend):
                     if path.parent == run and path.is_dir() and not path.is_symlink():
                         dirs.add(path)
                 await self.monitor.notice_outside_starts()
+                if any(p.name == "qemu.pid" for p in paths):
+                    # made before QEMU writes its pid in it (and QEMU keeps it open: no
+                    # event says when it has): look again a little later
+                    later.append(asyncio.ensure_future(self._notice_later()))
+                    later[:] = [t for t in later if not t.done()]
         finally:
             changes.cancel()
+            for task in later:
+                task.cancel()
             dirs.close()
+
+    async def _notice_later(self) -> None:
+        for delay in (0.2, 1.0, 4.0):
+            await asyncio.sleep(delay)
+            await self.monitor.notice_outside_starts()
 
 
 def _subdirs(path: Path) -> list[Path]:

@@ -61,6 +61,16 @@ class Launcher:
             OperationFailed: QEMU refused (its last error line) or did not detach in 60 s.
         """
         vms = self.vms
+        vms.busy[ref.name] = "being started"  # no listing attaches to it meanwhile
+        try:
+            await self._launch(ref, d, pass_fds)
+        finally:
+            vms.busy.pop(ref.name, None)
+        await self.monitor.adopt(ref.name)
+
+    async def _launch(self, ref: InstanceRef, d: VMDefinition,
+                      pass_fds: tuple[int, ...]) -> None:
+        vms = self.vms
         run = vms.run_dir(ref.name)
         run.mkdir(parents=True, exist_ok=True)
         os.chmod(run, 0o700)
@@ -91,4 +101,3 @@ class Launcher:
             self.kvm.forget(ref.name)
         vms.why.pop(ref.name, None)
         vms.status.pop(ref.name, None)
-        await self.monitor.adopt(ref.name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -34,6 +35,9 @@ from .monitors import runtime_files
 RUNTIME_FILES = ("qemu.pid", *runtime_files(), "serial.sock", "console-qmp.sock")
 """What a QEMU leaves in its runtime directory that is stale once it is gone (the serial
 log stays: it is the console's history)."""
+STALE_AFTER = 60.0
+"""Seconds after which runtime files without a live QEMU are leftovers (a QEMU starts, and
+writes its pid file, well within that even under TCG on a busy host)."""
 
 
 def runtime_root() -> Path:
@@ -87,6 +91,20 @@ class Machines:
 
     def run_dir(self, name: str) -> Path:
         return runtime_root() / name
+
+    def runtime_is_stale(self, name: str) -> bool:
+        """Whether the VM's runtime files are leftovers of a QEMU that is gone, which may
+        be cleared: none was touched in :data:`STALE_AFTER` s. Fresher ones may be those of
+        a QEMU another corral (or this one) is starting right now, whose pid file is not
+        written yet: clearing them would orphan it."""
+        run = self.run_dir(name)
+        newest = 0.0
+        for f in RUNTIME_FILES:
+            try:
+                newest = max(newest, (run / f).lstat().st_mtime)
+            except OSError:
+                continue
+        return time.time() - newest > STALE_AFTER
 
     def clear_runtime(self, name: str) -> None:
         run = self.run_dir(name)

@@ -52,10 +52,10 @@ class Monitor:
 
     async def adopt(self, name: str) -> None:
         """Attach to a running VM (pid alive + QMP), or clean its stale runtime files."""
-        if name in self.qmp:
-            return
+        if name in self.qmp or name in self.vms.busy:
+            return  # (attached, or being started by this corral: the start attaches)
         if self.vms.pid(name) is None:
-            if self.vms.run_dir(name).exists():
+            if self.vms.runtime_is_stale(name):
                 self.vms.clear_runtime(name)
             self.vms.status[name] = InstanceStatus.STOPPED
             return

@@ -449,3 +449,39 @@ async def test_a_vm_defined_or_removed_outside_corral_asks_for_a_listing(qemu, g
         assert "copy-of-made-by-hand" not in {i.name for i in await qemu.list_instances()}
     finally:
         await stream.aclose()
+
+
+async def test_a_listing_during_a_start_leaves_the_starting_qemu_alone(qemu, guest, tmp_path):
+    """Listings made while a VM starts (a VM defined a moment ago is listed at once, its
+    directory being watched) must not take the QEMU being started for a dead one and
+    clear its runtime files: the start ends with the VM running, attached. Nor may a
+    listing by another corral clear the fresh files of a QEMU still writing its pid file;
+    old leftovers are cleared."""
+    kernel, _initrd = guest
+    await qemu.create("racing", kernel=str(kernel), accel="tcg")
+    ref = InstanceRef("qemu", "racing")
+    start = asyncio.ensure_future(qemu.start(ref))
+    while not start.done():
+        await qemu.list_instances()
+        await asyncio.sleep(0.005)
+    await start
+    assert (await qemu.get_instance(ref)).status is InstanceStatus.RUNNING
+    assert qemu.vms.pid("racing") is not None
+    await qemu.stop(ref, force=True)
+
+    other = QEMUBackend(qemu.remote, timeout=10)  # another corral, on the same VMs
+    await other.connect()
+    try:
+        run = qemu.vms.run_dir("racing")
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "qemu.pid").write_text("")  # a QEMU being started: its pid not written yet
+        other.vms.status.clear()
+        await other.list_instances()
+        assert (run / "qemu.pid").exists()
+        old = time.time() - 3600
+        os.utime(run / "qemu.pid", (old, old))  # a leftover of a QEMU long gone
+        other.vms.status.clear()
+        await other.list_instances()
+        assert not (run / "qemu.pid").exists()
+    finally:
+        await other.close()
