@@ -299,7 +299,7 @@ async def test_daemon_gone_during_the_listing_is_offline_and_reconnects(fake_env
     remote offline, not "error", and reconnects from the start with a new connection: its
     event stream went with the daemon."""
     cfg, env, factory, backends = fake_env
-    made, seen = [], set()
+    made, seen = [], []
 
     def going(remote, timeout):
         backend = factory(remote, timeout)
@@ -312,10 +312,18 @@ async def test_daemon_gone_during_the_listing_is_offline_and_reconnects(fake_env
         return backend
 
     app = make_app(cfg, env=env, factory=going)
+    states = app.inventory.state  # every state alpha goes through, however briefly
+    set_connection = states.set_connection
+
+    def recorded(name, state, message=""):
+        if name == "alpha":
+            seen.append(state.value)
+        set_connection(name, state, message)
+
+    states.set_connection = recorded
     async with app.run_test(size=(140, 40)) as pilot:
         for _ in range(100):
             await pilot.pause(0.05)
-            seen.add(app.screen.inventory.statuses["alpha"].state.value)
             if "alpha:web1" in table_rows(app):
                 break
         assert "alpha:web1" in table_rows(app)
