@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from .errors import InvalidInput
 from .members import ClusterMember
 
 
@@ -428,6 +429,15 @@ class CreateRequest:
     """Backend-specific: QEMU ``initrd``, ``cmdline``, ``firmware`` (bios/uefi), ``accel``,
     ``overlay`` ("yes"/"no"); LXD ``description``, ``target`` (on a cluster: a member or
     ``@group``; empty: the cluster places it)."""
+
+    def known_options(self, known: tuple[str, ...], what: str) -> dict[str, str]:
+        """:attr:`options`, when every one is among ``known`` (what ``what``, e.g. "a
+        QEMU VM", takes); else refused in words naming the unknown ones and the known."""
+        unknown = sorted(set(self.options) - set(known))
+        if unknown:
+            raise InvalidInput(f"Unknown option(s) for {what}: {', '.join(unknown)} "
+                               f"(known: {', '.join(known) or 'none'}).")
+        return dict(self.options)
 
 
 @dataclass(frozen=True, slots=True)

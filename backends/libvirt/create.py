@@ -218,10 +218,7 @@ class Create(Backend):
         if source.kind not in KINDS:
             raise InvalidInput(f"A libvirt domain cannot be made from a '{source.kind}' "
                                f"source (only {', '.join(KINDS)}).")
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise InvalidInput(f"Unknown option(s) for a libvirt domain: {', '.join(unknown)} "
-                               f"(known: {', '.join(OPTIONS)}).")
+        request.known_options(OPTIONS, "a libvirt domain")
         if request.profiles:
             raise InvalidInput("libvirt domains have no profiles.")
         if request.user_data:

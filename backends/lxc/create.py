@@ -360,9 +360,7 @@ def _read_image(worker: Worker, image: str, into: Path) -> dict[str, bytes]:
 def _checked_request(request: CreateRequest) -> str | None:
     """What an LXC container cannot take refused in words; the bridge its NIC goes on
     (None: no NIC)."""
-    unknown = sorted(set(dict(request.options)) - {"template_args"})
-    if unknown:
-        raise InvalidInput(f"Unknown option(s) for an LXC container: {', '.join(unknown)}.")
+    request.known_options(("template_args",), "an LXC container")
     if request.disk is not None:
         raise InvalidInput("LXC containers here live in a directory: there is no disk "
                            "size to set.")

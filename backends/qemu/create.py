@@ -327,10 +327,7 @@ def _request_checked(request: CreateRequest, options: dict[str, str], known: tup
                      ) -> tuple[int, int, int | None]:
     """What a QEMU VM cannot take refused in words; its CPUs, memory (MiB) and disk
     (bytes, None: the source's default)."""
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise InvalidInput(f"Unknown option(s) for a QEMU VM: {', '.join(unknown)} (known: "
-                           f"{', '.join(known)}).")
+    request.known_options(known, "a QEMU VM")
     if request.profiles:
         raise InvalidInput("QEMU VMs have no profiles.")
     if request.storage_pool:

@@ -269,11 +269,7 @@ class Importer(Backend):
         """The wizard's ``vm-import`` source: the plan its summary was made from (or a new
         one), imported under ``request.name``; the request's CPUs and memory replace the
         plan's when given."""
-        options = dict(request.options)
-        unknown = sorted(set(options) - {"accel", "description"})
-        if unknown:
-            raise InvalidInput(f"Unknown option(s) for an imported VM: {', '.join(unknown)} "
-                               f"(known: accel, description).")
+        options = request.known_options(("accel", "description"), "an imported VM")
         path = os.path.abspath(os.path.expanduser(request.source.value.strip()))
         plan = self._plans().pop(path, None)
         if plan is None or _stamp(path) != plan.stamp:
