@@ -276,6 +276,15 @@ async def test_usage_is_sampled_periodically(fake_env):
         assert backends["alpha"].state_calls >= before + 2
 
 
+async def row_shown(pilot, app, key: str, timeout: float = 6.0) -> None:
+    """Until the table has the row ``key`` (asserted after ``timeout`` seconds)."""
+    for _ in range(int(timeout / 0.05)):
+        if key in table_rows(app):
+            return
+        await pilot.pause(0.05)
+    assert key in table_rows(app)
+
+
 async def test_failed_listing_is_retried_and_the_remote_recovers(fake_env):
     cfg, env, factory, backends = fake_env
 
@@ -286,11 +295,7 @@ async def test_failed_listing_is_retried_and_the_remote_recovers(fake_env):
 
     app = make_app(cfg, env=env, factory=stumbling)
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(60):
-            await pilot.pause(0.1)
-            if "alpha:web1" in table_rows(app):
-                break
-        assert "alpha:web1" in table_rows(app)
+        await row_shown(pilot, app, "alpha:web1")
         assert app.screen.inventory.statuses["alpha"].state.value == "connected"
 
 
@@ -322,11 +327,7 @@ async def test_daemon_gone_during_the_listing_is_offline_and_reconnects(fake_env
 
     states.set_connection = recorded
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if "alpha:web1" in table_rows(app):
-                break
-        assert "alpha:web1" in table_rows(app)
+        await row_shown(pilot, app, "alpha:web1")
         assert "disconnected" in seen and "error" not in seen, seen
         assert len(made) == 2  # connected again, on a new backend
         assert app.screen.inventory.statuses["alpha"].state.value == "connected"
