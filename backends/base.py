@@ -33,9 +33,6 @@ from .models import (
     BackendEvent,
     Capability,
     FileEntry,
-    CreateOptions,
-    CreateRequest,
-    CreateSource,
     ImageInfo,
     Instance,
     InstanceRef,
@@ -47,6 +44,7 @@ from .models import (
     ServerInfo,
     Snapshot,
 )
+from .create_models import CreateOptions, CreateRequest, CreateSource
 
 
 class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, DeletionVerbs,

@@ -1,5 +1,5 @@
 """The launch wizard's look at a source before it creates anything: for a
-:class:`~backends.models.CreateSource` with ``preview`` set (a foreign VM to import, say),
+:class:`~backends.create_models.CreateSource` with ``preview`` set (a foreign VM to import, say),
 :meth:`PreviewVerbs.preview_source` reads what the user named and says what it
 understood, what it cannot carry over and why it could not be made at all, in words, with
 suggested values for the wizard's fields. A base of :class:`~backends.base.Backend`; the
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .errors import Unsupported
-from .models import CreateSource
+from .create_models import CreateSource
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,6 @@ from .errors import (
 from .models import (
     BackendEvent,
     Capability,
-    CreateOptions,
-    CreateRequest,
-    CreateSource,
     EventKind,
     Instance,
     InstanceRef,
@@ -36,6 +33,7 @@ from .models import (
     Remote,
     ServerInfo,
 )
+from .create_models import CreateOptions, CreateRequest, CreateSource
 
 
 class FakeBackend(Backend):

@@ -30,15 +30,8 @@ import libvirt
 
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, OperationFailed
-from ..models import (
-    CreateOptions,
-    CreateRequest,
-    CreateSource,
-    Instance,
-    InstanceRef,
-    InstanceType,
-    SourceField,
-)
+from ..models import Instance, InstanceRef, InstanceType
+from ..create_models import CreateOptions, CreateRequest, CreateSource, SourceField
 from ..units import format_size
 from .connection import Connection
 from .domain_xml import HostFacts, HostFile, Plan, domain_xml, host_facts, host_file, volume_xml

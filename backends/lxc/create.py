@@ -15,8 +15,8 @@ from typing import Callable
 from ..archive import ArchiveRefused, read_archive
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, OperationFailed
-from ..models import (CreateOptions, CreateRequest, CreateSource, Instance, InstanceStatus,
-                      SourceField)
+from ..models import Instance, InstanceStatus
+from ..create_models import CreateOptions, CreateRequest, CreateSource, SourceField
 from ..steps import Steps
 from ..work import Worker, in_thread
 from .archive import UnifiedImage

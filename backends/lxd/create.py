@@ -14,7 +14,8 @@ from pylxd import exceptions as pylxd_exc
 
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
-from ..models import CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
+from ..models import Instance, InstanceType
+from ..create_models import CreateOptions, CreateRequest, CreateSource
 from ..units import format_size, human_size
 from ..cloudinit import user_data_problem
 from ..steps import Steps

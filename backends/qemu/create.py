@@ -14,15 +14,8 @@ from typing import Callable
 
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
-from ..models import (
-    CreateOptions,
-    CreateRequest,
-    CreateSource,
-    Instance,
-    InstanceStatus,
-    InstanceType,
-    SourceField,
-)
+from ..models import Instance, InstanceStatus, InstanceType
+from ..create_models import CreateOptions, CreateRequest, CreateSource, SourceField
 from .definition import VMDefinition, check_name
 from .files import building
 from .host_paths import open_boot_files, who_can_change, writable_by_others

@@ -26,8 +26,6 @@ from backends.errors import NotFound
 from backends.fake import FakeBackend
 from backends.models import (
     BackendEvent,
-    CreateRequest,
-    CreateSource,
     EventKind,
     FileEntry,
     Instance,
@@ -36,6 +34,7 @@ from backends.models import (
     Remote,
     ServerInfo,
 )
+from backends.create_models import CreateRequest, CreateSource
 
 MiB = 1024**2
 

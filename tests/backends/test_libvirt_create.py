@@ -38,7 +38,8 @@ import pytest_asyncio
 import lab_libvirt
 from backends import get_backend
 from backends.errors import Conflict, InvalidInput, NotFound, OperationFailed
-from backends.models import CreateRequest, InstanceRef, InstanceStatus, Remote
+from backends.models import InstanceRef, InstanceStatus, Remote
+from backends.create_models import CreateRequest
 
 from .libvirt_helpers import domain_xml, virsh
 

@@ -12,7 +12,8 @@ from backend_checks import lxc, state
 
 from backends.errors import Conflict, InvalidInput, OperationFailed
 from backends.lxc.limits import cgroup_version, host_supports
-from backends.models import Capability, CreateRequest, CreateSource, InstanceRef, InstanceStatus
+from backends.models import Capability, InstanceRef, InstanceStatus
+from backends.create_models import CreateRequest, CreateSource
 
 MiB = 1 << 20
 BUSYBOX = CreateSource("template", "busybox", value="busybox")

@@ -14,13 +14,8 @@ import pytest
 from backends import first_listing, get_backend
 from backends.errors import Conflict, InvalidInput
 from backends.members import MemberStatus
-from backends.models import (
-    Capability,
-    CreateRequest,
-    EventKind,
-    InstanceRef,
-    InstanceStatus,
-)
+from backends.models import Capability, EventKind, InstanceRef, InstanceStatus
+from backends.create_models import CreateRequest
 from backends.remotes import discover
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -17,13 +17,8 @@ from backends.errors import Conflict, InvalidInput, OperationFailed
 from backends.lxd import limits as limitsmod
 from backends.lxd.create import name_problem
 from backends.lxd.snapshots import check_expiry, check_schedule
-from backends.models import (
-    Capability,
-    CreateRequest,
-    InstanceRef,
-    InstanceStatus,
-    InstanceType,
-)
+from backends.models import Capability, InstanceRef, InstanceStatus, InstanceType
+from backends.create_models import CreateRequest
 
 MiB = 1024 * 1024
 

@@ -15,7 +15,8 @@ from backend_checks import busybox, cfg, host_memory_limit, init_pid, watching
 from backends import get_backend
 from backends.errors import InvalidInput, OperationFailed, Unsupported
 from backends.lxd import limits as limitsmod
-from backends.models import CreateRequest, EventKind, InstanceRef, InstanceStatus
+from backends.models import EventKind, InstanceRef, InstanceStatus
+from backends.create_models import CreateRequest
 from backends.remotes import discover
 
 MiB = 1024 * 1024

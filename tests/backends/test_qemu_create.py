@@ -18,14 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from qemu_guest import wait_serial
 
 from backends.errors import Conflict, InvalidInput, OperationFailed
-from backends.models import (
-    Capability,
-    CreateRequest,
-    CreateSource,
-    InstanceRef,
-    InstanceStatus,
-    InstanceType,
-)
+from backends.models import Capability, InstanceRef, InstanceStatus, InstanceType
+from backends.create_models import CreateRequest, CreateSource
 
 MiB, GiB = 1 << 20, 1 << 30
 

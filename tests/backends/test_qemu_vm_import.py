@@ -22,7 +22,8 @@ import import_fixtures as fx
 from qemu_guest import wait_serial
 
 from backends.errors import InvalidInput
-from backends.models import CreateRequest, CreateSource, InstanceStatus, InstanceType
+from backends.models import InstanceStatus, InstanceType
+from backends.create_models import CreateRequest, CreateSource
 
 MiB = 1 << 20
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from backends.errors import InvalidInput
-from backends.models import CreateRequest, CreateSource, InstanceRef, InstanceStatus
+from backends.models import InstanceRef, InstanceStatus
+from backends.create_models import CreateRequest, CreateSource
 
 REG, DIR, SYM, LNK = tarfile.REGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
 CHR, BLK, FIFO = tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from backends.errors import InvalidInput, NeedsConfirmation
-from backends.models import CreateRequest, CreateSource, InstanceRef, InstanceType
+from backends.models import InstanceRef, InstanceType
+from backends.create_models import CreateRequest, CreateSource
 from backends.qemu import QEMUBackend, qemu_remote
 
 

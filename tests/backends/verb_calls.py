@@ -8,14 +8,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backends.base import Backend
-from backends.models import (
-    CreateRequest,
-    CreateSource,
-    FileEntry,
-    InstanceRef,
-    ResourceKind,
-    Snapshot,
-)
+from backends.models import FileEntry, InstanceRef, ResourceKind, Snapshot
+from backends.create_models import CreateRequest, CreateSource
 
 Call = Callable[[Backend, InstanceRef, Snapshot, Path], Any]
 

@@ -92,7 +92,8 @@ def define_vms(qemu_dir: Path, count: int) -> None:
     """``count`` stopped QEMU VMs defined through corral's own backend (tiny disks)."""
     import asyncio
 
-    from backends.models import CreateRequest, CreateSource, InstanceType
+    from backends.models import InstanceType
+    from backends.create_models import CreateRequest, CreateSource
     from backends.qemu import qemu_remote
     from backends.qemu.backend import QEMUBackend
 

@@ -12,7 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 
 import tui
-from backends.models import CreateSource, InstanceRef
+from backends.models import InstanceRef
+from backends.create_models import CreateSource
 from tui.screens.convert_vm import ConvertScreen
 from tui.screens.tables import NicScreen
 from tui.screens.wizard import WizardScreen

@@ -26,8 +26,6 @@ from backends.fake import FakeBackend
 from backends.models import (
     BackendEvent,
     Capability,
-    CreateOptions,
-    CreateSource,
     EventKind,
     FileEntry,
     Instance,
@@ -42,6 +40,7 @@ from backends.models import (
     ServerInfo,
     Snapshot,
 )
+from backends.create_models import CreateOptions, CreateSource
 from tui.app import make_app
 from tui.flows import bulk
 from tui.screens.dialogs import ConfirmDialog, InputDialog

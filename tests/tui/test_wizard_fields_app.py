@@ -11,7 +11,8 @@ from __future__ import annotations
 from textual.widgets import Input, Select
 
 from backends.fake import FakeBackend
-from backends.models import CreateSource, InstanceType, Remote, SourceField
+from backends.models import InstanceType, Remote
+from backends.create_models import CreateSource, SourceField
 from tui.app import make_app
 from tui.screens.main import MainScreen
 from tui.screens.wizard import WizardScreen

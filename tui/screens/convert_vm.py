@@ -16,7 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input
 
 from backends.errors import BackendError
-from backends.models import CreateRequest, CreateSource, Instance, InstanceRef
+from backends.models import Instance, InstanceRef
+from backends.create_models import CreateRequest, CreateSource
 
 from ..format import external
 from ..widgets.plain import Plain, PlainInput, PlainLabel

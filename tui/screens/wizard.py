@@ -32,7 +32,8 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from backends.errors import BackendError, NeedsConfirmation
-from backends.models import Capability, CreateOptions, CreateRequest, CreateSource, Instance, InstanceType
+from backends.models import Capability, Instance, InstanceType
+from backends.create_models import CreateOptions, CreateRequest, CreateSource
 from backends.units import format_size, parse_size
 
 from ..format import external, external_text

@@ -1,5 +1,5 @@
 """The launch wizard's questions about the chosen source: what the source itself declares
-(:class:`backends.models.SourceField`: a path on this machine or on the remote's host, a
+(:class:`backends.create_models.SourceField`: a path on this machine or on the remote's host, a
 line of text, a choice), drawn in order under the list of sources, checked as they are
 typed and turned into the request. The wizard knows no source kinds: a backend's source
 says what it needs, and the answers go where its fields say (``""``: the source's
@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Input, Select
 
-from backends.models import CreateSource, SourceField
+from backends.create_models import CreateSource, SourceField
 
 from ..format import external, printable
 from ..widgets.plain import PlainInput, PlainLabel

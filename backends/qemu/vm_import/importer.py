@@ -21,7 +21,8 @@ from ...archive import ArchiveRefused
 from ...base import Backend
 from ...create_preview import SourcePreview
 from ...errors import BackendError, Conflict, InvalidInput, NeedsConfirmation, OperationFailed
-from ...models import CreateRequest, CreateSource, Instance, InstanceStatus
+from ...models import Instance, InstanceStatus
+from ...create_models import CreateRequest, CreateSource
 from ...work import in_thread
 from ..definition import VMDefinition, check_name
 from ..files import building, export_scratch, in_words
