@@ -45,7 +45,13 @@ async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None
                  placement: str | None = None) -> None:
     """Walk the launch wizard from N to Create. ``source(CreateSource) -> bool``; ``path``
     goes into the source's own value (``#wizard-field-value``), ``fields`` maps the ids of
-    its other fields (``#wizard-field-<key>``) to what is typed there."""
+    its other fields (``#wizard-field-<key>``) to what is typed there.
+
+    Waits first for the main screen: a wizard that created an instance with start stays
+    open until the start operation returns, which can be after the row already shows
+    ``running`` (the daemon's event comes first); an ``N`` pressed then is the old wizard's."""
+    await wait_for(pilot, lambda: app.screen is app.main_screen, timeout=60,
+                   what=f"the main screen, before N ({problem(app)})")
     await pilot.press("N")
     await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
                    timeout=30, what="the wizard")
