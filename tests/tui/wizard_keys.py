@@ -51,7 +51,7 @@ async def wizard(pilot, app, *, remote: str, source, path: str = "", fields=None
     open until the start operation returns, which can be after the row already shows
     ``running`` (the daemon's event comes first); an ``N`` pressed then is the old wizard's."""
     await wait_for(pilot, lambda: app.screen is app.main_screen, timeout=60,
-                   what=f"the main screen, before N ({problem(app)})")
+                   what="the main screen, before N")
     await pilot.press("N")
     await wait_for(pilot, lambda: app.screen.__class__.__name__ == "WizardScreen",
                    timeout=30, what="the wizard")
