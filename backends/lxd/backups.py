@@ -19,14 +19,13 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import InvalidInput, NotFound, OperationFailed
 from ..models import Instance, InstanceRef
 from ..paths import private_file
 from . import convert
 from .known import Known
+from .lazy import pylxd_exc
 from .ops import Ops
 from .rest import Rest
 

@@ -31,8 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, NotResponding, OperationFailed, Unreachable
 from ..members import AUTO_PLACEMENT, ClusterMember, MemberStatus, Placement
@@ -50,6 +48,7 @@ from . import convert
 from .convert import to_member
 from .fasthttp import FastGet, HTTPStatusError
 from .known import Known
+from .lazy import pylxd_exc
 from .ops import Ops
 from .rest import Rest
 
@@ -171,13 +170,14 @@ class Clustering(Backend):
 
     async def _after_connect(self, info: ServerInfo,
                              failures: list[tuple[str, str]]) -> ServerInfo:
-        host = self.rest.client.host_info
+        host = self.known.host
         env = host.get("environment") or {}
         self.cluster.clustered = bool(env.get("server_clustered"))
         if not self.cluster.clustered:
             self.capabilities = type(self).capabilities - {Capability.CLUSTER}
             return info
         self.known.cluster_hook = self._cluster_frame
+        self.known.ready.set()  # the stream knows it is a cluster: subscribe while members load
         try:
             members = await self.list_members()
         except (OperationFailed, NotFound):

@@ -10,8 +10,6 @@ import asyncio
 import re
 from typing import Any, Callable
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed
 from ..models import Instance, InstanceType
@@ -22,6 +20,7 @@ from ..steps import Steps
 from . import convert
 from .convert import name_problem
 from .known import Known
+from .lazy import pylxd_exc
 from .ops import Ops
 from .rest import Rest
 

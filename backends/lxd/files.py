@@ -16,13 +16,11 @@ import threading
 import time
 from typing import Any, Callable
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, NotFound, OperationFailed
 from ..models import FileEntry, InstanceRef
-from ._pylxd_compat import api_endpoint
 from .known import Known
+from .lazy import pylxd_exc
 from .rest import Rest
 from .sftp import SFTPChannel, SFTPError
 
@@ -145,6 +143,8 @@ class Files(Backend):
         prefix = self._prefix
 
         def _stat(names: list[str]) -> list[FileEntry]:
+            from ._pylxd_compat import api_endpoint  # (pylxd is loaded: node is its)
+
             entries = []
             for name in names:
                 child = posixpath.join(path, name)

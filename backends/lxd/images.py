@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any, Callable
 from urllib.parse import quote
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed
 from ..models import ImageInfo, InstanceRef, InstanceStatus
 from . import convert
+from .lazy import pylxd_exc
 from .ops import Ops
 from .rest import Rest
 

@@ -19,6 +19,8 @@ class Known:
     def __init__(self, rest: Rest) -> None:
         self.rest = rest
         self.info: ServerInfo | None = None
+        self.host: dict[str, Any] = {}
+        """The answer to ``GET /1.0`` when it connected."""
         self.names: set[str] = set()
         """Instance names of the last listing (for ``check_name``)."""
         self.status: dict[InstanceRef, InstanceStatus] = {}

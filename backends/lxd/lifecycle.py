@@ -1,9 +1,11 @@
 """Connecting to an LXD/Incus remote, listing its instances, their usage figures, and the
 lifecycle verbs (start, stop, restart, freeze, unfreeze, delete).
 
-Listing uses ``recursion=1`` (cheap); usage figures come from ``/state`` per running
-instance, afterwards (the lean keep-alive GET of :mod:`.fasthttp`); changes come from the
-events websocket (:mod:`.events`). See ``docs/protocols.md``, section "LXD/Incus REST".
+Connecting (``GET /1.0``) and listing (``recursion=1``: cheap) go through the lean
+keep-alive GET of :mod:`.fasthttp`, as do the usage figures (``/state`` per running
+instance, afterwards); changes come from the events websocket (:mod:`.events`). None of
+them needs pylxd: its client, for the verbs, is built in the background once connected
+(:meth:`.rest.Rest.build_client`). See ``docs/protocols.md``, section "LXD/Incus REST".
 """
 
 from __future__ import annotations
@@ -12,11 +14,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any
-
-import pylxd
-import requests
-from pylxd import exceptions as pylxd_exc
+from typing import TYPE_CHECKING, Any
 
 from ..base import Backend
 from ..errors import AuthError, Conflict, OperationFailed, StopTimedOut, Unreachable
@@ -24,13 +22,47 @@ from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, Serve
 from . import convert
 from .caps import cap_responses
 from .fasthttp import HTTPStatusError
-from .http_session import make_session
 from .known import Known
 from .ops import Ops
 from .rest import Rest
 from .tls import base_url, check_credentials
 
+if TYPE_CHECKING:
+    import pylxd
+    import requests
+
 log = logging.getLogger(__name__)
+
+
+def pylxd_client(rest: Rest, timeout: float) -> tuple[pylxd.Client, requests.Session]:
+    """The pylxd client of ``rest``'s remote on a pinned, capped session (blocking: it
+    imports pylxd and requests, and pylxd's constructor does a ``GET /1.0``)."""
+    import pylxd
+    import requests
+
+    from .http_session import make_session
+
+    remote = rest.remote
+    session = cap_responses(make_session(remote))  # reads certificates: here
+    try:
+        try:
+            client = pylxd.Client(
+                endpoint=remote.socket_path if remote.is_unix else base_url(remote),
+                cert=(remote.client_cert, remote.client_key) if remote.client_cert else None,
+                session=session,
+                timeout=(timeout, max(timeout, 30)),
+                project=remote.project if remote.project != "default" else None,
+            )
+        except pylxd.exceptions.ClientConnectionFailed as e:
+            # pylxd wraps the requests error in a string: map the original instead.
+            cause = e.__context__ or e.__cause__
+            if isinstance(cause, requests.exceptions.RequestException):
+                raise rest.map_error(cause) from e
+            raise
+        return client, session
+    except BaseException:
+        session.close()
+        raise
 
 
 class Lifecycle(Backend):
@@ -48,44 +80,13 @@ class Lifecycle(Backend):
         check_credentials(remote)
         if remote.is_unix and not os.path.exists(remote.socket_path):
             raise Unreachable(f"No {rest.product} socket at {remote.socket_path}.")
-        url = base_url(remote)
-        t = self.timeout
-
-        def _connect() -> tuple[pylxd.Client, requests.Session, dict[str, Any]]:
-            session = cap_responses(make_session(remote))  # reads certificates: here
-            try:
-                return _client(session)
-            except BaseException:
-                session.close()
-                raise
-
-        def _client(session: requests.Session
-                    ) -> tuple[pylxd.Client, requests.Session, dict[str, Any]]:
-            endpoint = remote.socket_path if remote.is_unix else url
-            project = remote.project if remote.project != "default" else None
-            try:
-                # pylxd's constructor does the GET /1.0 (one round trip).
-                client = pylxd.Client(
-                    endpoint=endpoint,
-                    cert=(remote.client_cert, remote.client_key)
-                    if remote.client_cert else None,
-                    session=session,
-                    timeout=(t, max(t, 30)),
-                    project=project,
-                )
-            except pylxd_exc.ClientConnectionFailed as e:
-                # pylxd wraps the requests error in a string: map the original instead.
-                cause = e.__context__ or e.__cause__
-                if isinstance(cause, requests.exceptions.RequestException):
-                    raise rest.map_error(cause) from e
-                raise
-            meta = client.host_info
-            convert.check_trusted(meta, remote)
-            return client, session, meta
-
-        client, session, meta = await rest.call(_connect)
-        rest.attach(client, session)
+        meta = await rest.call(rest.fast.get_json, "")
+        if not isinstance(meta, dict):
+            raise OperationFailed(f"'{remote.name}' answered GET /1.0 with no object.")
+        convert.check_trusted(meta, remote)
+        self.known.host = meta
         self.known.info = convert.server_info(meta)
+        rest.build_client(lambda: pylxd_client(rest, self.timeout))
         return self.known.info
 
     async def close(self) -> None:
@@ -95,12 +96,11 @@ class Lifecycle(Backend):
 
     async def list_instances(self) -> list[Instance]:
         rest = self.rest
-        client = rest.client
-
-        def _list() -> list[dict[str, Any]]:
-            return client.api.instances.get(params={"recursion": 1}).json()["metadata"]
-
-        items = await rest.call(_list)
+        rest.ensure_connected()
+        query = {"recursion": "1"}
+        if self.remote.project != "default":
+            query["project"] = self.remote.project
+        items = await rest.call(rest.fast.get_json, "instances", query)
         instances = []
         for d in items if isinstance(items, list) else ():
             try:

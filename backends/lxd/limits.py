@@ -26,14 +26,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import BackendError, InvalidInput, OperationFailed, Unsupported
 from ..models import InstanceRef, InstanceStatus, LimitField
 from ..units import format_size, is_whole, parse_size
 from . import convert
 from .known import Known
+from .lazy import pylxd_exc
 from .ops import Ops
 from .rest import Rest
 

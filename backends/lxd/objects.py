@@ -6,14 +6,16 @@ changed meanwhile)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
-
-from pylxd import exceptions as pylxd_exc
 
 from ..errors import BackendError, Conflict, InvalidInput, NotFound, OperationFailed
 from ..models import ResourceKind
+from .lazy import pylxd_exc
 from .rest import Rest
+
+if TYPE_CHECKING:
+    from pylxd.exceptions import LXDAPIException
 
 T = TypeVar("T")
 
@@ -75,7 +77,7 @@ def check_name(what: str, name: str) -> str:
     return name
 
 
-def refusal(e: pylxd_exc.LXDAPIException, what: str) -> BackendError:
+def refusal(e: LXDAPIException, what: str) -> BackendError:
     """The daemon's answer to a change, as the contract's error (``what``: "profile p1")."""
     status = getattr(e.response, "status_code", 0)
     text = str(e)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
-
-import requests
-from pylxd import exceptions as pylxd_exc
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BackendError, Conflict, OperationFailed
 from ..models import InstanceRef, InstanceStatus
 from . import convert
 from .known import Known
+from .lazy import pylxd_exc
 from .rest import Rest
+
+if TYPE_CHECKING:
+    import requests
 
 DONE = ("Success", "Failure", "Cancelled")
 """Statuses of an operation that has ended."""

@@ -1,5 +1,5 @@
-"""The transport of an LXD/Incus remote: one :class:`Rest` per remote holds the pylxd client
-and its requests session, the remote's own thread pool, the time-outs, and the mapping of
+"""The transport of an LXD/Incus remote: one :class:`Rest` per remote holds the fast GET
+connections, the pylxd client and its requests session, the remote's own thread pool, the time-outs, and the mapping of
 transport and API errors to words. Beside it, each with its own state: :mod:`.ops`
 (waiting for, following and cancelling operations; undoing a creation), :mod:`.sockets`
 (websockets) and :mod:`.known` (what the concerns remember between calls).
@@ -10,6 +10,11 @@ REST" and "TLS and pinning"):
 * pylxd is synchronous and its ``Client()`` already does a GET, so every call, construction
   included, runs in this remote's own small thread pool. A hung remote then blocks only
   its own threads, never the event loop or another remote.
+* Importing pylxd (and requests under it) costs more than a daemon needs to answer a
+  listing: connecting and listing use the fast GET path, and the client is built in the
+  background once connected (:meth:`Rest.build_client`); a verb in the meantime waits for
+  it in :meth:`Rest.call`, off the loop. pylxd's and requests' exceptions are named through
+  :mod:`.lazy`.
 * The requests session is built with ``trust_env = False`` (:mod:`.tls`); otherwise
   ``REQUESTS_CA_BUNDLE`` replaces the pinned certificate.
 """
@@ -17,18 +22,16 @@ REST" and "TLS and pinning"):
 from __future__ import annotations
 
 import asyncio
-import http.client
+import concurrent.futures
+import contextlib
 import functools
+import http.client
 import os
 import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
-
-import pylxd
-import requests
-from pylxd import exceptions as pylxd_exc
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from ..errors import (
     AuthError,
@@ -40,7 +43,12 @@ from ..errors import (
     Unreachable,
 )
 from ..models import Remote
-from .fasthttp import FastGet
+from .fasthttp import FastGet, HTTPStatusError
+from .lazy import pylxd_exc, requests_exc
+
+if TYPE_CHECKING:
+    import pylxd
+    import requests
 
 T = TypeVar("T")
 
@@ -58,6 +66,8 @@ class Rest:
         self.fast = FastGet(remote, timeout)
         self._client: pylxd.Client | None = None
         self._session: requests.Session | None = None
+        self._build: Callable[[], tuple[pylxd.Client, requests.Session]] | None = None
+        self._building: concurrent.futures.Future[None] | None = None
 
     # Connection ------------------------------------------------------------------------
 
@@ -68,17 +78,81 @@ class Rest:
 
     @property
     def client(self) -> pylxd.Client:
-        if self._client is None:
+        """The pylxd client; while it is still being built (just after connecting), a
+        stand-in that waits for it when first used: in the pool, where :meth:`call` has
+        waited already, that costs nothing."""
+        client = self._client
+        if client is not None:
+            return client
+        if self._build is None:
             raise Unreachable(f"'{self.remote.name}' is not connected.")
-        return self._client
+        return cast("pylxd.Client", _PendingClient(self))
 
-    def attach(self, client: pylxd.Client, session: requests.Session) -> None:
-        """Use ``client`` (and its ``session``) from now on."""
-        self._client, self._session = client, session
+    def ensure_connected(self) -> None:
+        """Raises Unreachable unless the backend connected (and was not closed since)."""
+        if self._client is None and self._build is None:
+            raise Unreachable(f"'{self.remote.name}' is not connected.")
+
+    def build_client(self, build: Callable[[], tuple[pylxd.Client, requests.Session]]
+                     ) -> None:
+        """Build the pylxd client (and its session) with ``build`` in a thread of its own,
+        in the background: connecting, listing and events need neither pylxd nor requests,
+        and importing them costs more than a listing. Verbs wait for it (:meth:`call`)."""
+        self._build = build
+        self._start_build()
+
+    def _start_build(self) -> concurrent.futures.Future[None]:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._building = future
+        build = self._build
+
+        def run() -> None:
+            try:
+                assert build is not None
+                client, session = build()
+            except BaseException as e:
+                future.set_exception(e)
+                return
+            if self._building is not future:  # closed (or rebuilt) meanwhile
+                session.close()
+                future.set_exception(Unreachable(f"'{self.remote.name}' is not connected."))
+                return
+            self._client, self._session = client, session
+            future.set_result(None)
+
+        threading.Thread(target=run, name=f"lxd-{self.remote.name}-client", daemon=True).start()
+        return future
+
+    def _building_now(self) -> concurrent.futures.Future[None] | None:
+        """The client's build, started again if the last one failed (the daemon was away
+        for a moment, say); None once it is built or when not connected."""
+        if self._client is not None or self._build is None:
+            return None
+        building = self._building
+        if building is None or (building.done() and building.exception() is not None):
+            building = self._start_build()
+        return building
+
+    def wait_client(self) -> pylxd.Client:
+        """The pylxd client, waiting for its build (blocking: for pool threads)."""
+        building = self._building_now()
+        if building is not None:
+            try:
+                building.result(timeout=self.timeout * 2)
+            except concurrent.futures.TimeoutError as e:
+                raise NotResponding(f"'{self.remote.name}' ({self.where}) is not "
+                                    f"responding.") from e
+            except Exception as e:
+                raise self.map_error(e) from e
+        client = self._client
+        if client is None:
+            raise Unreachable(f"'{self.remote.name}' is not connected.")
+        return client
 
     def close(self) -> None:
         """Release the session, the pool and the fast GET connection. Safe twice."""
         session, self._session, self._client = self._session, None, None
+        self._build = self._building = None
         if session is not None:
             session.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -91,9 +165,17 @@ class Rest:
         name = self.remote.name
         if isinstance(e, BackendError):
             return e
-        if isinstance(e, (requests.exceptions.Timeout, asyncio.TimeoutError, TimeoutError)):
+        if isinstance(e, HTTPStatusError):  # the fast GET path's answers
+            if e.status == 404:
+                return NotFound(str(e))
+            if e.status == 409:
+                return Conflict(str(e))
+            if e.status == 403:
+                return AuthError(f"'{name}' refused the request: {e} (is this client trusted?)")
+            return OperationFailed(str(e))
+        if isinstance(e, (requests_exc.Timeout, asyncio.TimeoutError, TimeoutError)):
             return NotResponding(f"'{name}' ({self.where}) is not responding.")
-        if isinstance(e, requests.exceptions.SSLError):
+        if isinstance(e, requests_exc.SSLError):
             text = str(e)
             if "Fingerprints did not match" in text or "certificate verify failed" in text \
                     or "not the pinned one" in text:  # tls.PinnedContext's own words
@@ -104,7 +186,7 @@ class Rest:
                     f"was reinstalled, remove and re-add the remote with the CLI."
                 )
             return AuthError(f"TLS with '{name}' ({self.where}) failed: {text}")
-        if isinstance(e, requests.exceptions.ConnectionError):
+        if isinstance(e, requests_exc.ConnectionError):
             text = str(e)
             if self.remote.is_unix and not os.path.exists(self.remote.socket_path):
                 return Unreachable(f"No {self.product} socket at {self.remote.socket_path}.")
@@ -145,8 +227,10 @@ class Rest:
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None,
                    **kwargs: Any) -> T:
-        """Run a blocking call in this remote's pool; map its errors."""
+        """Run a blocking call in this remote's pool; map its errors. Waits first for the
+        pylxd client if it is still being built (see :meth:`build_client`)."""
         loop = asyncio.get_running_loop()
+        await self._client_built()
         future = loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
         try:
             result = await asyncio.wait_for(future, timeout or self.timeout * 2)
@@ -161,10 +245,20 @@ class Rest:
         except Exception as e:  # mapped at the edge on purpose
             raise self.map_error(e) from e
 
+    async def _client_built(self) -> None:
+        """Wait (without blocking the loop) for a client being built; its failure is
+        raised, in words, where the call first uses the client."""
+        building = self._building_now()
+        if building is not None and not building.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(building)),
+                                       self.timeout * 2)
+
     async def stream(self, fn: Callable[[threading.Event], Any]) -> Any:
         """Run a long blocking transfer in the pool (no time-out; cancelling the coroutine
         sets the event the transfer checks between chunks, and waits for it to stop)."""
         loop = asyncio.get_running_loop()
+        await self._client_built()
         stop = threading.Event()
         future = loop.run_in_executor(self.pool, fn, stop)
         try:
@@ -202,3 +296,13 @@ class Rest:
         """``GET /1.0/instances/<name>``: the instance's JSON."""
         client = self.client
         return await self.call(lambda: client.api.instances[name].get().json()["metadata"])
+
+
+class _PendingClient:
+    """Stands for the pylxd client while it is built: any attribute waits for it."""
+
+    def __init__(self, rest: Rest) -> None:
+        self._rest = rest
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rest.wait_client(), name)

@@ -9,14 +9,13 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, OperationFailed, Unsupported
 from ..models import InstanceRef, Resource
 from ..units import format_size
 from . import convert
 from . import resource_convert as rc
+from .lazy import pylxd_exc
 from .objects import change, check_name, metadata
 from .ops import Ops
 from .rest import Rest

@@ -16,14 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pylxd import exceptions as pylxd_exc
-
 from ..base import Backend
 from ..errors import BackendError, Conflict, InvalidInput, OperationFailed, Unreachable, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus
 from ..steps import Steps
 from . import convert
 from .known import Known
+from .lazy import pylxd_exc
 from .ops import DONE, Ops
 from .rest import Rest
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from pylxd import exceptions as pylxd_exc
 
 from ..base import Backend
 from ..errors import InvalidInput, OperationFailed
 from ..models import ResourceKind
+from .lazy import pylxd_exc
 from .objects import EDITABLE, WORDS, node, refusal
 from .ops import Ops
 from .rest import Rest

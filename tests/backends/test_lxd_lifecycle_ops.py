@@ -397,12 +397,15 @@ async def test_copy_to_a_target_that_went_away(lxd, lab, unique):
                       addresses=(f"https://127.0.0.1:{fport}",))
     target = get_backend(proxied, timeout=3)
     await target.connect()
+    await asyncio.to_thread(target.rest.wait_client)  # its pylxd client, built once connected
     c = unique()
     make(lab.lxd1, c)
     try:
         server.close()
         await server.wait_closed()
-        target.rest.client.api.session.close()  # no kept-alive connection through the forwarder
+        # no kept-alive connection through the forwarder
+        target.rest.client.api.session.close()
+        target.rest.fast.close()
         with pytest.raises(Unreachable, match="Nothing was changed") as refused:
             await backends["local"].copy_to(ref("local", c), target, unique("n"), move=True)
         print(f"\ntarget gone: {refused.value}")
