@@ -20,6 +20,10 @@ The pure parts (JSON -> models, texts, names) are in :mod:`.convert`.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from typing import Any, Callable, Coroutine, TypeVar
+
 from ..base import Backend
 from ..models import Capability, Instance, InstanceStatus, InstanceType, Remote
 from .backups import Backups
@@ -48,7 +52,42 @@ from .yamledit import YamlEdit
 
 __all__ = ["IncusBackend", "LXDBackend"]
 
+WITHOUT_CLIENT = frozenset({"connect", "close", "list_instances", "get_instance",
+                            "get_states", "list_members", "list_profiles", "list_networks",
+                            "list_storage_pools", "list_volumes", "list_projects",
+                            "list_images", "list_operations"})
+"""Verbs that need no pylxd client (the fast GET path): they are not held while it is built."""
 
+B = TypeVar("B", bound=type)
+
+
+def _held(verb: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    @functools.wraps(verb)
+    async def held(self: LXDBackend, *args: Any, **kwargs: Any) -> Any:
+        await self.rest.client_built()
+        return await verb(self, *args, **kwargs)
+
+    return held
+
+
+def hold_until_client(cls: B) -> B:
+    """Each verb of ``cls`` that is its own (a coroutine of this package, not a default of
+    :class:`~backends.base.Backend`) and not in :data:`WITHOUT_CLIENT` waits, off the loop,
+    for the pylxd client that is built in the background once connected
+    (:meth:`.rest.Rest.build_client`): the concerns may then read the client's attributes on
+    the loop, which would otherwise wait there for the build."""
+    for name in dir(cls):
+        verb = getattr(cls, name)
+        if name.startswith("_") or name in WITHOUT_CLIENT \
+                or not inspect.iscoroutinefunction(verb) \
+                or not verb.__module__.startswith(__package__ or "backends.lxd"):
+            continue
+        setattr(cls, name, _held(verb))
+    return cls
+
+
+
+@hold_until_client
 class LXDBackend(Clustering, Lifecycle, Events, Create, Limits, Snapshots, Consoles, Backups,
                  Transfer, Images, Guest, Operations, Profiles, Networks, Storage, Projects,
                  ImageAliases, YamlEdit, Files, Backend):

@@ -43,9 +43,14 @@ class _UnixConnection(http.client.HTTPConnection):
 class FastGet:
     """Thread-safe: one kept-alive connection per worker thread."""
 
-    def __init__(self, remote: Remote, timeout: float) -> None:
+    def __init__(self, remote: Remote, timeout: float, read_timeout: float | None = None
+                 ) -> None:
         self.remote = remote
         self.timeout = timeout
+        """Seconds to connect (and shake hands)."""
+        self.read_timeout = timeout if read_timeout is None else read_timeout
+        """Seconds an answer may keep us waiting (a cluster electing a new leader takes
+        several)."""
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -65,6 +70,14 @@ class FastGet:
                 hostport = self.remote.address.split("://", 1)[1].rstrip("/")
                 conn = http.client.HTTPSConnection(hostport, timeout=self.timeout,
                                                    context=self._ctx)
+            try:
+                conn.connect()
+                conn.timeout = self.read_timeout  # (also if http.client connects again)
+                if conn.sock is not None:
+                    conn.sock.settimeout(self.read_timeout)
+            except BaseException:
+                conn.close()
+                raise
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

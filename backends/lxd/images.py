@@ -22,9 +22,7 @@ class Images(Backend):
     ops: Ops
 
     async def list_images(self) -> list[ImageInfo]:
-        client = self.rest.client
-        items = await self.rest.call(
-            lambda: client.api.images.get(params={"recursion": 1}).json()["metadata"] or [])
+        items = await self.rest.get("images", recursion="1") or []
         images = [convert.to_image(d) for d in items]
         images.sort(key=lambda i: (i.aliases == (), [a.lower() for a in i.aliases],
                                    i.fingerprint))

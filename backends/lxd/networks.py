@@ -35,9 +35,7 @@ class Networks(Backend):
     rest: Rest
 
     async def list_networks(self) -> list[Resource]:
-        client = self.rest.client
-        items = await self.rest.call(
-            lambda: metadata(client.api.networks.get(params={"recursion": 1})) or [])
+        items = await self.rest.get("networks", recursion="1") or []
         return sorted((rc.to_network(d, self.remote.name, self.remote.project) for d in items),
                       key=lambda r: (r.read_only, r.name))
 

@@ -19,10 +19,7 @@ class Operations(Backend):
     async def list_operations(self) -> list[Operation]:
         """Running and recently finished operations (the daemon keeps finished ones for a
         few seconds), running first, newest first."""
-        client = self.rest.client
-        meta = await self.rest.call(
-            lambda: client.api.operations.get(params={"recursion": 1}).json()["metadata"]
-            or {})
+        meta = await self.rest.get("operations", recursion="1") or {}
         ops = []
         for items in (meta.values() if isinstance(meta, dict) else [meta]):
             for item in items or ():

@@ -21,9 +21,7 @@ class Profiles(Backend):
     ops: Ops
 
     async def list_profiles(self) -> list[Resource]:
-        client = self.rest.client
-        items = await self.rest.call(
-            lambda: metadata(client.api.profiles.get(params={"recursion": 1})) or [])
+        items = await self.rest.get("profiles", recursion="1") or []
         return sorted((rc.to_profile(d, self.remote.name, self.remote.project) for d in items),
                       key=lambda r: r.name)
 

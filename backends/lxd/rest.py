@@ -11,10 +11,11 @@ REST" and "TLS and pinning"):
   included, runs in this remote's own small thread pool. A hung remote then blocks only
   its own threads, never the event loop or another remote.
 * Importing pylxd (and requests under it) costs more than a daemon needs to answer a
-  listing: connecting and listing use the fast GET path, and the client is built in the
-  background once connected (:meth:`Rest.build_client`); a verb in the meantime waits for
-  it in :meth:`Rest.call`, off the loop. pylxd's and requests' exceptions are named through
-  :mod:`.lazy`.
+  listing: connecting, listing, one instance, the views' lists and events use the fast GET
+  path (:meth:`Rest.get`) and websockets; the client is built in the background a moment
+  after connecting, or as soon as a verb needs it (:meth:`Rest.build_client`), the verb
+  waiting for it off the loop (:meth:`Rest.client_built`). pylxd's and requests'
+  exceptions are named through :mod:`.lazy`.
 * The requests session is built with ``trust_env = False`` (:mod:`.tls`); otherwise
   ``REQUESTS_CA_BUNDLE`` replaces the pinned certificate.
 """
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+BUILD_AFTER = 1.5
+"""Seconds after connecting when the pylxd client is built if no verb asked for it before."""
+
 
 class Rest:
     """One LXD/Incus remote's HTTP transport: the pylxd client on a pinned session, calls
@@ -63,11 +67,12 @@ class Rest:
         self.product = product
         """``LXD`` or ``Incus``, for messages."""
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"lxd-{remote.name}")
-        self.fast = FastGet(remote, timeout)
+        self.fast = FastGet(remote, timeout, read_timeout=timeout * 2)
         self._client: pylxd.Client | None = None
         self._session: requests.Session | None = None
         self._build: Callable[[], tuple[pylxd.Client, requests.Session]] | None = None
         self._building: concurrent.futures.Future[None] | None = None
+        self._build_lock = threading.Lock()
 
     # Connection ------------------------------------------------------------------------
 
@@ -88,18 +93,27 @@ class Rest:
             raise Unreachable(f"'{self.remote.name}' is not connected.")
         return cast("pylxd.Client", _PendingClient(self))
 
+    @property
+    def client_started(self) -> bool:
+        """The pylxd client is built or being built (see :meth:`build_client`)."""
+        return self._client is not None or self._building is not None
+
     def ensure_connected(self) -> None:
         """Raises Unreachable unless the backend connected (and was not closed since)."""
         if self._client is None and self._build is None:
             raise Unreachable(f"'{self.remote.name}' is not connected.")
 
-    def build_client(self, build: Callable[[], tuple[pylxd.Client, requests.Session]]
-                     ) -> None:
+    def build_client(self, build: Callable[[], tuple[pylxd.Client, requests.Session]],
+                     after: float | None = None) -> None:
         """Build the pylxd client (and its session) with ``build`` in a thread of its own,
-        in the background: connecting, listing and events need neither pylxd nor requests,
-        and importing them costs more than a listing. Verbs wait for it (:meth:`call`)."""
+        ``after`` seconds from now or when a verb first needs it, whichever comes first:
+        connecting, listing, the views' lists and events need neither pylxd nor requests,
+        and importing them costs more than a listing (at start, beside everything else).
+        Verbs wait for it (:meth:`client_built`)."""
         self._build = build
-        self._start_build()
+        timer = threading.Timer(BUILD_AFTER if after is None else after, self._building_now)
+        timer.daemon = True
+        timer.start()
 
     def _start_build(self) -> concurrent.futures.Future[None]:
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -126,12 +140,13 @@ class Rest:
     def _building_now(self) -> concurrent.futures.Future[None] | None:
         """The client's build, started again if the last one failed (the daemon was away
         for a moment, say); None once it is built or when not connected."""
-        if self._client is not None or self._build is None:
-            return None
-        building = self._building
-        if building is None or (building.done() and building.exception() is not None):
-            building = self._start_build()
-        return building
+        with self._build_lock:  # (the timer's thread and the loop may both start it)
+            if self._client is not None or self._build is None:
+                return None
+            building = self._building
+            if building is None or (building.done() and building.exception() is not None):
+                building = self._start_build()
+            return building
 
     def wait_client(self) -> pylxd.Client:
         """The pylxd client, waiting for its build (blocking: for pool threads)."""
@@ -227,10 +242,8 @@ class Rest:
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None,
                    **kwargs: Any) -> T:
-        """Run a blocking call in this remote's pool; map its errors. Waits first for the
-        pylxd client if it is still being built (see :meth:`build_client`)."""
+        """Run a blocking call in this remote's pool; map its errors."""
         loop = asyncio.get_running_loop()
-        await self._client_built()
         future = loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
         try:
             result = await asyncio.wait_for(future, timeout or self.timeout * 2)
@@ -245,9 +258,12 @@ class Rest:
         except Exception as e:  # mapped at the edge on purpose
             raise self.map_error(e) from e
 
-    async def _client_built(self) -> None:
-        """Wait (without blocking the loop) for a client being built; its failure is
-        raised, in words, where the call first uses the client."""
+    async def client_built(self) -> None:
+        """Start the client's build if it is not, and wait for it without blocking the
+        loop; a failure is raised, in words, where the verb first uses the client. Every
+        verb that needs pylxd waits here first
+        (:func:`backends.lxd.backend.hold_until_client`); in a pool thread, the client
+        stands in for itself until built (:class:`_PendingClient`)."""
         building = self._building_now()
         if building is not None and not building.done():
             with contextlib.suppress(Exception):
@@ -258,7 +274,6 @@ class Rest:
         """Run a long blocking transfer in the pool (no time-out; cancelling the coroutine
         sets the event the transfer checks between chunks, and waits for it to stop)."""
         loop = asyncio.get_running_loop()
-        await self._client_built()
         stop = threading.Event()
         future = loop.run_in_executor(self.pool, fn, stop)
         try:
@@ -292,10 +307,22 @@ class Rest:
 
         return report
 
+    async def get(self, path: str, **params: str) -> Any:
+        """``GET /1.0/<path>`` in the remote's project, on the fast GET path (no pylxd):
+        the ``metadata`` of the answer, errors in words (404: NotFound, 409: Conflict)."""
+        query = dict(params)
+        if self.remote.project != "default":
+            query["project"] = self.remote.project
+        return await self.call(self.fast.get_json, path, query)
+
     async def instance(self, name: str) -> dict[str, Any]:
-        """``GET /1.0/instances/<name>``: the instance's JSON."""
-        client = self.client
-        return await self.call(lambda: client.api.instances[name].get().json()["metadata"])
+        """``GET /1.0/instances/<name>``: the instance's JSON (the fast GET path)."""
+        if "/" in name:  # (no instance has one: it would name another path)
+            raise NotFound(f"There is no instance '{name}' on '{self.remote.name}'.")
+        data = await self.get(f"instances/{name}")
+        if not isinstance(data, dict):
+            raise OperationFailed(f"'{self.remote.name}' answered with no instance.")
+        return data
 
 
 class _PendingClient:

@@ -10,8 +10,10 @@ import time
 import pytest
 from backend_checks import cli_status, watching
 
+from backends import get_backend
 from backends.errors import Conflict, NotFound
 from backends.models import EventKind, FileEntry, InstanceRef, InstanceStatus, InstanceType
+from backends.remotes import discover
 
 BUSYBOX_IMAGE = "busybox (corral test image)"
 """What the listing shows as the image of an instance made from the lab's image (its
@@ -363,3 +365,52 @@ async def test_console_over_websockets_detaches_and_reattaches_with_the_log(remo
         await again.close()
     finally:
         daemon.cli("delete", "--force", inst)
+
+
+async def test_the_verbs_without_pylxd_need_no_client_and_the_others_wait_for_it(
+        lab, lab_env, unique, monkeypatch):
+    """Connecting, listing, events, one instance and the views' lists go through the fast
+    GET path: on each remote they answer with the pylxd client not even started (its build
+    is put off here); the first other verb starts it and waits for it, off the loop."""
+    import backends.lxd.rest as rest_module
+    from backends.lxd.backend import WITHOUT_CLIENT
+
+    monkeypatch.setattr(rest_module, "BUILD_AFTER", 600.0)
+    c = unique()
+    lab.lxd1.cli("init", "busybox", c)
+    remotes = {r.name: r for r in discover(lab_env).remotes}
+    for name in ("local", "lab2", "inc1"):
+        backend = get_backend(remotes[name], timeout=10)
+        try:
+            await backend.connect()
+            listed = await backend.list_instances()
+            assert all(i.name for i in listed)
+            assert await backend.get_states([i.ref for i in listed[:3]]) is not None
+            assert {p.name for p in await backend.list_profiles()} >= {"default"}
+            await backend.list_networks()
+            pools = await backend.list_storage_pools()
+            assert pools and pools[0].name
+            await backend.list_volumes(pools[0].name)
+            assert "default" in {p.name for p in await backend.list_projects()}
+            assert await backend.list_images()
+            await backend.list_operations()
+            if name == "local":
+                assert (await backend.get_instance(InstanceRef("local", c))).name == c
+                with pytest.raises(NotFound):
+                    await backend.get_instance(InstanceRef("local", unique("gone")))
+            exempt = {"connect", "close", "list_instances", "get_states", "list_members",
+                      "list_profiles", "list_networks", "list_storage_pools",
+                      "list_volumes", "list_projects", "list_images", "list_operations",
+                      "get_instance"}
+            assert WITHOUT_CLIENT == exempt  # each one is called above (list_members: the
+            # cluster tests) and a new one must be added here
+            assert not backend.rest.client_started, name
+            # a verb that needs pylxd starts its build at once and waits for it
+            if name == "local":
+                snaps = await asyncio.wait_for(backend.list_snapshots(InstanceRef("local", c)),
+                                               30)
+                assert snaps == []
+                assert backend.rest.client_started
+        finally:
+            await backend.close()
+    lab.lxd1.cli("delete", "--force", c)
