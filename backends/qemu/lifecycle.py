@@ -62,6 +62,25 @@ async def _guest_used(monitor: Monitor, ref: InstanceRef) -> int | None:
     return None
 
 
+_VERSIONS: dict[tuple[str, int, int], str] = {}
+"""``qemu-system-x86_64 --version`` per binary (path, size, mtime): asked once per process,
+and again only when the binary changed (an upgrade)."""
+
+
+async def qemu_version(binary: str) -> str:
+    """The version QEMU's ``binary`` says it is (``7.2.9 (Debian 1:7.2+dfsg-7+deb12u16)``)."""
+    st = os.stat(binary)
+    key = (os.path.realpath(binary), st.st_size, st.st_mtime_ns)
+    version = _VERSIONS.get(key)
+    if version is None:
+        proc = await asyncio.create_subprocess_exec(binary, "--version",
+                                                    stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
+        _VERSIONS[key] = version
+    return version
+
+
 class Lifecycle(Backend):
     """Connect, list, get, states, start, stop, restart, freeze, unfreeze, delete."""
 
@@ -70,17 +89,15 @@ class Lifecycle(Backend):
     launcher: Launcher
 
     async def connect(self) -> ServerInfo:
-        if shutil.which(QEMU) is None:
+        binary = shutil.which(QEMU)
+        if binary is None:
             raise Unreachable(f"{QEMU} is not installed (package qemu-system-x86).")
-        proc = await asyncio.create_subprocess_exec(QEMU, "--version",
-                                                    stdout=asyncio.subprocess.PIPE)
-        out, _ = await proc.communicate()
+        version = await qemu_version(binary)
         self.vms.root.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(sweep, self.vms.root)  # what a killed corral left
         for name in self.vms.names():  # VMs that outlived an earlier corral
             await self.monitor.adopt(name)
         await asyncio.to_thread(self._end_orphan_servers)
-        version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
         self.launcher.kvm.fallback.qemu_version = version
         return ServerInfo(server="qemu", version=version, auth="local")
 
