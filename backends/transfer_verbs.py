@@ -1,5 +1,6 @@
-"""Copies and moves of an instance to another remote (``COPY_MOVE``): the part of the
-backend contract that says, before anything is tried, where an instance can go.
+"""Copies and moves of an instance to another remote (``COPY_MOVE``), and of the objects
+beside instances (volumes, images): the part of the backend contract that says, before
+anything is tried, where they can go.
 
 :meth:`TransferVerbs.copy_problem` answers for a pair of backends (this one, the one ``there``) and
 a verb (copy or move): None when this backend can do it, else why not in words. The UI
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .errors import Unsupported
-from .models import Instance, InstanceRef
+from .models import Instance, InstanceRef, ResourceKind
 
 if TYPE_CHECKING:
     from .base import Backend
@@ -35,6 +36,16 @@ class TransferVerbs:
             return "it is the same remote"
         if there.kind != me.kind:
             return f"{there.remote.name} is a {there.kind} remote, not {me.kind}"
+        return None
+
+    def object_copy_problem(self, there: Backend, kind: ResourceKind) -> str | None:
+        """Why an object of ``kind`` (a volume, an image) of this remote cannot be copied to
+        the remote ``there`` serves, in words; None when it can (its own remote included,
+        where the verb allows that). The default: only between remotes of the same kind."""
+        me: Backend = self  # type: ignore[assignment]
+        if there.kind != me.kind:
+            return (f"{there.remote.name} is a {there.kind} remote: {kind.value.split('-')[-1]}s "
+                    f"copy only between remotes of the same kind.")
         return None
 
     async def copy_to(self, ref: InstanceRef, target: Backend, new_name: str, *,

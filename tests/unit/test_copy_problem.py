@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from backends.libvirt.backend import LibvirtBackend
 from backends.lxd import IncusBackend, LXDBackend
-from backends.models import Remote
+from backends.models import Remote, ResourceKind
 from backends.qemu.backend import QEMUBackend
 
 
@@ -34,3 +34,14 @@ def test_each_backend_says_where_its_instances_can_go():
     assert "only to another libvirt" in b["va"].copy_problem(b["va"], move=True)
     # the contract's default: another remote of the same kind
     assert "is a lxd remote" in b["qemu"].copy_problem(b["lxd1"])
+
+
+def test_volumes_and_images_copy_between_remotes_of_one_kind_their_own_included():
+    b = _all()
+    for kind in (ResourceKind.VOLUME, ResourceKind.IMAGE):
+        assert b["lxd1"].object_copy_problem(b["lxd2"], kind) is None
+        assert b["lxd1"].object_copy_problem(b["lxd1"], kind) is None  # e.g. <name>-copy
+        plural = "volumes" if kind is ResourceKind.VOLUME else "images"
+        assert b["lxd1"].object_copy_problem(b["inc"], kind) == (
+            f"inc is a incus remote: {plural} copy only between remotes of the same kind.")
+        assert b["va"].object_copy_problem(b["lxd1"], kind) is not None

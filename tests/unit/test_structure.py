@@ -133,15 +133,29 @@ def test_the_ui_asks_capabilities_not_attributes():
                     func.attr if isinstance(func, ast.Attribute) else "")
                 if called in ("hasattr", "signature"):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}()")
-            if isinstance(node, ast.Compare):
-                text = ast.unparse(node)
-                names_a_kind = any(isinstance(c, ast.Constant) and c.value in BACKEND_KINDS
-                                   for c in ast.walk(node))
-                by_kind = any(isinstance(n, ast.Attribute) and n.attr == "kind"
-                              for n in ast.walk(node))
-                if names_a_kind and (".remote " in text + " " or by_kind):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {text}")
+            if isinstance(node, ast.Compare) and chooses_by_kind(node):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
     assert offenders == []
+
+
+def chooses_by_kind(node: ast.Compare) -> bool:
+    """A comparison that chooses by backend kind: a ``.kind`` (or a ``.remote``) against a
+    kind's name, two ``.kind`` s against each other, or a collection of ``.kind`` s."""
+    text = ast.unparse(node)
+    names_a_kind = any(isinstance(c, ast.Constant) and c.value in BACKEND_KINDS
+                       for c in ast.walk(node))
+    operands = [node.left, *node.comparators]
+
+    def kinds_in(n: ast.AST) -> bool:
+        return any(isinstance(a, ast.Attribute) and a.attr == "kind" for a in ast.walk(n))
+
+    by_kind = any(kinds_in(o) for o in operands)
+    if names_a_kind and (".remote " in text + " " or by_kind):
+        return True
+    if sum(kinds_in(o) for o in operands) >= 2:
+        return True
+    return any(isinstance(o, (ast.Set, ast.List, ast.Tuple, ast.SetComp)) and kinds_in(o)
+               for o in operands)
 
 
 BACKEND_KINDS = ("qemu", "lxc", "lxd", "incus", "libvirt")
@@ -149,15 +163,18 @@ BACKEND_KINDS = ("qemu", "lxc", "lxd", "incus", "libvirt")
 UI choosing by backend instead of asking capabilities."""
 
 
-def test_the_kind_check_catches_both_spellings():
+def test_the_kind_check_catches_every_spelling():
     for source in ('x = {} if remote.kind == "qemu" else {}',
-                   'ok = backend.kind in ("lxd", "incus")', 'if ref.remote == "lxc": pass'):
+                   'ok = backend.kind in ("lxd", "incus")', 'if ref.remote == "lxc": pass',
+                   'ok = target.kind != ctx.backend_of(row.remote).kind',
+                   'names = [n for n in names if backends[n].kind == here.kind]',
+                   'ok = {b.kind} == kinds'):
         node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare))
-        text = ast.unparse(node)
-        assert any(isinstance(c, ast.Constant) and c.value in BACKEND_KINDS
-                   for c in ast.walk(node)) and (
-            ".remote " in text + " " or any(isinstance(n, ast.Attribute) and n.attr == "kind"
-                                           for n in ast.walk(node))), source
+        assert chooses_by_kind(node), source
+    for source in ('ok = event.kind in (EventKind.CLUSTER, EventKind.CONNECTION)',
+                   'ok = entry.kind == "directory"', 'ok = s.kind == IMPORT_SOURCE'):
+        node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare))
+        assert not chooses_by_kind(node), source
 
 
 def _capability_reads(source: str) -> list[int]:
@@ -248,3 +265,18 @@ def test_devices_are_read_from_their_typed_field():
     assert _extra_devices_reads('d = dict(inst.extra.get("devices") or {})')
     assert _extra_devices_reads('d = full.extra["devices"]')
     assert _extra_devices_reads('d = inst.devices') == []
+
+
+def test_the_ui_makes_backends_in_one_place():
+    """Every backend the UI makes comes from ``backend_factory`` (tui/services/supervisor.py),
+    with its kind's settings from the configuration: no second way that forgets them."""
+    makers = []
+    for path in (ROOT / "tui").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else (
+                    func.attr if isinstance(func, ast.Attribute) else "")
+                if name in ("get_backend", "backend_class"):
+                    makers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert [m.split(":")[0] for m in makers] == ["tui/services/supervisor.py"], makers

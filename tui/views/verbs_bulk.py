@@ -12,7 +12,7 @@ from functools import partial
 from typing import Awaitable, Callable
 
 from backends.errors import BackendError, InvalidInput
-from backends.models import Capability
+from backends.models import Capability, ResourceKind
 
 from ..flows import bulk
 from ..flows.context import Context
@@ -28,19 +28,22 @@ def _kinds(ctx: Context, rows: list[Row]) -> set[str]:
 
 
 async def _target(ctx: Context, rows: list[Row], capability: Capability, what: str,
-                  *, same_kind: bool, elsewhere: bool = False) -> str | None:
-    """The remote to copy the marked ``rows`` to: one that can, of the rows' kind when
-    ``same_kind``, not the rows' own remote when ``elsewhere`` (and they are all on one);
-    the only one, or the user's choice (another remote first)."""
-    kinds = _kinds(ctx, rows)
+                  *, kind: ResourceKind | None = None, elsewhere: bool = False) -> str | None:
+    """The remote to copy the marked ``rows`` to: one that can, where each row's backend
+    can copy a ``kind`` object to (``object_copy_problem``; None: any), not the rows' own
+    remote when ``elsewhere`` (and they are all on one); the only one, or the user's choice
+    (another remote first)."""
+    backends = ctx.inventory.backends
     sources = {r.remote for r in rows}
-    names = [n for n, b in ctx.inventory.backends.items() if ctx.can(capability, n)
-             and (not same_kind or {b.kind} == kinds)
+    names = [n for n, b in backends.items() if ctx.can(capability, n)
+             and (kind is None or all(backends[s].object_copy_problem(b, kind) is None
+                                      for s in sources if s in backends))
              and not (elsewhere and sources == {n})]
     if not names:
+        kinds = _kinds(ctx, rows)
         ctx.notify(f"No connected remote to copy these {what} to"
                    + (f" (they copy only between {' or '.join(sorted(kinds))} remotes "
-                      "of one kind)." if same_kind else "."), severity="warning")
+                      "of one kind)." if kind is not None else "."), severity="warning")
         return None
     if len(names) == 1:
         return names[0]
@@ -78,7 +81,7 @@ async def copy_profile(ctx: Context) -> None:
     if not rows:
         await v.copy_profile(ctx)
         return
-    remote = await _target(ctx, rows, Capability.PROFILES, "profiles", same_kind=False)
+    remote = await _target(ctx, rows, Capability.PROFILES, "profiles")
     if remote is None:
         return
     target = ctx.backend_of(remote)
@@ -108,7 +111,8 @@ async def copy_volume(ctx: Context) -> None:
     if not rows:
         await vs.copy_volume(ctx)
         return
-    remote = await _target(ctx, rows, Capability.STORAGE, "volumes", same_kind=True)
+    remote = await _target(ctx, rows, Capability.STORAGE, "volumes",
+                           kind=ResourceKind.VOLUME)
     if remote is None:
         return
     target = ctx.backend_of(remote)
@@ -146,7 +150,8 @@ async def copy_image(ctx: Context) -> None:
     if not rows:
         await vs.copy_image(ctx)
         return
-    remote = await _target(ctx, rows, Capability.IMAGE_ALIASES, "images", same_kind=True,
+    remote = await _target(ctx, rows, Capability.IMAGE_ALIASES, "images",
+                           kind=ResourceKind.IMAGE,
                            elsewhere=True)
     if remote is None:
         return

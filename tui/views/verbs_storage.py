@@ -133,9 +133,9 @@ async def copy_volume(ctx: Context) -> None:
     if remote is None:
         return
     target = ctx.backend_of(remote)
-    if target.kind != ctx.backend_of(row.remote).kind:
-        ctx.notify(f"{remote} is a {target.kind} remote: volumes copy only between remotes "
-                   f"of the same kind.", severity="warning")
+    problem = ctx.backend_of(row.remote).object_copy_problem(target, ResourceKind.VOLUME)
+    if problem:
+        ctx.notify(problem, severity="warning")
         return
     try:
         pools = [p.name for p in await target.list_storage_pools()]
@@ -200,7 +200,8 @@ async def copy_image(ctx: Context) -> None:
     here = ctx.backend_of(row.remote)
     names = [n for n in ctx.inventory.backends if n != row.remote
              and ctx.can(Capability.IMAGE_ALIASES, n)
-             and ctx.inventory.backends[n].kind == here.kind]
+             and here.object_copy_problem(ctx.inventory.backends[n], ResourceKind.IMAGE)
+             is None]
     if not names:
         ctx.notify(f"No other connected {here.kind} remote to copy to.", severity="warning")
         return
