@@ -17,7 +17,7 @@ from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from backends import Backend, BackendError, Remote, get_backend, preload
+from backends import BackendError, preload
 from backends.models import ConnectionState
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
@@ -29,6 +29,7 @@ from .keyboard import KeyGate
 from .screens.main import MainScreen
 from .services.cache import InventoryCache, cache_path
 from .services.inventory import BackendFactory, Inventory
+from .services.supervisor import backend_factory
 from .services.startup import Start, resolve
 from .lastframe import Spec
 
@@ -82,9 +83,7 @@ class CorralApp(App[None]):
         for problem in self.problems:
             logging.getLogger("corral.config").warning("%s", problem)
         if factory is None:
-            def factory(remote: Remote, timeout: float) -> Backend:
-                return get_backend(remote, timeout=timeout,
-                                   **config.backend_options(remote.kind))
+            factory = backend_factory(config.backend_options)
         self.inventory = Inventory(remotes, on_change=self._inventory_changed,
                                    timeout=config.network_timeout,
                                    first_listings=start.first_listings, factory=factory)

@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from backends import get_backend
 from backends.errors import AuthError, BackendError, NotResponding
 from backends.models import Remote
 
 from .config import Config
+from .services.supervisor import BackendFactory, backend_factory
 
 
-async def _state(remote: Remote, timeout: float, options: dict) -> tuple[str, str]:
+async def _state(remote: Remote, timeout: float, make: BackendFactory) -> tuple[str, str]:
     """(state word, detail) of one remote, after connecting and listing once."""
     if remote.problem:
         return "error", remote.problem
-    backend = get_backend(remote, timeout=timeout, **options)
+    backend = make(remote, timeout)
     try:
         async with asyncio.timeout(timeout * 2):
             info = await backend.connect()
@@ -43,8 +43,8 @@ async def _state(remote: Remote, timeout: float, options: dict) -> tuple[str, st
 
 async def _states(remotes: list[Remote], timeout: float, config: Config
                   ) -> list[tuple[str, str]]:
-    return await asyncio.gather(*(
-        _state(r, timeout, config.backend_options(r.kind)) for r in remotes))
+    make = backend_factory(config.backend_options)  # as the UI makes them
+    return await asyncio.gather(*(_state(r, timeout, make) for r in remotes))
 
 
 def list_remotes(config_path: Path | None, names: list[str] | None) -> int:

@@ -5,7 +5,8 @@ user asks (``R``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from backends import get_backend, loaded, preload
 from backends.base import Backend
@@ -22,8 +23,19 @@ from .state import InventoryState
 BackendFactory = Callable[[Remote, float], Backend]
 
 
-def default_factory(remote: Remote, timeout: float) -> Backend:
-    return get_backend(remote, timeout=timeout)
+def backend_factory(options: Callable[[str], Mapping[str, Any]] | None = None
+                    ) -> BackendFactory:
+    """The one way the UI makes a remote's backend: ``options(kind)`` gives the settings a
+    backend of that kind is made with (``Config.backend_options``; none: the defaults)."""
+    def make(remote: Remote, timeout: float) -> Backend:
+        return get_backend(remote, timeout=timeout,
+                           **(options(remote.kind) if options is not None else {}))
+
+    return make
+
+
+default_factory = backend_factory()
+"""A backend with its kind's default settings (an inventory made without a configuration)."""
 
 
 class Supervisor:
