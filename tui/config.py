@@ -167,9 +167,14 @@ def load_config(path: Path | None = None) -> Config:
     this user's own: :func:`~backends.paths.read_owned`) gives defaults plus a problem
     naming the file and the line (or what is wrong with it)."""
     path = path or config_file()
-    problems: list[str] = []
+    data = _read_toml(path)
+    return data if isinstance(data, Config) else _from_toml(data, path)
+
+
+def _read_toml(path: Path) -> dict[str, Any] | Config:
+    """The file's tables, or the defaults with the reason it could not be read."""
     try:
-        data = tomllib.loads(read_owned(path).decode())
+        return tomllib.loads(read_owned(path).decode())
     except FileNotFoundError:
         return Config(path=path)
     except UntrustedFile as e:
@@ -180,6 +185,11 @@ def load_config(path: Path | None = None) -> Config:
         return Config(path=path, problems=(f"{path}: not UTF-8 text; using defaults",))
     except OSError as e:
         return Config(path=path, problems=(f"{path}: cannot be read ({e.strerror})",))
+
+
+def _from_toml(data: dict[str, Any], path: Path) -> Config:
+    problems: list[str] = []
+
     def table(name: str) -> dict[str, Any]:
         value = data.get(name) or {}
         if not isinstance(value, dict):
@@ -212,24 +222,7 @@ def load_config(path: Path | None = None) -> Config:
     if accel not in ("auto", "kvm", "tcg"):
         problems.append(f"{path}: [qemu] accel must be auto, kvm or tcg; using auto")
         accel = "auto"
-    console = table("console")
-    detach, problem = detach_key_name(_text(console, "detach_key", "ctrl+]", problems, path,
-                                            "console"))
-    if problem:
-        problems.append(f"{path}: [console] {problem}")
-    shell = console.get("shell") or []
-    if isinstance(shell, str):
-        shell = shell.split()
-    if not isinstance(shell, list) or not all(isinstance(a, str) for a in shell):
-        problems.append(f"{path}: [console] shell must be a command as a list of strings")
-        shell = []
-    graphics = str(console.get("graphics", "auto"))
-    if graphics not in ("auto", "kitty", "sixel", "halfblock"):
-        problems.append(f"{path}: [console] graphics must be auto, kitty, sixel or "
-                        f"halfblock; using auto")
-        graphics = "auto"
-    screen_fps = _num(console, "screen_fps", 10.0, problems, path, minimum=1, maximum=60,
-                      table="console")
+    console = _console(table("console"), problems, path)
     extra = data.get("remote") or []
     if not isinstance(extra, list):
         problems.append(f"{path}: [[remote]] entries must be tables")
@@ -253,12 +246,35 @@ def load_config(path: Path | None = None) -> Config:
         qemu_accel=accel,
         lxc_enabled=_flag(lxc, "enabled", True, problems, path, "lxc"),
         lxc_paths=names(lxc, "paths"),
-        detach_key=detach,
-        shell=tuple(shell),
-        record_dir=_text(console, "record_dir", "", problems, path, "console"),
-        graphics=graphics,
-        screen_fps=screen_fps,
-        screenshot_dir=_text(console, "screenshot_dir", "~/corral-screenshots", problems, path,
-                             "console"),
+        **console,
         problems=tuple(problems),
     )
+
+
+def _console(console: dict[str, Any], problems: list[str], path: Path) -> dict[str, Any]:
+    """The [console] table's settings, as :class:`Config`'s keyword arguments."""
+    detach, problem = detach_key_name(_text(console, "detach_key", "ctrl+]", problems, path,
+                                            "console"))
+    if problem:
+        problems.append(f"{path}: [console] {problem}")
+    shell = console.get("shell") or []
+    if isinstance(shell, str):
+        shell = shell.split()
+    if not isinstance(shell, list) or not all(isinstance(a, str) for a in shell):
+        problems.append(f"{path}: [console] shell must be a command as a list of strings")
+        shell = []
+    graphics = str(console.get("graphics", "auto"))
+    if graphics not in ("auto", "kitty", "sixel", "halfblock"):
+        problems.append(f"{path}: [console] graphics must be auto, kitty, sixel or "
+                        f"halfblock; using auto")
+        graphics = "auto"
+    return {
+        "detach_key": detach,
+        "shell": tuple(shell),
+        "record_dir": _text(console, "record_dir", "", problems, path, "console"),
+        "graphics": graphics,
+        "screen_fps": _num(console, "screen_fps", 10.0, problems, path, minimum=1,
+                           maximum=60, table="console"),
+        "screenshot_dir": _text(console, "screenshot_dir", "~/corral-screenshots", problems,
+                                path, "console"),
+    }
