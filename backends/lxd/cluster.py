@@ -110,6 +110,9 @@ class ClusterState:
         """Instance name -> member, from the last listing (kept current by reads); the
         members' instance counts come from it."""
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lxd-cluster")
+        self.members_unread = False
+        """Connecting did not read the members: the next listing reads them beside the
+        instances (to mark those on an offline member)."""
 
 
 class Clustering(Backend):
@@ -178,10 +181,10 @@ class Clustering(Backend):
             return info
         self.known.cluster_hook = self._cluster_frame
         self.known.ready.set()  # the stream knows it is a cluster: subscribe while members load
-        try:
-            members = await self.list_members()
-        except (OperationFailed, NotFound):
-            members = []
+        if not failures:  # nothing to say of the members here: the listing reads them
+            self.cluster.members_unread = True
+            return info
+        members = await self._members_or_none()
         if failures:
             by_url = {host_port(m.url): m.name for m in members}
             dead = ", ".join(f"{by_url.get(host_port(a), 'member')} at {host_port(a)} "
@@ -192,6 +195,12 @@ class Clustering(Backend):
             info = replace(info, note=self.cluster.note)
             self.known.info = info
         return info
+
+    async def _members_or_none(self) -> list[ClusterMember]:
+        try:
+            return await self.list_members()
+        except (OperationFailed, NotFound):
+            return []
 
     async def close(self) -> None:
         self.cluster.pool.shutdown(wait=False, cancel_futures=True)
@@ -295,7 +304,12 @@ class Clustering(Backend):
         return convert.on_offline_member(inst, offline)
 
     async def list_instances(self) -> list[Instance]:
-        instances = await super().list_instances()
+        if self.cluster.members_unread:
+            self.cluster.members_unread = False
+            _members, instances = await asyncio.gather(self._members_or_none(),
+                                                       super().list_instances())
+        else:
+            instances = await super().list_instances()
         if self.cluster.clustered:
             self.cluster.locations = {i.name: i.location for i in instances}
         offline = self._offline() if self.cluster.clustered else {}
