@@ -37,7 +37,8 @@ READS: frozenset[str] = frozenset({
     "list_nics", "list_operations", "list_profiles", "get_profile", "list_networks",
     "network_leases", "list_storage_pools", "list_volumes", "list_projects", "get_yaml",
     "list_files", "read_file", "list_members", "placements", "cluster_instances",
-    "live_move_problem", "live_move_to_problem", "copy_problem", "portable_vm",
+    "live_move_problem", "live_move_to_problem", "copy_problem", "object_copy_problem",
+    "portable_vm",
     "owned_storage", "storage_offer",
     # backend-specific: the LXD file listing's parts, the QEMU import's first look
     "list_names", "stat_files", "plan_import",
