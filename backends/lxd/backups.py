@@ -161,7 +161,7 @@ class Backups(Backend):
                     raise asyncio.CancelledError()
                 chunk = self.f.read(n if n and n > 0 else 1 << 20)
                 self.sent += len(chunk)
-                tick(f"uploading {convert.mib(self.sent)} of {convert.mib(total)}")
+                tick(f"uploading {convert.mib(self.sent)} of {convert.mib(total)}", False)
                 return chunk
 
         def _upload(stop: threading.Event) -> str:

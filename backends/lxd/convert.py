@@ -187,13 +187,14 @@ def to_state(
 
 
 def to_snapshot(data: Mapping[str, Any], ref: InstanceRef) -> Snapshot:
+    size = data.get("size")
     return Snapshot(
         ref=ref,
         name=data["name"].split("/")[-1],
         created_at=parse_time(data.get("created_at")),
         stateful=bool(data.get("stateful")),
         expires_at=parse_time(data.get("expires_at")),
-        size=data.get("size") if isinstance(data.get("size"), int) and data.get("size") >= 0 else None,
+        size=size if isinstance(size, int) and size >= 0 else None,
     )
 
 
@@ -326,10 +327,10 @@ def progress_text(meta: Mapping[str, Any] | None) -> str:
     for key, value in meta.items():
         if key.endswith("_progress") and isinstance(value, str):
             stage = key[: -len("_progress")]
-            label = _STAGES.get(stage)
+            known = _STAGES.get(stage)
             m = re.search(r"(\d+)%", value)
-            if label and m:
-                return f"{label} {m.group(1)}%"
+            if known and m:
+                return f"{known} {m.group(1)}%"
             return value
     return ""
 

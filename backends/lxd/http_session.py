@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ssl
+from typing import cast
 
 import requests
 from pylxd.client import get_session_for_url
@@ -24,7 +25,7 @@ def make_session(remote: Remote) -> requests.Session:
         cert = (remote.client_cert, remote.client_key)
         session = get_session_for_url(url, verify=remote.server_cert or True, cert=cert)
         if remote.server_cert:
-            context = ssl_context(remote, SettledContext)
+            context = cast(SettledContext, ssl_context(remote, SettledContext))
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE  # what urllib3 sets for pylxd: the pin decides
             context.set_alpn_protocols(["http/1.1"])  # urllib3's

@@ -257,9 +257,9 @@ class SFTPChannel:
             if kind != _NAME:
                 raise SFTPError("an SFTP answer that is not names")
             for _ in range(reader.u32()):
-                name = reader.bytes()
+                raw = reader.bytes()
                 reader.bytes()  # the "ls -l" line: everything is in the attributes
-                found.append((name, reader.attrs()))
+                found.append((raw, reader.attrs()))
             if len(found) > MAX_ENTRIES:
                 raise SFTPError(f"{path} has more than {MAX_ENTRIES} entries")
         want, packet = self._request(_CLOSE, _string(handle))
