@@ -110,9 +110,6 @@ class ClusterState:
         """Instance name -> member, from the last listing (kept current by reads); the
         members' instance counts come from it."""
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lxd-cluster")
-        self.members_unread = False
-        """Connecting did not read the members: the next listing reads them beside the
-        instances (to mark those on an offline member)."""
 
 
 class Clustering(Backend):
@@ -182,7 +179,6 @@ class Clustering(Backend):
         self.known.cluster_hook = self._cluster_frame
         self.known.ready.set()  # the stream knows it is a cluster: subscribe while members load
         if not failures:  # nothing to say of the members here: the listing reads them
-            self.cluster.members_unread = True
             return info
         members = await self._members_or_none()
         if failures:
@@ -304,8 +300,9 @@ class Clustering(Backend):
         return convert.on_offline_member(inst, offline)
 
     async def list_instances(self) -> list[Instance]:
-        if self.cluster.members_unread:
-            self.cluster.members_unread = False
+        if self.cluster.clustered and not self.cluster.members:
+            # none read yet (connecting does not wait for them): read beside the instances,
+            # so that those on an offline member are marked
             _members, instances = await asyncio.gather(self._members_or_none(),
                                                        super().list_instances())
         else:

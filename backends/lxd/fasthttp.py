@@ -28,6 +28,16 @@ class HTTPStatusError(Exception):
         self.status = status
 
 
+def api_path(*parts: str) -> str:
+    """``parts`` (``"instances"``, a name…) as one path below ``/1.0``. A part that is not
+    one name (empty, or holding a ``/``, which would reach another object) is answered as
+    the daemon answers an unknown name: 404, before anything is sent."""
+    for part in parts:
+        if not part or "/" in part:
+            raise HTTPStatusError(404, f"'{part}' is not a name")
+    return "/".join(parts)
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path: str, timeout: float) -> None:
         super().__init__("lxd", timeout=timeout)

@@ -97,10 +97,7 @@ class Lifecycle(Backend):
     async def list_instances(self) -> list[Instance]:
         rest = self.rest
         rest.ensure_connected()
-        query = {"recursion": "1"}
-        if self.remote.project != "default":
-            query["project"] = self.remote.project
-        items = await rest.call(rest.fast.get_json, "instances", query)
+        items = await rest.get("instances", recursion="1")
         instances = []
         for d in items if isinstance(items, list) else ():
             try:

@@ -1,6 +1,6 @@
 """The transport of an LXD/Incus remote: one :class:`Rest` per remote holds the fast GET
-connections, the pylxd client and its requests session, the remote's own thread pool, the time-outs, and the mapping of
-transport and API errors to words. Beside it, each with its own state: :mod:`.ops`
+connections, the pylxd client and its requests session, the remote's own thread pool, the
+time-outs, and the mapping of transport and API errors to words. Beside it, each with its own state: :mod:`.ops`
 (waiting for, following and cancelling operations; undoing a creation), :mod:`.sockets`
 (websockets) and :mod:`.known` (what the concerns remember between calls).
 
@@ -44,7 +44,7 @@ from ..errors import (
     Unreachable,
 )
 from ..models import Remote
-from .fasthttp import FastGet, HTTPStatusError
+from .fasthttp import FastGet, HTTPStatusError, api_path
 from .lazy import pylxd_exc, requests_exc
 
 if TYPE_CHECKING:
@@ -84,13 +84,12 @@ class Rest:
     @property
     def client(self) -> pylxd.Client:
         """The pylxd client; while it is still being built (just after connecting), a
-        stand-in that waits for it when first used: in the pool, where :meth:`call` has
-        waited already, that costs nothing."""
+        stand-in that waits for it when first used. A verb has waited for it already
+        (:meth:`client_built`), so the stand-in never waits on the loop."""
         client = self._client
         if client is not None:
             return client
-        if self._build is None:
-            raise Unreachable(f"'{self.remote.name}' is not connected.")
+        self.ensure_connected()
         return cast("pylxd.Client", _PendingClient(self))
 
     @property
@@ -101,7 +100,10 @@ class Rest:
     def ensure_connected(self) -> None:
         """Raises Unreachable unless the backend connected (and was not closed since)."""
         if self._client is None and self._build is None:
-            raise Unreachable(f"'{self.remote.name}' is not connected.")
+            raise self._not_connected()
+
+    def _not_connected(self) -> Unreachable:
+        return Unreachable(f"'{self.remote.name}' is not connected.")
 
     def build_client(self, build: Callable[[], tuple[pylxd.Client, requests.Session]],
                      after: float | None = None) -> None:
@@ -129,7 +131,7 @@ class Rest:
                 return
             if self._building is not future:  # closed (or rebuilt) meanwhile
                 session.close()
-                future.set_exception(Unreachable(f"'{self.remote.name}' is not connected."))
+                future.set_exception(self._not_connected())
                 return
             self._client, self._session = client, session
             future.set_result(None)
@@ -161,7 +163,7 @@ class Rest:
                 raise self.map_error(e) from e
         client = self._client
         if client is None:
-            raise Unreachable(f"'{self.remote.name}' is not connected.")
+            raise self._not_connected()
         return client
 
     def close(self) -> None:
@@ -307,19 +309,23 @@ class Rest:
 
         return report
 
-    async def get(self, path: str, **params: str) -> Any:
-        """``GET /1.0/<path>`` in the remote's project, on the fast GET path (no pylxd):
-        the ``metadata`` of the answer, errors in words (404: NotFound, 409: Conflict)."""
-        query = dict(params)
+    def in_project(self, **params: str) -> dict[str, str]:
+        """``params`` as a query in the remote's project (for :meth:`FastGet.get_json`,
+        whose ``query`` replaces the project)."""
         if self.remote.project != "default":
-            query["project"] = self.remote.project
-        return await self.call(self.fast.get_json, path, query)
+            params["project"] = self.remote.project
+        return params
+
+    async def get(self, *parts: str, **params: str) -> Any:
+        """``GET /1.0/<part>/<part>…`` in the remote's project, on the fast GET path (no
+        pylxd): the ``metadata`` of the answer, errors in words (404: NotFound, 409:
+        Conflict). A part is a name as given (:func:`~.fasthttp.api_path`)."""
+        return await self.call(lambda: self.fast.get_json(api_path(*parts),
+                                                          self.in_project(**params)))
 
     async def instance(self, name: str) -> dict[str, Any]:
         """``GET /1.0/instances/<name>``: the instance's JSON (the fast GET path)."""
-        if "/" in name:  # (no instance has one: it would name another path)
-            raise NotFound(f"There is no instance '{name}' on '{self.remote.name}'.")
-        data = await self.get(f"instances/{name}")
+        data = await self.get("instances", name)
         if not isinstance(data, dict):
             raise OperationFailed(f"'{self.remote.name}' answered with no instance.")
         return data

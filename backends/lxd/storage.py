@@ -15,7 +15,7 @@ from ..models import InstanceRef, Resource
 from ..units import format_size
 from . import convert
 from . import resource_convert as rc
-from .fasthttp import HTTPStatusError
+from .fasthttp import HTTPStatusError, api_path
 from .objects import change, check_name, metadata
 from .ops import Ops
 from .rest import Rest
@@ -38,15 +38,14 @@ class Storage(Backend):
 
     async def list_storage_pools(self) -> list[Resource]:
         rest = self.rest
-        query = {"project": rest.remote.project} if rest.remote.project != "default" else {}
 
         def _do() -> list[tuple[dict, dict | None]]:  # the fast GET path: no pylxd
-            items = rest.fast.get_json("storage-pools", {**query, "recursion": "1"}) or []
+            items = rest.fast.get_json("storage-pools", rest.in_project(recursion="1")) or []
             out = []
             for d in items:
                 try:
-                    res = rest.fast.get_json(f"storage-pools/{d['name']}/resources", query) \
-                        if "/" not in d["name"] else None
+                    res = rest.fast.get_json(api_path("storage-pools", d["name"], "resources"),
+                                             rest.in_project())
                 except HTTPStatusError:
                     res = None
                 out.append((d, res))
@@ -58,9 +57,7 @@ class Storage(Backend):
 
     async def list_volumes(self, pool: str) -> list[Resource]:
         try:
-            if "/" in pool:  # (no pool has one: it would name another path)
-                raise NotFound(pool)
-            items = await self.rest.get(f"storage-pools/{pool}/volumes/custom",
+            items = await self.rest.get("storage-pools", pool, "volumes", "custom",
                                         recursion="1") or []
         except NotFound:
             raise NotFound(f"There is no storage pool '{pool}' on '{self.remote.name}'.") \

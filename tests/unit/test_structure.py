@@ -127,15 +127,20 @@ def test_the_ui_asks_capabilities_not_attributes():
             continue  # the terminal emulator has no backend in sight
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                func = node.func
-                called = func.id if isinstance(func, ast.Name) else (
-                    func.attr if isinstance(func, ast.Attribute) else "")
-                if called in ("hasattr", "signature"):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}()")
+            if (called := _called(node)) in ("hasattr", "signature"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}()")
             if isinstance(node, ast.Compare) and chooses_by_kind(node):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
     assert offenders == []
+
+
+def _called(node: ast.AST) -> str:
+    """The name a call calls (``f`` of ``f()`` and of ``x.f()``); "" for anything else."""
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else (
+        func.attr if isinstance(func, ast.Attribute) else "")
 
 
 def chooses_by_kind(node: ast.Compare) -> bool:
@@ -270,13 +275,8 @@ def test_devices_are_read_from_their_typed_field():
 def test_the_ui_makes_backends_in_one_place():
     """Every backend the UI makes comes from ``backend_factory`` (tui/services/supervisor.py),
     with its kind's settings from the configuration: no second way that forgets them."""
-    makers = []
-    for path in (ROOT / "tui").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.id if isinstance(func, ast.Name) else (
-                    func.attr if isinstance(func, ast.Attribute) else "")
-                if name in ("get_backend", "backend_class"):
-                    makers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    makers = [f"{path.relative_to(ROOT)}:{node.lineno}"
+              for path in (ROOT / "tui").rglob("*.py")
+              for node in ast.walk(ast.parse(path.read_text()))
+              if _called(node) in ("get_backend", "backend_class")]
     assert [m.split(":")[0] for m in makers] == ["tui/services/supervisor.py"], makers
