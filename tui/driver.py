@@ -124,13 +124,16 @@ class QuietLinuxDriver(LinuxDriver):
         feed, tick = parser.feed, parser.tick
         alt = AltKeys(key_name)
         decode = getincrementaldecoder("utf-8")().decode
+        cooked = lastframe.take_cooked()  # typed before corral took the terminal
 
         def process(events: list[tuple[selectors.SelectorKey, int]],
                     final: bool = False) -> None:
+            nonlocal cooked
             for key, mask in events:
                 if key.fd != fileno or not mask & selectors.EVENT_READ:
                     continue
-                data = decode(os.read(fileno, 1024 * 4), final=final)
+                raw, cooked = lastframe.uncook(os.read(fileno, 1024 * 4), cooked)
+                data = decode(raw, final=final)
                 if not data:
                     break  # stdin at its end (tui/hangup.py notices a hung-up terminal)
                 for piece in alt.pieces(data):

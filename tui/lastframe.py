@@ -16,11 +16,13 @@ other modules are imported.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import re
 import shutil
+import struct
 import sys
 import termios
 from collections.abc import Mapping, Sequence
@@ -136,6 +138,9 @@ class Painted:
         """The UI's driver took the terminal (and leaves the alternate screen itself)."""
         self.entered = False
         """A frame was written (on the alternate screen)."""
+        self.cooked = 0
+        """Bytes typed before :func:`typeahead_modes` were set (Python was still
+        starting): the line discipline had made each Enter (CR) a newline already."""
 
     def done(self) -> None:
         """The UI has ended, or never started: the screen (when the UI did not leave the
@@ -168,6 +173,26 @@ def ui_started() -> list | None:
     return painted.attrs
 
 
+def take_cooked() -> int:
+    """How many bytes at the head of the input were typed before corral took the terminal
+    (each ``\\n`` among them was an Enter, made a newline by the terminal's ICRNL); asked
+    once, by the UI's driver as it starts reading."""
+    painted = _painted
+    if painted is None:
+        return 0
+    cooked, painted.cooked = painted.cooked, 0
+    return cooked
+
+
+def uncook(data: bytes, cooked: int) -> tuple[bytes, int]:
+    """``data`` read from the terminal with its first ``cooked`` bytes' newlines made the
+    Enter (CR) they were typed as; and how many cooked bytes are still to come."""
+    if cooked <= 0:
+        return data, 0
+    head = data[:cooked].replace(b"\n", b"\r")
+    return head + data[cooked:], cooked - len(head)
+
+
 def typeahead_modes(attrs: list) -> list:
     """The terminal's modes while corral starts: what is typed is neither echoed nor
     changed by the line discipline (no line editing, Enter stays a CR, no flow control),
@@ -180,6 +205,14 @@ def typeahead_modes(attrs: list) -> list:
     cc[termios.VMIN], cc[termios.VTIME] = 1, 0
     quiet[6] = cc
     return quiet
+
+
+def _pending(fd: int) -> int:
+    """Bytes waiting to be read on the terminal ``fd`` (0 when it cannot say)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
 def paint(env: Mapping[str, str], config_path: Path, theme: str | None,
@@ -197,6 +230,7 @@ def paint(env: Mapping[str, str], config_path: Path, theme: str | None,
     painted = _painted = Painted(fd, attrs)
     try:
         termios.tcsetattr(fd, termios.TCSANOW, typeahead_modes(attrs))
+        painted.cooked = _pending(fd)
         size = shutil.get_terminal_size()  # what Textual sizes its screen by (COLUMNS…)
         frame = load(frame_path(env, config_path), key(env, config_path, size, theme,
                                                          remotes))

@@ -113,3 +113,38 @@ def test_the_ui_puts_back_the_modes_from_before_the_frame():
         assert lastframe.ui_started() == ["the modes before"]  # after a suspend too
     finally:
         lastframe._painted = None
+
+
+def test_an_enter_typed_before_corral_took_the_terminal_is_an_enter(spot, monkeypatch):
+    """`tmux send-keys '/web' Enter j` the moment the command starts: Python is still
+    starting, the terminal still cooks the input, and its ICRNL makes the Enter a newline
+    (Textual's ctrl+j: the filter was never submitted, and the j went into it). The bytes
+    waiting when corral takes the terminal are counted, and the driver reads their
+    newlines as the Enter they were typed as; what is typed afterwards is left alone."""
+    import pty
+    import termios
+
+    env, config, _path = spot
+    master, slave = pty.openpty()
+    try:
+        assert termios.tcgetattr(slave)[0] & termios.ICRNL  # a terminal's default
+        os.write(master, b"/web\rj")
+        with open(slave, "r", closefd=False) as stdin, open(slave, "w", closefd=False) as out:
+            monkeypatch.setattr("sys.stdin", stdin)
+            monkeypatch.setattr("sys.stdout", out)
+            painted = lastframe.paint(env, config, None, None)
+            assert painted is not None
+            try:
+                os.write(master, b"\r")  # typed once corral has the terminal: a CR
+                cooked = lastframe.take_cooked()
+                assert cooked == 6 and lastframe.take_cooked() == 0  # asked once
+                read, left = lastframe.uncook(os.read(slave, 3), cooked)  # in pieces
+                while len(read) < 7:  # (the pty hands the last CR over a moment later)
+                    more, left = lastframe.uncook(os.read(slave, 100), left)
+                    read += more
+                assert (read, left) == (b"/web\rj\r", 0)
+            finally:
+                painted.done()
+    finally:
+        os.close(master)
+        os.close(slave)
