@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -115,6 +116,16 @@ def test_the_ui_puts_back_the_modes_from_before_the_frame():
         lastframe._painted = None
 
 
+def _delivered(fd: int, count: int) -> None:
+    """Wait until ``count`` bytes typed on a pty wait for its reader: the kernel hands
+    what the master writes to the line discipline in a moment of its own (on a busy host,
+    after the next line of the test has run). A cooked terminal counts whole lines."""
+    deadline = time.monotonic() + 10
+    while lastframe._pending(fd) < count:
+        assert time.monotonic() < deadline, "the pty never delivered what was typed"
+        time.sleep(0.005)
+
+
 def test_an_enter_typed_before_corral_took_the_terminal_is_an_enter(spot, monkeypatch):
     """`tmux send-keys '/web' Enter j` the moment the command starts: Python is still
     starting, the terminal still cooks the input, and its ICRNL makes the Enter a newline
@@ -128,7 +139,8 @@ def test_an_enter_typed_before_corral_took_the_terminal_is_an_enter(spot, monkey
     master, slave = pty.openpty()
     try:
         assert termios.tcgetattr(slave)[0] & termios.ICRNL  # a terminal's default
-        os.write(master, b"/web\rj")
+        os.write(master, b"/web\rj\r")
+        _delivered(slave, 7)  # (a pty hands written bytes to its reader a moment later)
         with open(slave, "r", closefd=False) as stdin, open(slave, "w", closefd=False) as out:
             monkeypatch.setattr("sys.stdin", stdin)
             monkeypatch.setattr("sys.stdout", out)
@@ -137,12 +149,12 @@ def test_an_enter_typed_before_corral_took_the_terminal_is_an_enter(spot, monkey
             try:
                 os.write(master, b"\r")  # typed once corral has the terminal: a CR
                 cooked = lastframe.take_cooked()
-                assert cooked == 6 and lastframe.take_cooked() == 0  # asked once
+                assert cooked == 7 and lastframe.take_cooked() == 0  # asked once
                 read, left = lastframe.uncook(os.read(slave, 3), cooked)  # in pieces
-                while len(read) < 7:  # (the pty hands the last CR over a moment later)
+                while len(read) < 8:  # (the pty hands the last CR over a moment later)
                     more, left = lastframe.uncook(os.read(slave, 100), left)
                     read += more
-                assert (read, left) == (b"/web\rj\r", 0)
+                assert (read, left) == (b"/web\rj\r\r", 0)
             finally:
                 painted.done()
     finally:
