@@ -36,9 +36,9 @@ from .lastframe import Spec
 log = logging.getLogger(__name__)
 
 FREEZE_QUIET = 0.5
-"""Seconds after every remote's first listing (or failure) at which the objects made so far
-leave the cyclic GC's care (and the collector, off until then when started by the ``corral``
-command, runs again)."""
+"""Seconds of quiet (no inventory change) once every remote is connected and listed, or has
+failed, after which the objects made so far leave the cyclic GC's care (and the collector,
+off until then when started by the ``corral`` command, runs again)."""
 FREEZE_LATEST = 10.0
 """…and at the latest this many seconds after start-up, whatever the remotes do."""
 CACHE_DELAY = 3.0
@@ -92,7 +92,7 @@ class CorralApp(App[None]):
         self._cache_dirty: set[str] = set()
         self._cache_saving = False
         self._frozen = False
-        self._freeze_soon = False
+        self._freeze_soon: Timer | None = None
         self._freeze_timer: Timer | None = None
         self._last_frame = last_frame
         self._remote_changed: dict[str, asyncio.Event] = {}
@@ -128,9 +128,13 @@ class CorralApp(App[None]):
             changed.set()  # whoever waits for this remote looks again
         if self.main_screen is not None:
             self.main_screen.inventory_changed(remote, refs)
-            if not self._frozen and not self._freeze_soon and self._startup_settled():
-                self._freeze_soon = True
-                self.set_timer(FREEZE_QUIET, self._freeze_startup_objects)
+            if not self._frozen and self._startup_settled():
+                if self._freeze_soon is None:
+                    self._freeze_soon = self.set_timer(FREEZE_QUIET,
+                                                       self._freeze_startup_objects)
+                else:
+                    self._freeze_soon.reset()  # quiet means quiet: the listings after
+                    # connecting, their rows, come first
         status = self.inventory.statuses.get(remote)  # none yet for a remote being added
         if self._cache is not None and status is not None and status.listed:
             self._cache_dirty.add(remote)
@@ -264,15 +268,17 @@ class CorralApp(App[None]):
         self.push_screen(self.main_screen)
         # Textual's widgets are long-lived: move them out of the cyclic GC's way, so a
         # full collection during a console flood does not stall a frame (~20-40 ms).
-        # Once the first listings are in: the collection before the freeze takes 80-400 ms,
-        # which must not be on the way to the first full table (a fixed delay was: a slow
-        # machine lists after it).
+        # Once every remote is connected and listed: the collection before the freeze takes
+        # 80-400 ms, which must be neither on the way to the first full table (a fixed
+        # delay was: a slow machine lists after it) nor hold up the remotes that connect
+        # after their first listing (it did: a remote shown "connecting" 0.4 s longer).
         self._freeze_timer = self.set_timer(FREEZE_LATEST, self._freeze_startup_objects)
 
     def _startup_settled(self) -> bool:
-        """Every remote has listed once in this run, or is known not to (failed)."""
-        return all(st.listed or st.state is not ConnectionState.CONNECTING
-                   and st.state is not ConnectionState.CONNECTED
+        """Every remote is connected and has listed in this run, or is known not to connect
+        (failed): none is still connecting."""
+        return all(st.listed if st.state is ConnectionState.CONNECTED
+                   else st.state is not ConnectionState.CONNECTING
                    for st in self.inventory.statuses.values())
 
     def _freeze_startup_objects(self) -> None:

@@ -27,7 +27,7 @@ from tui.services import startup
 from tui.widgets.remote_list import RemoteList
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_warm_start import first_run, make_factory, rows
+from test_warm_start import first_run, gc_calls, make_factory, rows, until_frozen  # noqa: F401
 
 R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
 CT = InstanceType.CONTAINER
@@ -48,6 +48,30 @@ async def wait(pilot, predicate, what):
             return
         await pilot.pause(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_the_start_up_freeze_waits_for_a_listed_remote_to_connect(setup, gc_calls):
+    """The collection before the freeze stalls the loop for 80-400 ms: a remote whose rows
+    came with the first listing but which is still connecting must not wait behind it (it
+    did: it was shown "connecting" that much longer). It runs once the remote is connected
+    and its listing after connecting is in, and the inventory has been quiet."""
+    cfg, env = setup
+    config = load_config(cfg)
+    start = startup.resolve(config, env)
+    start.first_listings = {"alpha": listed(start, [("web1", R)])}
+    gate = asyncio.Event()
+    app = CorralApp(config, env=env, start=start, factory=make_factory(
+        [("web1", CT, R)], gate=gate))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait(pilot, lambda: app.inventory.statuses["alpha"].listed, "the first listing")
+        for _ in range(20):  # well past the quiet delay
+            await pilot.pause(0.02)
+        assert gc_calls == []
+        assert app.inventory.statuses["alpha"].state is ConnectionState.CONNECTING
+        gate.set()
+        await until_frozen(pilot, gc_calls)
+        assert app.inventory.statuses["alpha"].state is ConnectionState.CONNECTED
+        assert gc_calls == ["collect", "freeze", "enable"]
 
 
 async def test_first_listing_is_the_first_frame_and_verbs_wait_for_the_backend(setup):
