@@ -55,7 +55,7 @@ __all__ = ["IncusBackend", "LXDBackend"]
 WITHOUT_CLIENT = frozenset({"connect", "close", "list_instances", "get_instance",
                             "get_states", "list_members", "list_profiles", "list_networks",
                             "list_storage_pools", "list_volumes", "list_projects",
-                            "list_images", "list_operations"})
+                            "list_images", "list_operations", "snapshot_counts"})
 """Verbs that need no pylxd client (the fast GET path): they are not held while it is built."""
 
 B = TypeVar("B", bound=type)

@@ -378,6 +378,7 @@ async def test_the_verbs_without_pylxd_need_no_client_and_the_others_wait_for_it
     monkeypatch.setattr(rest_module, "BUILD_AFTER", 600.0)
     c = unique()
     lab.lxd1.cli("init", "busybox", c)
+    lab.lxd1.cli("snapshot", c, "s1")
     remotes = {r.name: r for r in discover(lab_env).remotes}
     for name in ("local", "lab2", "inc1"):
         backend = get_backend(remotes[name], timeout=10)
@@ -386,6 +387,8 @@ async def test_the_verbs_without_pylxd_need_no_client_and_the_others_wait_for_it
             listed = await backend.list_instances()
             assert all(i.name for i in listed)
             assert await backend.get_states([i.ref for i in listed[:3]]) is not None
+            counts = await backend.snapshot_counts([i.ref for i in listed[:3]])
+            assert set(counts) == {i.ref for i in listed[:3]}
             assert {p.name for p in await backend.list_profiles()} >= {"default"}
             await backend.list_networks()
             pools = await backend.list_storage_pools()
@@ -396,12 +399,14 @@ async def test_the_verbs_without_pylxd_need_no_client_and_the_others_wait_for_it
             await backend.list_operations()
             if name == "local":
                 assert (await backend.get_instance(InstanceRef("local", c))).name == c
+                assert await backend.snapshot_counts([InstanceRef("local", c)]) == {
+                    InstanceRef("local", c): 1}
                 with pytest.raises(NotFound):
                     await backend.get_instance(InstanceRef("local", unique("gone")))
             exempt = {"connect", "close", "list_instances", "get_states", "list_members",
                       "list_profiles", "list_networks", "list_storage_pools",
                       "list_volumes", "list_projects", "list_images", "list_operations",
-                      "get_instance"}
+                      "get_instance", "snapshot_counts"}
             assert WITHOUT_CLIENT == exempt  # each one is called above (list_members: the
             # cluster tests) and a new one must be added here
             assert not backend.rest.client_started, name
@@ -409,7 +414,7 @@ async def test_the_verbs_without_pylxd_need_no_client_and_the_others_wait_for_it
             if name == "local":
                 snaps = await asyncio.wait_for(backend.list_snapshots(InstanceRef("local", c)),
                                                30)
-                assert snaps == []
+                assert [s.name for s in snaps] == ["s1"]
                 assert backend.rest.client_started
         finally:
             await backend.close()
