@@ -200,7 +200,9 @@ class KeyGate:
         try:
             settle = True
             while not self._closing:
-                if settle:
+                # after text typed into a text box, the next key goes at once if it is
+                # text too; any other key waits for what the text did (a search of it)
+                if settle or self._queue and not self._typed_text(self._queue[0]):
                     await self.settle()
                 settle = True
                 if self._holds:
@@ -208,13 +210,17 @@ class KeyGate:
                     continue
                 if not self._queue:
                     break
-                if not settle and not self._typed_text(self._queue[0]):
-                    await self.settle()  # what the text did, before a key that acts on it
                 if await self._searched():
                     await self.settle()
                 released = _again(self._queue.popleft(), self._app)
                 text = self._typed_text(released)  # (the focus it goes to, now)
                 self._app.post_message(released)
+                while text and self._queue and self._typed_text(self._queue[0]):
+                    # the rest of a run of text typed into the same box goes with it, in
+                    # order: it moves nothing, and the box (a filter) reacts once to the
+                    # run instead of once per character behind a round trip each
+                    released = _again(self._queue.popleft(), self._app)
+                    self._app.post_message(released)
                 # The app handles it and calls dispatched(); settle after it
                 await self._handled(released)
                 settle = not text  # text into a text box: the next key at once, in order

@@ -87,6 +87,27 @@ async def test_filter_burst_lands_in_the_filter(fake_env):
         assert isinstance(app.screen, MainScreen)
 
 
+async def test_a_run_of_text_in_a_burst_filters_the_table_once(fake_env, monkeypatch):
+    """A paste or a fast typist's word reaches the filter box as one run: the table is
+    filtered for the whole word, not once per letter behind a round trip each (at start,
+    with every remote connecting, each of those took tens of milliseconds)."""
+    from tui.screens.main import MainScreen as Main
+
+    applied: list[str] = []
+    apply = Main._apply_filter_once
+
+    def counted(self):
+        applied.append(self.query_one("#filter", Input).value)
+        return apply(self)
+
+    monkeypatch.setattr(Main, "_apply_filter_once", counted)
+    async with running(fake_env) as (app, pilot):
+        burst(app, *typed("/alpha-web1\r"))
+        await settle(pilot, app)
+        assert app.main_screen.query_one("#filter", Input).value == "alpha-web1"
+        assert applied == ["alpha-web1"]
+
+
 async def test_command_line_burst_switches_the_view(fake_env):
     async with running(fake_env) as (app, pilot):
         burst(app, *typed(":re\r"))
