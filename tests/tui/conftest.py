@@ -20,3 +20,33 @@ def setup(tmp_path, hermetic_env):
     env = hermetic.environment(tmp_path, os.environ["XDG_RUNTIME_DIR"])
     env.update(LXD_SOCKET=str(tmp_path / "no.sock"), INCUS_SOCKET=str(tmp_path / "no2.sock"))
     return cfg, env
+
+
+class GCRecorder:
+    """Stands in for the ``gc`` module in tui.app: records the start-up freeze."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def collect(self) -> None:
+        self.calls.append("collect")
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+    def enable(self) -> None:
+        self.calls.append("enable")
+
+    def unfreeze(self) -> None:  # the app's end: not part of what the tests look at
+        pass
+
+
+@pytest.fixture
+def gc_calls(monkeypatch):
+    """tui.app's ``gc`` replaced by a recorder (and its delays shortened): its calls."""
+    import tui.app as app_module
+
+    recorder = GCRecorder()
+    monkeypatch.setattr(app_module, "gc", recorder)
+    monkeypatch.setattr(app_module, "FREEZE_QUIET", 0.05)
+    return recorder.calls

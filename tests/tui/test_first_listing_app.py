@@ -27,7 +27,7 @@ from tui.services import startup
 from tui.widgets.remote_list import RemoteList
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_warm_start import first_run, gc_calls, make_factory, rows, until_frozen  # noqa: F401
+from test_warm_start import first_run, make_factory, rows, until_frozen
 
 R, S = InstanceStatus.RUNNING, InstanceStatus.STOPPED
 CT = InstanceType.CONTAINER

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 
 from backends.errors import NotResponding
 from backends.fake import FakeBackend
@@ -153,36 +152,6 @@ async def test_warm_start_against_the_lab(lab, lab_env, unique, tmp_path):
             assert app.inventory.statuses["local"].listed
     finally:
         lab.lxd1.cli("delete", "--force", kept, check=False)
-
-
-class GCRecorder:
-    """Stands in for the ``gc`` module in tui.app: records the start-up freeze."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def collect(self) -> None:
-        self.calls.append("collect")
-
-    def freeze(self) -> None:
-        self.calls.append("freeze")
-
-    def enable(self) -> None:
-        self.calls.append("enable")
-
-    def unfreeze(self) -> None:  # the app's end: not part of what the tests look at
-        pass
-
-
-@pytest.fixture
-def gc_calls(monkeypatch):
-    """tui.app's ``gc`` replaced by a recorder (and its delays shortened): its calls."""
-    import tui.app as app_module
-
-    recorder = GCRecorder()
-    monkeypatch.setattr(app_module, "gc", recorder)
-    monkeypatch.setattr(app_module, "FREEZE_QUIET", 0.05)
-    return recorder.calls
 
 
 async def until_frozen(pilot, calls: list[str]) -> None:
