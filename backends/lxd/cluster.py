@@ -69,6 +69,11 @@ STALE_AFTER = 1.5
 addresses, is given instead."""
 
 
+SHARED_READ = 0.1
+"""Seconds within which another read of the members shares the one under way: the listing
+after connecting reads them, and so does the UI, at the same moment."""
+
+
 def _ignore_outcome(future: asyncio.Future) -> None:
     if not future.cancelled():
         future.exception()  # read, so that asyncio does not log it as never retrieved
@@ -110,6 +115,8 @@ class ClusterState:
         """Instance name -> member, from the last listing (kept current by reads); the
         members' instance counts come from it."""
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lxd-cluster")
+        self.reading: tuple[float, asyncio.Future[list[ClusterMember]]] | None = None
+        """The read of the members under way, and when it started."""
 
 
 class Clustering(Backend):
@@ -239,6 +246,15 @@ class Clustering(Backend):
 
     async def list_members(self) -> list[ClusterMember]:
         self._need_cluster()
+        now = time.monotonic()
+        under_way = self.cluster.reading
+        if under_way is None or under_way[1].done() or now - under_way[0] > SHARED_READ:
+            task = asyncio.ensure_future(self._read_members())
+            task.add_done_callback(_ignore_outcome)  # (its callers may all be gone)
+            under_way = self.cluster.reading = (now, task)
+        return list(await asyncio.shield(under_way[1]))
+
+    async def _read_members(self) -> list[ClusterMember]:
         rest = self.rest
         rest.ensure_connected()
         known = self.cluster.locations or {}

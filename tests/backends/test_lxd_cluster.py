@@ -92,6 +92,27 @@ async def test_members_equal_the_cli(backend, cluster, unique):
         cluster.cli("delete", "--force", name)
 
 
+async def test_members_read_together_are_read_once(backend, cluster, monkeypatch):
+    """The listing after connecting and the UI read the members at the same moment: one
+    read (a GET and a probe of each member's address) serves both; a read asked for once
+    it is over is a new one."""
+    fast = backend.rest.fast
+    reads = []
+    get_json = fast.get_json
+
+    def counted(path, *args, **kwargs):
+        if path == "cluster/members":
+            reads.append(path)
+        return get_json(path, *args, **kwargs)
+
+    monkeypatch.setattr(fast, "get_json", counted)
+    first, second = await asyncio.gather(backend.list_members(), backend.list_members())
+    assert len(reads) == 1
+    assert {m.name for m in first} == {m.name for m in second} == {"m1", "m2", "m3"}
+    again = await backend.list_members()
+    assert len(reads) == 2 and {m.name for m in again} == {"m1", "m2", "m3"}
+
+
 async def test_a_plain_remote_is_not_a_cluster(lab, lab_env):
     b = get_backend({r.name: r for r in discover(lab_env).remotes}["lab2"], timeout=10)
     await b.connect()
