@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.content import Content
@@ -32,7 +31,8 @@ from tui.format import printable
 from tui.terminal.keys import SPECIAL_KEYS, key_label, key_to_bytes
 from tui.terminal.record import AsciicastRecorder
 from . import view_messages
-from .terminal_io import InputWriter, OutputPump, close_in_background, highlight, row_strip
+from .terminal_io import InputWriter, OutputPump, close_in_background, row_strip
+from .terminal_select import MouseSelection
 
 if TYPE_CHECKING:  # the emulator (and pyte) load with the first console, not at start-up
     from tui.terminal.emulator import Selection
@@ -42,7 +42,7 @@ __all__ = ["TerminalView"]
 log = logging.getLogger(__name__)
 
 
-class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
+class TerminalView(MouseSelection, view_messages.ConsoleView, Widget, can_focus=True):
     """A terminal pane driving a console session.
 
     Keys go to the guest (except the detach key, priority bindings such as ctrl+q, and
@@ -300,13 +300,6 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
         self._strips[y] = strip
         return strip
 
-    def _select(self, segments: list[Segment], y: int) -> list[Segment]:
-        assert self._selection is not None
-        return highlight(segments, self._selection,
-                         self.emulator.view_to_absolute(y, self.scroll_offset_lines),
-                         self.size.width,
-                         self.get_component_rich_style("terminalview--selection", partial=True))
-
     def _apply_theme(self) -> None:
         try:
             dark = self.app.current_theme.dark
@@ -469,52 +462,3 @@ class TerminalView(view_messages.ConsoleView, Widget, can_focus=True):
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         event.stop()
         self.scroll_history(-self.WHEEL_LINES)
-
-    # -- selection ---------------------------------------------------------------------------------
-
-    def _cell_at(self, event: events.MouseEvent) -> tuple[int, int]:
-        offset = event.get_content_offset_capture(self)
-        x = max(0, min(offset.x, self.emulator.columns - 1))
-        y = max(0, min(offset.y, self.emulator.lines - 1))
-        return self.emulator.view_to_absolute(y, self.scroll_offset_lines), x
-
-    def on_mouse_down(self, event: events.MouseDown) -> None:
-        if event.button != 1 or event.get_content_offset(self) is None:
-            return
-        self.focus()
-        self._sel_anchor = self._cell_at(event)
-        if self._selection is not None:
-            self._selection = None
-            self._invalidate()
-        self.capture_mouse()
-
-    def on_mouse_move(self, event: events.MouseMove) -> None:
-        if self._sel_anchor is None:
-            return
-        self._set_selection(self._sel_anchor, self._cell_at(event))
-
-    def on_mouse_up(self, event: events.MouseUp) -> None:
-        if self._sel_anchor is None:
-            return
-        anchor, self._sel_anchor = self._sel_anchor, None
-        self.capture_mouse(False)
-        end = self._cell_at(event)
-        if end != anchor:
-            self._set_selection(anchor, end)
-        if self._selection is not None:
-            text = self.emulator.selection_text(self._selection)
-            if text:
-                self.app.copy_to_clipboard(text)
-
-    def _set_selection(self, a: tuple[int, int], b: tuple[int, int]) -> None:
-        start, end = sorted((a, b))
-        from tui.terminal.emulator import Selection
-
-        sel = Selection(start[0], start[1], end[0], end[1] + 1)
-        if sel != self._selection:
-            self._selection = sel
-            self._invalidate()
-
-    @property
-    def selection(self) -> Selection | None:
-        return self._selection
