@@ -54,6 +54,9 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("image", "Image", None),
 )
 LOCATION = ("location", "Location", 9)
+BULK_REMOVE = 16
+"""Rows removed one by one at most; past that, the table is rebuilt from the rows that stay
+(:meth:`InstanceTable._remove_rows`)."""
 """The cluster member column, shown once a cluster remote is known (empty elsewhere)."""
 FLEXIBLE = {"name": (8, 3), "remote": (6, 1), "image": (6, 2)}
 """Minimum width and share of the columns that grow with the terminal."""
@@ -272,6 +275,7 @@ class InstanceTable(FastTable):
             candidates = refs
         resort = False
         updated: dict[str, dict[str, SortCell]] = {}
+        gone: list[str] = []
         for ref in candidates:
             key = row_key(ref)
             inst = inv.instances.get(ref)
@@ -282,7 +286,7 @@ class InstanceTable(FastTable):
                 self.marked.discard(ref)  # gone: nothing left to act on
             if not wanted:
                 if present:
-                    self.remove_row(key)
+                    gone.append(key)
                     del self.refs[key]
                     self._rendered.pop(key, None)
                     self._inputs.pop(key, None)
@@ -312,16 +316,37 @@ class InstanceTable(FastTable):
                 updated[key] = changes
                 resort = resort or self.sort_column in changes
             self._rendered[key] = shown
+        rebuilt = self._remove_rows(gone)
         if selected in candidates:
             self._show_reason()
         if updated:
             self._update_rows(updated, repaint=not resort)
         if resort:
             self.apply_sort()
+        if resort or rebuilt:
             if selected is not None and row_key(selected) in self.refs:
                 index = self.get_row_index(row_key(selected))
                 if index != self.cursor_row:
                     self.move_cursor(row=index, animate=False)
+
+    def _remove_rows(self, keys: list[str]) -> bool:
+        """Remove these rows; True when the table was rebuilt (the cursor went home).
+
+        ``DataTable.remove_row`` numbers every row after the one removed again and checks
+        the cursor and hover cells anew, so removing most of a big table one row at a time
+        (a filter typed over thousands of instances) took seconds. Past a few rows, those
+        that stay go back into the cleared table, in the order they had."""
+        if len(keys) <= BULK_REMOVE:
+            for key in keys:
+                self.remove_row(key)
+            return False
+        leaving = set(keys)
+        kept = [(row.key, self.get_row(row.key), row.height) for row in self.ordered_rows
+                if row.key.value not in leaving]
+        self.clear()
+        for key, cells, height in kept:
+            self.add_row(*cells, key=key.value, height=height)
+        return True
 
     def _update_rows(self, updated: dict[str, dict[str, SortCell]], *, repaint: bool) -> None:
         """Put new cells into rows and repaint just those rows.
