@@ -100,6 +100,7 @@ class CorralApp(App[None]):
         """Every key in order, each after the one before has settled (tui/keyboard.py)."""
         self.inventory.take_first_listings()  # those in already: rows of the first frame
         self.inventory.first_frame = asyncio.Event()  # set by MainScreen once painted
+        self.inventory.keys_handled = self.keys.typed_ahead  # the user's keys go first
         if config.warm_start:
             self._cache = InventoryCache(cache_path(env if env is not None else os.environ,
                                                     config.path))

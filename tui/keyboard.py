@@ -70,6 +70,9 @@ class KeyGate:
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
         """Keys typed for something that did not open (told to the user)."""
+        self.typed_ahead = asyncio.Event()
+        """Set once the keys typed before :meth:`open` are handled (or wait for what a
+        flow of theirs opens): the remotes connect after them, not in their way."""
 
     # The app's side ---------------------------------------------------------------------
 
@@ -167,6 +170,8 @@ class KeyGate:
         if self._open:
             return
         self._open = True
+        if not self._queue:
+            self.typed_ahead.set()  # nothing was typed: nothing to wait for
         self._busy = True
         self.dispatched()
 
@@ -206,9 +211,12 @@ class KeyGate:
                     await self.settle()
                 settle = True
                 if self._holds:
+                    self.typed_ahead.set()  # (a held verb may wait for its remote)
                     await self._wait_holds()
                     continue
                 if not self._queue:
+                    if self._open:
+                        self.typed_ahead.set()
                     break
                 if await self._searched():
                     await self.settle()

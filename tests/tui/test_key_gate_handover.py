@@ -31,8 +31,11 @@ class Tiny(App):
     def compose(self):
         yield Label("main")
 
+    open_at_mount = True
+
     def on_mount(self) -> None:
-        self.keys.open()
+        if self.open_at_mount:
+            self.keys.open()
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
@@ -81,3 +84,40 @@ async def test_without_the_hand_over_the_flow_opened_nothing_and_its_keys_are_dr
     app = await _type_after_the_editor(hand_over=False)
     assert app.ran == []
     assert app.notes == ["Edit c1 opened nothing: the 1 key typed after it were not used."]
+
+
+class Late(Tiny):
+    """The gate opens only when the test says (corral's opens once its main screen is up)."""
+
+    open_at_mount = False
+
+
+async def test_the_keys_typed_before_the_ui_was_ready_are_handled_before_the_remotes_connect():
+    """The remotes connect once the keys typed while corral started are handled
+    (``typed_ahead``): their imports and handshakes are not in the way of the user's filter.
+    With nothing typed, at once; a verb whose flow waits (for that very remote) counts as
+    handled, or the two would wait for each other."""
+    app = Late(hand_over=False)
+    async with app.run_test() as pilot:
+        for key in "pp":
+            app.post_message(events.Key(key, key))  # typed while corral started
+        await pilot.pause(0.1)
+        assert not app.keys.typed_ahead.is_set() and app.ran == []
+        app.keys.open()
+        await asyncio.wait_for(app.keys.typed_ahead.wait(), 10)
+        assert app.ran == ["profiles", "profiles"]  # handled first
+
+    app = Late(hand_over=False)
+    async with app.run_test() as pilot:
+        app.keys.open()  # nothing typed
+        assert app.keys.typed_ahead.is_set()
+
+    app = Late(hand_over=False)
+    async with app.run_test() as pilot:
+        app.post_message(events.Key("e", "e"))  # a flow that waits (the edit is applied)
+        app.post_message(events.Key("p", "p"))
+        await pilot.pause(0.1)
+        app.keys.open()
+        await asyncio.wait_for(app.keys.typed_ahead.wait(), 10)
+        assert app.ran == []  # the p waits behind the flow, which waits for the remote
+        app.applied.set()

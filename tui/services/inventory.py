@@ -131,6 +131,16 @@ class Inventory:
     def first_frame(self, event: asyncio.Event | None) -> None:
         self.listings.first_frame = event
 
+    @property
+    def keys_handled(self) -> asyncio.Event | None:
+        """Set by the UI once it has handled the keys typed before it was ready (see
+        :meth:`after_first_frame`)."""
+        return self.listings.keys_handled
+
+    @keys_handled.setter
+    def keys_handled(self, event: asyncio.Event | None) -> None:
+        self.listings.keys_handled = event
+
     def rows_changed(self, remote: str, refs: set[InstanceRef] | None = None) -> None:
         """Tell the screen that rows ``refs`` of ``remote`` changed (None: all of them)."""
         self.state.rows_changed(remote, refs)
@@ -196,7 +206,7 @@ class Inventory:
         return await self.listings.wait_and_take(name)
 
     async def after_first_frame(self) -> None:
-        """Until the UI's first frame is out (at most two seconds)."""
+        """Until the UI's first frame is out and the keys typed before it are handled."""
         await self.listings.after_first_frame()
 
     async def run_remote(self, name: str) -> None:

@@ -33,6 +33,8 @@ class FirstListings:
         self._first: dict[str, Future[FirstListing | None]] = dict(first or {})
         self.first_frame: asyncio.Event | None = None
         """Set by the UI once its first frame is painted (see :meth:`after_first_frame`)."""
+        self.keys_handled: asyncio.Event | None = None
+        """Set by the UI once it has handled the keys typed before it was ready."""
 
     def _take(self, name: str, listing: FirstListing | None) -> None:
         # For the remote as it is now: the user may have changed its project meanwhile.
@@ -85,10 +87,13 @@ class FirstListings:
 
     async def after_first_frame(self) -> None:
         """Until the UI's first frame is out (``first_frame``, when the UI set one; at
-        most two seconds): a listed remote's backend (imports, TLS handshakes, a QEMU
-        subprocess) would only delay the frame that shows its rows."""
-        if self.first_frame is not None:
-            try:
-                await asyncio.wait_for(self.first_frame.wait(), 2)
-            except TimeoutError:
-                pass
+        most two seconds), then until it has handled the keys typed before it was ready
+        (``keys_handled``; at most one second): a listed remote's backend (imports, TLS
+        handshakes, a QEMU subprocess) would only delay the frame that shows its rows, and
+        the filter or the view the user typed while corral started."""
+        for event, limit in ((self.first_frame, 2.0), (self.keys_handled, 1.0)):
+            if event is not None:
+                try:
+                    await asyncio.wait_for(event.wait(), limit)
+                except TimeoutError:
+                    pass
