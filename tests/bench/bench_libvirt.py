@@ -452,13 +452,6 @@ def running_part(args, uri: str, live: list[str], cfg: Path, env: dict[str, str]
     virsh = virsh_times(uri, running, args.repeats)
     # the cache time_first_table used: the tmux server it started keeps its environment
     cache = work / f"corral-bench-cache-{os.getpid()}"
-    # time_first_table's control client is gone, its session and server not: a client of
-    # ours would find its session name taken
-    subprocess.run([*TMUX, "kill-server"], capture_output=True, check=False)
-    end = time.monotonic() + 10
-    while time.monotonic() < end and subprocess.run([*TMUX, "list-sessions"],
-                                                    capture_output=True).returncode == 0:
-        time.sleep(0.05)
     control = Control({**env, "XDG_CACHE_HOME": str(cache)})
     try:
         first = []

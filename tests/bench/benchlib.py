@@ -114,7 +114,16 @@ class Control:
         raise RuntimeError("the tmux control client ended")
 
     def close(self) -> None:
+        """End the client and the bench's tmux server (killing the client alone left the
+        server, its control session and its ``sleep`` running for a day)."""
+        subprocess.run([*TMUX, "kill-server"], check=False, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         self.proc.kill()
+        self.proc.wait()
+        end = time.monotonic() + 10  # gone, so that the next client can name its session
+        while time.monotonic() < end and subprocess.run(
+                [*TMUX, "list-sessions"], capture_output=True).returncode == 0:
+            time.sleep(0.05)
 
 
 def start_corral(control: "Control", cfg: Path, what: str) -> tuple[str, float]:
