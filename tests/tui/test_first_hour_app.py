@@ -413,15 +413,21 @@ async def test_remotes_pane_keys_reconnect_report_words_and_read_only(fake_env):
         await look(app, pilot, "remotes-pane")
         remotes.move_cursor(row=1)  # beta; its next connection fails
         Flaky.refuse = 1
+
+        async def told(what) -> list[str]:
+            """What the app said, once it said ``what`` (a busy machine takes its time)."""
+            for _ in range(200):
+                said = [n.message for n in app._notifications]
+                if any(what(m) for m in said):
+                    break
+                await pilot.pause(0.05)
+            return said
+
         await press(pilot, app, "R")
-        for _ in range(20):
-            await pilot.pause(0.05)
-        said = [n.message for n in app._notifications]
+        said = await told(lambda m: m.startswith("beta: still no answer"))
         assert any(m.startswith("beta: still no answer") for m in said), said
         await press(pilot, app, "R")
-        for _ in range(20):
-            await pilot.pause(0.05)
-        said = [n.message for n in app._notifications]
+        said = await told(lambda m: m == "beta: connected.")
         assert "beta: connected." in said, said
         # the :remotes view says the pane's words
         await press(pilot, app, "colon", *"remotes", "enter")

@@ -341,11 +341,11 @@ class InstanceTable(FastTable):
                 self.remove_row(key)
             return False
         leaving = set(keys)
-        kept = [(row.key, self.get_row(row.key), row.height) for row in self.ordered_rows
-                if row.key.value not in leaving]
+        kept = [(row.key.value, self.get_row(row.key), row.height)
+                for row in self.ordered_rows if row.key.value not in leaving]
         self.clear()
-        for key, cells, height in kept:
-            self.add_row(*cells, key=key.value, height=height)
+        for value, cells, height in kept:
+            self.add_row(*cells, key=value, height=height)
         return True
 
     def _update_rows(self, updated: dict[str, dict[str, SortCell]], *, repaint: bool) -> None:
