@@ -122,7 +122,6 @@ async def key_then_j(app, pilot, key: str, view: str = "instances") -> str:
     table = app.focused
     before, dropped = position(table), app.keys.dropped
     burst(app, key, "j")
-    await app.keys.settle()  # the app has taken both keys (a busy machine: not in 0.25 s)
     await settle(pilot, app)
     for _ in range(40):  # a flow still opening holds the j
         if app.keys.idle:

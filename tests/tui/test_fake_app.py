@@ -47,7 +47,17 @@ def fake_env(tmp_path):
 
 
 async def settle(pilot, app):
+    """Until the app has taken every key posted so far and handled it (its key gate idle:
+    on a busy machine that takes longer than any fixed pause), then a little longer for
+    what the keys started (workers, timers)."""
     await pilot.pause()
+    keys = getattr(app, "keys", None)
+    if keys is not None:
+        await keys.settle()
+        for _ in range(100):
+            if keys.idle:
+                break
+            await pilot.pause(0.05)
     for _ in range(5):
         await pilot.pause(0.05)
 

@@ -408,6 +408,11 @@ async def test_remotes_pane_keys_reconnect_report_words_and_read_only(fake_env):
         footer = " ".join(screen_lines(app)[-1].split())
         for key in ("R Reconnect", "+ Add remote", "- Remove remote"):
             assert key in footer, footer
+        for _ in range(200):  # both connected (a busy machine takes its time)
+            if str(remotes.get_row("beta")[2]).strip() == "connected" and \
+                    str(remotes.get_row("alpha")[2]).strip() == "read-only":
+                break
+            await pilot.pause(0.05)
         assert str(remotes.get_row("alpha")[2]).strip() == "read-only"
         assert str(remotes.get_row("beta")[2]).strip() == "connected"
         await look(app, pilot, "remotes-pane")
