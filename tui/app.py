@@ -92,7 +92,7 @@ class CorralApp(App[None]):
         self._cache_dirty: set[str] = set()
         self._cache_saving = False
         self._frozen = False
-        self._freeze_soon: Timer | None = None
+        self._freeze_quiet: Timer | None = None
         self._freeze_timer: Timer | None = None
         self._last_frame = last_frame
         self._remote_changed: dict[str, asyncio.Event] = {}
@@ -130,12 +130,13 @@ class CorralApp(App[None]):
         if self.main_screen is not None:
             self.main_screen.inventory_changed(remote, refs)
             if not self._frozen and self._startup_settled():
-                if self._freeze_soon is None:
-                    self._freeze_soon = self.set_timer(FREEZE_QUIET,
-                                                       self._freeze_startup_objects)
+                # each change starts the quiet again: the listings after connecting, and
+                # their rows, come first
+                if self._freeze_quiet is None:
+                    self._freeze_quiet = self.set_timer(FREEZE_QUIET,
+                                                        self._freeze_startup_objects)
                 else:
-                    self._freeze_soon.reset()  # quiet means quiet: the listings after
-                    # connecting, their rows, come first
+                    self._freeze_quiet.reset()
         status = self.inventory.statuses.get(remote)  # none yet for a remote being added
         if self._cache is not None and status is not None and status.listed:
             self._cache_dirty.add(remote)

@@ -187,16 +187,15 @@ class Clustering(Backend):
         self.known.ready.set()  # the stream knows it is a cluster: subscribe while members load
         if not failures:  # nothing to say of the members here: the listing reads them
             return info
-        members = await self._members_or_none()
-        if failures:
-            by_url = {host_port(m.url): m.name for m in members}
-            dead = ", ".join(f"{by_url.get(host_port(a), 'member')} at {host_port(a)} "
-                             f"({why})" for a, why in failures)
-            here = info.server_name or "another member"
-            self.cluster.note = (f"reached through {here} ({host_port(self.remote.address)}):"
-                                 f" {dead} when corral connected")
-            info = replace(info, note=self.cluster.note)
-            self.known.info = info
+        # failed over: say which members did not answer, by name
+        by_url = {host_port(m.url): m.name for m in await self._members_or_none()}
+        dead = ", ".join(f"{by_url.get(host_port(a), 'member')} at {host_port(a)} "
+                         f"({why})" for a, why in failures)
+        here = info.server_name or "another member"
+        self.cluster.note = (f"reached through {here} ({host_port(self.remote.address)}):"
+                             f" {dead} when corral connected")
+        info = replace(info, note=self.cluster.note)
+        self.known.info = info
         return info
 
     async def _members_or_none(self) -> list[ClusterMember]:

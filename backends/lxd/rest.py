@@ -1,6 +1,7 @@
 """The transport of an LXD/Incus remote: one :class:`Rest` per remote holds the fast GET
 connections, the pylxd client and its requests session, the remote's own thread pool, the
-time-outs, and the mapping of transport and API errors to words. Beside it, each with its own state: :mod:`.ops`
+time-outs, and the mapping of transport and API errors to words. Beside it, each with its
+own state: :mod:`.ops`
 (waiting for, following and cancelling operations; undoing a creation), :mod:`.sockets`
 (websockets) and :mod:`.known` (what the concerns remember between calls).
 

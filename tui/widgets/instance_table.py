@@ -54,10 +54,10 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("image", "Image", None),
 )
 LOCATION = ("location", "Location", 9)
+"""The cluster member column, shown once a cluster remote is known (empty elsewhere)."""
 BULK_REMOVE = 16
 """Rows removed one by one at most; past that, the table is rebuilt from the rows that stay
 (:meth:`InstanceTable._remove_rows`)."""
-"""The cluster member column, shown once a cluster remote is known (empty elsewhere)."""
 FLEXIBLE = {"name": (8, 3), "remote": (6, 1), "image": (6, 2)}
 """Minimum width and share of the columns that grow with the terminal."""
 

@@ -25,7 +25,9 @@ class MouseSelection(Widget):
     _sel_anchor: tuple[int, int] | None
 
     def _invalidate(self) -> None:
-        raise NotImplementedError  # the terminal widget repaints what changed
+        """Repaint after the selection changed (the terminal widget repaints only the
+        rows it must)."""
+        self.refresh()
 
     def _select(self, segments: list[Segment], y: int) -> list[Segment]:
         """Row ``y``'s segments with the selected cells highlighted."""
