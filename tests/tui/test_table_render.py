@@ -128,12 +128,16 @@ async def test_a_filter_that_drops_most_rows_keeps_order_cursor_and_cells(
         return remove_row(self, key)
 
     monkeypatch.setattr(InstanceTable, "remove_row", counting)
-    async with app.run_test(size=(120, 30)) as pilot:
-        for _ in range(20):
+    async def until(pilot, done) -> None:
+        for _ in range(250):
+            if done():
+                return
             await pilot.pause(0.02)
+
+    async with app.run_test(size=(120, 30)) as pilot:
         table = app.main_screen.query_one(InstanceTable)
+        await until(pilot, lambda: table.row_count == 120)
         assert table.row_count == 120
-        full = shown(table)
         table.move_cursor(row=next(i for i, row in enumerate(table.ordered_rows)
                                    if table.refs[row.key.value].name == "n057"))
         await pilot.press("space")  # marked (and the cursor goes on to the next row)
@@ -143,19 +147,16 @@ async def test_a_filter_that_drops_most_rows_keeps_order_cursor_and_cells(
         assert selected == "n058"
         box = app.main_screen.query_one("#filter", Input)
         box.value = "n05"  # 110 rows go, 10 stay
-        for _ in range(10):
-            await pilot.pause(0.02)
+        await until(pilot, lambda: table.row_count == 10)
         assert removed == []  # not one by one
         assert shown(table) == [r for r in full if r[0].lstrip("● ").startswith("n05")]
         assert table.selected_ref.name == selected
         assert {r.name for r in table.marked} == {"n057"}
         box.value = "n057"  # a few go: row by row
-        for _ in range(10):
-            await pilot.pause(0.02)
+        await until(pilot, lambda: table.row_count == 1)
         assert len(removed) == 9 and table.row_count == 1
         box.value = ""
-        for _ in range(10):
-            await pilot.pause(0.02)
+        await until(pilot, lambda: table.row_count == 120)
         assert [r[0].lstrip("● ") for r in shown(table)] == names
         assert table.selected_ref.name == "n057"  # where the cursor was left
     assert table_module.BULK_REMOVE < 110
