@@ -17,7 +17,7 @@ from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 
-from backends import BackendError, preload
+from backends import BackendError, preload, threads
 from backends.models import ConnectionState
 from themes import BUILTIN_THEMES, DEFAULT_VARIABLES, STYLESHEET
 
@@ -171,6 +171,9 @@ class CorralApp(App[None]):
             log.warning("could not save the inventory cache %s: %s", self._cache.path, e)
 
     def on_load(self) -> None:
+        # No thread this loop hands work to (asyncio.to_thread, subprocesses) makes it
+        # wait until that thread has run (backends/threads.py).
+        threads.use_on(asyncio.get_running_loop())
         # Connect to every remote at once, while Textual is still starting up (with or
         # without rows from the last run): the daemons answer meanwhile. With rows to
         # paint, the backends are imported in threads (tui/services/inventory.py); without

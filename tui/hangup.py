@@ -21,8 +21,9 @@ import select
 import signal
 import sys
 import termios
-import threading
 from typing import Protocol
+
+from backends import threads
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +85,7 @@ class HangupWatch:
             return
         self.reason = reason
         log.warning("leaving: %s", reason)
-        timer = threading.Timer(GRACE, os._exit, args=(129,))
-        timer.daemon = True
-        timer.start()
+        threads.timer(GRACE, lambda: os._exit(129), name="corral-hangup")
         self.app.exit(return_code=129)
 
 

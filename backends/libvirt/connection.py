@@ -20,13 +20,13 @@ loop, the connection's close and domain lifecycle callbacks, and libvirt errors 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 from typing import Any, Callable
 
 import libvirt
 
+from .. import threads
 from ..errors import (
     AuthError,
     BackendError,
@@ -66,7 +66,7 @@ def ensure_event_loop() -> None:
         if _loop_started:
             return
         libvirt.virEventRegisterDefaultImpl()
-        threading.Thread(target=_run_events, name="libvirt-events", daemon=True).start()
+        threads.run(_run_events, name="libvirt-events")
         _loop_started = True
 
 
@@ -108,8 +108,7 @@ class Connection:
         # One thread: libvirt 9.0's client crashes the process when keepalive closes a
         # connection while several threads have calls in flight on it (seen here, with a
         # daemon stopped by SIGSTOP). Calls to one daemon are one at a time anyway.
-        self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"libvirt-{remote.name}")
+        self.pool = threads.Pool(max_workers=1, thread_name_prefix=f"libvirt-{remote.name}")
         self.conn: libvirt.virConnect | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners: set[asyncio.Queue] = set()
@@ -220,18 +219,21 @@ class Connection:
         pool = self.pool
         pool.shutdown(wait=False, cancel_futures=True)
 
-        def finish() -> None:
-            pool.shutdown(wait=True)
-            for conn in conns:
-                try:
-                    self._close_blocking(conn)
-                except libvirt.libvirtError:
-                    pass
+        finished = threading.Event()
 
-        closer = threading.Thread(target=finish, name=f"libvirt-close-{self.remote.name}",
-                                  daemon=True)
-        closer.start()
-        await asyncio.to_thread(closer.join, 5)  # a hung call: it closes in the background
+        def finish() -> None:
+            try:
+                pool.shutdown(wait=True)
+                for conn in conns:
+                    try:
+                        self._close_blocking(conn)
+                    except libvirt.libvirtError:
+                        pass
+            finally:
+                finished.set()
+
+        threads.run(finish, name=f"libvirt-close-{self.remote.name}")
+        await asyncio.to_thread(finished.wait, 5)  # a hung call: it closes in the background
         if self.tunnel is not None:
             self.tunnel = None
             await ssh_tunnel.release(self)

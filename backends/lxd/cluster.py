@@ -27,10 +27,10 @@ import contextlib
 import re
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from .. import threads
 from ..base import Backend
 from ..errors import Conflict, InvalidInput, NotFound, NotResponding, OperationFailed, Unreachable
 from ..members import AUTO_PLACEMENT, ClusterMember, MemberStatus, Placement
@@ -114,7 +114,7 @@ class ClusterState:
         self.locations: dict[str, str] | None = None
         """Instance name -> member, from the last listing (kept current by reads); the
         members' instance counts come from it."""
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lxd-cluster")
+        self.pool = threads.Pool(max_workers=1, thread_name_prefix="lxd-cluster")
         self.reading: tuple[float, asyncio.Future[list[ClusterMember]]] | None = None
         """The read of the members under way, and when it started."""
 

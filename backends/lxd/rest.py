@@ -32,7 +32,6 @@ import os
 import ssl
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from ..errors import (
@@ -44,6 +43,7 @@ from ..errors import (
     OperationFailed,
     Unreachable,
 )
+from .. import threads
 from ..models import Remote
 from .fasthttp import FastGet, HTTPStatusError, api_path
 from .lazy import pylxd_exc, requests_exc
@@ -67,7 +67,7 @@ class Rest:
         self.timeout = timeout
         self.product = product
         """``LXD`` or ``Incus``, for messages."""
-        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"lxd-{remote.name}")
+        self.pool = threads.Pool(max_workers=4, thread_name_prefix=f"lxd-{remote.name}")
         self.fast = FastGet(remote, timeout, read_timeout=timeout * 2)
         self._client: pylxd.Client | None = None
         self._session: requests.Session | None = None
@@ -114,9 +114,8 @@ class Rest:
         and importing them costs more than a listing (at start, beside everything else).
         Verbs wait for it (:meth:`client_built`)."""
         self._build = build
-        timer = threading.Timer(BUILD_AFTER if after is None else after, self._building_now)
-        timer.daemon = True
-        timer.start()
+        threads.timer(BUILD_AFTER if after is None else after, self._building_now,
+                      name=f"lxd-{self.remote.name}-build")
 
     def _start_build(self) -> concurrent.futures.Future[None]:
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -137,7 +136,7 @@ class Rest:
             self._client, self._session = client, session
             future.set_result(None)
 
-        threading.Thread(target=run, name=f"lxd-{self.remote.name}-client", daemon=True).start()
+        threads.run(run, name=f"lxd-{self.remote.name}-client")
         return future
 
     def _building_now(self) -> concurrent.futures.Future[None] | None:

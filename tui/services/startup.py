@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from backends import FIRST_LISTINGS, first_listing
+from backends import FIRST_LISTINGS, first_listing, threads
 from backends.models import FirstListing, Remote
 from backends.remote_store import RemoteStore
 from backends.remotes import ConfigProblem, discover
@@ -124,7 +123,6 @@ def start_listings(remotes: list[Remote], timeout: float
                 log.debug("%s: no first listing (%s: %s)", remote.name, type(e).__name__, e)
                 future.set_exception(e)
 
-        threading.Thread(target=run, name=f"first-listing-{remote.name}",
-                         daemon=True).start()
+        threads.run(run, name=f"first-listing-{remote.name}")
         out[remote.name] = future
     return out
