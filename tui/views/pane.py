@@ -72,6 +72,8 @@ class ResourcePane(Vertical):
         self.on_title: Callable[[], None] | None = None
         self._cache: dict[tuple[str, str], dict[str, Row]] = {}
         self._pending: set[str | None] = set()
+        self._to_prefetch: set[str] = set()
+        """Remotes connected and listed whose views wait for the start-up to settle."""
         self._reads = 0
         """Reads of a view's rows started so far (each one's number orders them)."""
         self._shown_read: dict[tuple[str, str, str], int] = {}
@@ -232,7 +234,15 @@ class ResourcePane(Vertical):
                 status = self.inventory.statuses.get(name)
                 if name in self.inventory.backends and status is not None and status.listed \
                         and status.state is ConnectionState.CONNECTED:
+                    self._to_prefetch.add(name)
+            # and once no remote is still connecting: read beside the remotes that
+            # connect last, the views' reads held those up
+            if self._to_prefetch and not any(
+                    st.state is ConnectionState.CONNECTING
+                    for st in self.inventory.statuses.values()):
+                for name in sorted(self._to_prefetch):
                     self.prefetch(name)
+                self._to_prefetch.clear()
         spec = self.spec
         if spec is None or not self.is_shown:
             return
