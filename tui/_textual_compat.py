@@ -208,6 +208,15 @@ def set_footer_bindings_ready(footer: Footer) -> None:
     footer._bindings_ready = True
 
 
+def set_footer_key_enabled(key: FooterKey, enabled: bool) -> None:
+    """Enable or disable a footer key in place, as ``FooterKey(disabled=...)`` does when
+    it is made: Textual's ``FooterKey`` keeps it in the private ``_disabled`` (a click on a
+    disabled key rings the bell instead of pressing it) and shows it with the
+    ``-disabled`` class (dim)."""
+    key._disabled = not enabled
+    key.set_class(not enabled, "-disabled")
+
+
 # -- DataTable ------------------------------------------------------------------------------
 
 

@@ -159,6 +159,49 @@ async def test_footer_keys_are_made_with_the_footers_compact_value(monkeypatch):
         assert "s" not in changed and "d" not in changed
 
 
+async def test_a_footer_key_enabled_or_disabled_changes_in_place():
+    """When only whether keys are enabled changes (a remote connected, the cursor moved to
+    a row allowing other verbs), QuietFooter restyles the keys it has instead of building
+    them all again; ``set_footer_key_enabled`` changes what ``FooterKey(disabled=...)``
+    sets (the private ``_disabled``: a click on a disabled key only rings the bell)."""
+    from textual.binding import Binding
+    from textual.widgets._footer import FooterKey
+
+    from tui.widgets.footer import FittingFooter
+
+    class _Toggle(App[None]):
+        BINDINGS = [Binding("s", "start", "Start", tooltip="Start it"),
+                    Binding("d", "delete", "Delete")]
+        allowed = False
+
+        def compose(self) -> ComposeResult:
+            yield FittingFooter()
+
+        def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+            return (True if self.allowed else None) if action == "start" else True  # None: shown, disabled
+
+        def action_start(self) -> None:
+            self.started = True
+
+    app = _Toggle()
+    app.started = False
+    async with app.run_test(size=(80, 5)) as pilot:
+        await pilot.pause(0.1)
+        before = {k.key: k for k in app.query(FooterKey)}
+        assert before["s"].has_class("-disabled")
+        await pilot.click(before["s"])
+        assert not app.started  # disabled: the bell, not the key
+        app.allowed = True
+        app.refresh_bindings()
+        await pilot.pause(0.1)
+        after = {k.key: k for k in app.query(FooterKey)}
+        assert after == before  # the same widgets: nothing built again
+        assert not after["s"].has_class("-disabled")
+        assert after["s"].tooltip == "Start it"
+        await pilot.click(after["s"])
+        assert app.started
+
+
 async def test_the_key_gates_private_reads_answer_on_a_running_app():
     """What ``tui/_textual_compat.py`` reads for the key gate (``tui/keyboard.py``), the
     app's ``on_event`` and the help screen: the binding chain from the focused widget up,

@@ -13,6 +13,7 @@ from .._textual_compat import (
     footer_bindings_ready,
     is_data_bound,
     set_footer_bindings_ready,
+    set_footer_key_enabled,
 )
 
 
@@ -28,12 +29,20 @@ class QuietFooter(Footer):
     def bindings_changed(self, screen: Screen) -> None:
         if self.is_attached and screen is self.screen and screen.app.app_focus:
             shown = tuple(
-                (binding.key, binding.key_display, binding.description, binding.action,
-                 enabled, tooltip)
+                ((binding.key, binding.key_display, binding.description, binding.action,
+                  binding.group), enabled, tooltip)
                 for (_, binding, enabled, tooltip) in screen.active_bindings.values()
                 if binding.show
             )
             if shown == self._shown and footer_bindings_ready(self):
+                return
+            if self._shown is not None and footer_bindings_ready(self) \
+                    and not self._recompose_pending and not self._held \
+                    and [k for k, _, _ in shown] == [k for k, _, _ in self._shown]:
+                # the same keys, only some enabled or disabled (a remote connected, the
+                # cursor moved to a row that allows other verbs): restyle those in place
+                self._shown = shown
+                self._enable(shown)
                 return
             self._shown = shown
             if self._recompose_pending:
@@ -44,6 +53,20 @@ class QuietFooter(Footer):
             if self._held:
                 return  # rebuilt once the table shown by a switch has painted (release)
         super().bindings_changed(screen)
+
+    def _enable(self, shown: tuple) -> None:
+        """Each key's enabled state and tooltip as Textual's compose would make them (the
+        first binding of each action gives its key)."""
+        first: dict[str, tuple[bool, str, str]] = {}
+        for (_, _, description, action, _), enabled, tooltip in shown:
+            first.setdefault(action, (enabled, tooltip, description))
+        for key in self.query(FooterKey):
+            if key.has_class("-command-palette") or key.action not in first:
+                continue
+            enabled, tooltip, description = first[key.action]
+            if key.has_class("-disabled") == enabled:
+                set_footer_key_enabled(key, enabled)
+            key.tooltip = tooltip or (description if key.has_class("-grouped") else None)
 
     _held = False
 
