@@ -24,7 +24,8 @@ each measured from the moment the command was started (interpreter, imports and 
 Cold runs delete the inventory cache first; warm runs keep the one the previous run wrote.
 Beside them, the CLIs on the same remotes, in the same run: ``lxc list -c ns`` + ``incus
 list -c ns`` (names and status; the cluster included) and the full ``lxc list --format
-csv`` + ``incus list --format csv``, and the ratio of each corral figure to the first.
+csv`` + ``incus list --format csv``, and the ratio of each corral figure to the first;
+and the floor of any Textual app: a fresh interpreter importing ``textual.app``.
 Then, cold and warm, ``/bench-0007`` and Enter typed in one write the moment the rows
 appear: how long until the filter is applied (or that it was lost); and, from a cold
 start, containers launched with ``lxc`` 1 to 10 s after the start: how long from the CLI's
@@ -170,6 +171,19 @@ def machine_speed() -> float:
         return time.perf_counter() - t0
 
     return statistics.median(once() for _ in range(3))
+
+
+def import_floor(repeats: int = 5) -> float:
+    """Seconds a fresh interpreter takes to start and import ``textual.app`` alone (the
+    median of ``repeats``): the least any Textual app needs before its first frame."""
+    python = str(ROOT / ".venv" / "bin" / "python")
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        subprocess.run([python, "-c", "import textual.app"], check=True)
+        return time.perf_counter() - t0
+
+    return statistics.median(once() for _ in range(repeats))
 
 
 def cli_times(env: dict[str, str], remotes=REMOTES, repeats: int = 5) -> tuple[float, float]:
@@ -364,6 +378,7 @@ def main() -> int:
                        f'paths = ["{lxcpath}"]\n')
         speed = machine_speed()
         short, full = cli_times(env, remotes)
+        floor = import_floor()
         total = args.n + args.vms + on_cluster + args.lxc
         control = Control(env)
         atexit.register(control.close)
@@ -390,6 +405,8 @@ def main() -> int:
         print(f"this machine: 10M Python additions in {speed:.2f} s (start-up figures scale with it)")
         print(f"lxc/incus list -c ns, all remotes:    {short * 1000:6.0f} ms")
         print(f"lxc/incus list --format csv, all:     {full * 1000:6.0f} ms")
+        print(f"python -c 'import textual.app':       {floor * 1000:6.0f} ms  = "
+              f"{floor / short:4.2f} x list -c ns  (interpreter and Textual alone)")
         print(f"cold start, every row painted:        {fig(cold, 0)}")
         print(f"cold start, every row fresh:          {fig(cold, 1)}  (target <= 2 x list -c ns)")
         print(f"cold start, every remote connected:   {fig(cold, 2)}")
