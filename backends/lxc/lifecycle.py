@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 
+from .. import tool_version
 from ..base import Backend
 from ..errors import Conflict, NotFound, OperationFailed, StopTimedOut, Unreachable
 from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
@@ -21,11 +22,15 @@ class Lifecycle(Backend):
     lxc: LXCTools
 
     async def connect(self) -> ServerInfo:
-        if shutil.which("lxc-ls") is None:
+        lxc_ls = shutil.which("lxc-ls")
+        if lxc_ls is None:
             raise Unreachable("The LXC tools are not installed (no lxc-ls; package 'lxc').")
         if not os.path.isdir(self.lxc.path):
             raise Unreachable(f"The lxcpath {self.lxc.path} does not exist.")
-        _, out, _ = await self.lxc.run("lxc-ls", "--version")
+        try:  # (usually asked by the first listing already)
+            out = await tool_version.ask_async(lxc_ls, "--version")
+        except OSError as e:
+            raise Unreachable(f"lxc-ls cannot run: {e.strerror or e}.") from None
         return ServerInfo(server="lxc", version=out.strip(), auth="local")
 
     async def close(self) -> None:

@@ -1,6 +1,7 @@
 """The first listing of an lxcpath's containers, made before the backend connects: one
 ``lxc-ls --fancy`` (a few milliseconds) and the containers' config files, in the thread the
-``corral`` command starts before its UI, so local containers are in the first frame."""
+``corral`` command starts before its UI, so local containers are in the first frame; and
+``lxc-ls --version`` for the backend's connection (:mod:`backends.tool_version`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import subprocess
 
+from .. import tool_version
 from ..errors import Unreachable
 from ..models import FirstListing, Remote, ServerInfo
 from . import parse
@@ -21,8 +23,13 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
         Unreachable: no lxc tools, or no such lxcpath.
         subprocess.SubprocessError, OSError: ``lxc-ls`` failed or took too long.
     """
-    if shutil.which("lxc-ls") is None or not os.path.isdir(remote.address):
+    lxc_ls = shutil.which("lxc-ls")
+    if lxc_ls is None or not os.path.isdir(remote.address):
         raise Unreachable("no lxc tools or no lxcpath")  # the backend says it in words
+    try:
+        tool_version.ask(lxc_ls, "--version", timeout=timeout)  # for the backend's connect
+    except (OSError, subprocess.SubprocessError):
+        pass  # the connection says what is wrong
     done = subprocess.run(["lxc-ls", "-P", remote.address, "--fancy", "-F", "NAME,STATE"],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=timeout, check=True)

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+from .. import tool_version
 from ..base import Backend
 from ..console.orphans import end_servers
 from ..console.serial_log import trim as trim_serial_log
@@ -62,23 +63,15 @@ async def _guest_used(monitor: Monitor, ref: InstanceRef) -> int | None:
     return None
 
 
-_VERSIONS: dict[tuple[str, int, int], str] = {}
-"""``qemu-system-x86_64 --version`` per binary (path, size, mtime): asked once per process,
-and again only when the binary changed (an upgrade)."""
-
-
 async def qemu_version(binary: str) -> str:
-    """The version QEMU's ``binary`` says it is (``7.2.9 (Debian 1:7.2+dfsg-7+deb12u16)``)."""
-    st = os.stat(binary)
-    key = (os.path.realpath(binary), st.st_size, st.st_mtime_ns)
-    version = _VERSIONS.get(key)
-    if version is None:
-        proc = await asyncio.create_subprocess_exec(binary, "--version",
-                                                    stdout=asyncio.subprocess.PIPE)
-        out, _ = await proc.communicate()
-        version = out.decode().split("\n")[0].replace("QEMU emulator version ", "")
-        _VERSIONS[key] = version
-    return version
+    """The version QEMU's ``binary`` says it is (``7.2.9 (Debian 1:7.2+dfsg-7+deb12u16)``;
+    asked once per process, usually by the first listing: :mod:`backends.tool_version`)."""
+    return version_of(await tool_version.ask_async(binary, "--version"))
+
+
+def version_of(out: str) -> str:
+    """The version in what ``qemu-system-x86_64 --version`` prints."""
+    return out.split("\n")[0].replace("QEMU emulator version ", "")
 
 
 class Lifecycle(Backend):
