@@ -3,6 +3,7 @@ responses."""
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -26,6 +27,8 @@ from ..models import (
     ServerInfo,
     Snapshot,
 )
+
+log = logging.getLogger(__name__)
 
 _STATUS = {
     "running": InstanceStatus.RUNNING,
@@ -136,6 +139,19 @@ def to_instance(data: Mapping[str, Any], remote: str) -> Instance:
         devices=data.get("expanded_devices") or data.get("devices") or {},
         extra={"status_code": data.get("status_code"), "stateful": data.get("stateful")},
     )
+
+
+def instances(items: Any, remote: str) -> tuple[Instance, ...]:
+    """Every instance of an answer to ``GET /1.0/instances?recursion=1``; a malformed
+    entry is left out (and logged), hiding nothing else."""
+    out = []
+    for d in items if isinstance(items, list) else ():
+        try:
+            out.append(to_instance(d, remote))
+        except Exception as e:
+            log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
+                        remote, type(e).__name__, e, d)
+    return tuple(out)
 
 
 def to_state(

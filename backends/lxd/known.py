@@ -8,7 +8,7 @@ import asyncio
 from typing import Any, Callable
 
 from ..errors import Conflict, InvalidInput
-from ..models import InstanceRef, InstanceState, InstanceStatus, ServerInfo
+from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
 from . import convert
 from .rest import Rest
 
@@ -23,6 +23,9 @@ class Known:
         """The answer to ``GET /1.0`` when it connected."""
         self.names: set[str] = set()
         """Instance names of the last listing (for ``check_name``)."""
+        self.listing: tuple[bytes, tuple[Instance, ...]] | None = None
+        """The last listing: the digest of the daemon's answer and its instances (an
+        answer with the same digest is not parsed again)."""
         self.status: dict[InstanceRef, InstanceStatus] = {}
         self.previous: dict[InstanceRef, InstanceState] = {}
         """The last usage sample of each running instance (CPU % needs two)."""

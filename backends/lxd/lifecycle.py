@@ -11,7 +11,6 @@ them needs pylxd: its client, for the verbs, is built in the background once con
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from ..base import Backend
 from ..errors import AuthError, Conflict, OperationFailed, StopTimedOut, Unreachable
 from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
-from . import convert
+from . import convert, quick
 from .caps import cap_responses
-from .fasthttp import HTTPStatusError
+from .fasthttp import UNCHANGED, HTTPStatusError
 from .known import Known
 from .ops import Ops
 from .rest import Rest
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     import pylxd
     import requests
 
-log = logging.getLogger(__name__)
 
 
 def pylxd_client(rest: Rest, timeout: float) -> tuple[pylxd.Client, requests.Session]:
@@ -95,16 +93,19 @@ class Lifecycle(Backend):
     # Listing ---------------------------------------------------------------------------
 
     async def list_instances(self) -> list[Instance]:
-        rest = self.rest
+        rest, known = self.rest, self.known
         rest.ensure_connected()
-        items = await rest.get("instances", recursion="1")
-        instances = []
-        for d in items if isinstance(items, list) else ():
-            try:
-                instances.append(convert.to_instance(d, self.remote.name))
-            except Exception as e:  # one bad entry hides nothing else
-                log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
-                            self.remote.name, type(e).__name__, e, d)
+        if known.listing is None:
+            known.listing = quick.take_listing(self.remote)  # made before the UI started
+        digest, items = await rest.get_changed(known.listing[0] if known.listing else None,
+                                               "instances", recursion="1")
+        if items is UNCHANGED:
+            assert known.listing is not None
+            instances = list(known.listing[1])
+        else:
+            listed = convert.instances(items, self.remote.name)
+            known.listing = digest, listed
+            instances = list(listed)
         self.known.names = {i.name for i in instances}
         for inst in instances:
             self.known.saw_status(inst.ref, inst.status)

@@ -45,7 +45,7 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
         query = {"recursion": "1"}
         if remote.project != "default":
             query["project"] = remote.project
-        items = fast.get_json("instances", query)
+        digest, items = fast.get_changed("instances", query)
         raw_members = fast.get_json("cluster/members", {"recursion": "1"}) \
             if (meta.get("environment") or {}).get("server_clustered") else []
     finally:
@@ -54,12 +54,23 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
                     if isinstance(d, dict)) if isinstance(raw_members, list) else ()
     offline = {m.name: m.message or m.status.value for m in members
                if m.status is MemberStatus.OFFLINE}
-    instances: list[Instance] = []
-    for d in items if isinstance(items, list) else ():
-        try:
-            instances.append(convert.on_offline_member(convert.to_instance(d, remote.name),
-                                                       offline))
-        except Exception as e:  # one bad entry hides nothing else
-            log.warning("%s: skipped a malformed instance entry (%s: %s): %.200r",
-                        remote.name, type(e).__name__, e, d)
-    return FirstListing(remote, convert.server_info(meta), tuple(instances), members)
+    listed = convert.instances(items, remote.name)
+    _LISTINGS[_key(remote)] = (digest, listed)
+    instances = tuple(convert.on_offline_member(i, offline) for i in listed)
+    return FirstListing(remote, convert.server_info(meta), instances, members)
+
+
+_LISTINGS: dict[tuple[str, str, str], tuple[bytes, tuple[Instance, ...]]] = {}
+"""The first listing's instances (before members' marks) with the digest of the daemon's
+answer, per remote (name, address, project), until its backend takes them."""
+
+
+def _key(remote: Remote) -> tuple[str, str, str]:
+    return remote.name, remote.address, remote.project
+
+
+def take_listing(remote: Remote) -> tuple[bytes, tuple[Instance, ...]] | None:
+    """The first listing of ``remote`` (its answer's digest and its instances), once: the
+    backend's own listing after it connects parses nothing when the daemon answers the
+    same bytes (:meth:`.fasthttp.FastGet.get_changed`)."""
+    return _LISTINGS.pop(_key(remote), None)

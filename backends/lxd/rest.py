@@ -323,6 +323,13 @@ class Rest:
         return await self.call(lambda: self.fast.get_json(api_path(*parts),
                                                           self.in_project(**params)))
 
+    async def get_changed(self, known: bytes | None, *parts: str,
+                          **params: str) -> tuple[bytes, Any]:
+        """:meth:`get`, with the digest of the answer; its ``metadata`` is
+        :data:`~.fasthttp.UNCHANGED` when that digest is ``known`` (nothing parsed)."""
+        return await self.call(lambda: self.fast.get_changed(
+            api_path(*parts), self.in_project(**params), known))
+
     async def instance(self, name: str) -> dict[str, Any]:
         """``GET /1.0/instances/<name>``: the instance's JSON (the fast GET path)."""
         data = await self.get("instances", name)

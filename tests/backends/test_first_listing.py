@@ -47,6 +47,35 @@ async def test_first_listing_is_what_the_backend_lists(remote_backend, unique):
         daemon.cli("delete", "--force", made, check=False)
 
 
+async def test_the_listing_after_connecting_parses_nothing_the_first_listing_read(
+        remote_backend, unique, monkeypatch):
+    """The backend lists again once its event stream is open (nothing changed meanwhile
+    may be missed). When the daemon answers the bytes the first listing read, nothing is
+    parsed or converted again: at start that is hundreds of instances per remote, on the
+    loop that is connecting the others. An answer that changed is read in full."""
+    from backends.lxd import convert
+
+    name, backend, info, daemon = remote_backend
+    made = unique()
+    daemon.cli("init", "busybox", made)
+    try:
+        first = await asyncio.to_thread(first_listing, backend.remote, timeout=10)
+        parsed: list[str] = []
+        real = convert.to_instance
+        monkeypatch.setattr(convert, "to_instance",
+                            lambda d, remote: (parsed.append(d.get("name")), real(d, remote))[1])
+        listed = await backend.list_instances()
+        assert parsed == []
+        assert summary(listed) == summary(first.instances)
+        assert await backend.list_instances() == listed and parsed == []  # its own, too
+        daemon.cli("start", made)
+        after = {i.ref.name: i for i in await backend.list_instances()}
+        assert made in parsed and len(parsed) == len(after)
+        assert after[made].status.value == "running"
+    finally:
+        daemon.cli("delete", "--force", made, check=False)
+
+
 def test_first_listing_needs_neither_pylxd_nor_requests(lab, lab_env):
     script = (
         "import json, os, sys\n"
