@@ -62,6 +62,10 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     """Below 120 columns the remotes pane gives its room away; ``1`` brings it back."""
 
+    AUTO_FOCUS = "#instances"
+    """The table, from the first frame (not the remotes list, Textual's pick: the footer
+    built the keys of both, one after the other: tests/tui/test_start_focus.py)."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         *bindings(Scope.INSTANCE, Scope.REMOTE, Scope.VIEW, Scope.CONSOLE)]
 
@@ -126,7 +130,6 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
         table.border_title = "Instances"
         table.on_sorted = lambda col, rev: self.update_titles()
         table.on_marks = self.views.marks_changed
-        table.focus()
         self.query_one(RemoteList).sync(self.inventory)
         # The app started the remotes before this screen existed: show what already arrived.
         self._dirty = {name: None for name in self.inventory.remotes}
@@ -178,8 +181,7 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
         candidates: set[InstanceRef] = set()
         for remote, refs in dirty.items():
             if refs is None:
-                # a listing or a connection change: every row of the remote, including
-                # rows that vanished
+                # a listing or a connection change: every row of the remote, gone ones too
                 candidates |= {r for r in self.inventory.instances if r.remote == remote}
                 candidates |= {r for r in table.refs.values() if r.remote == remote}
             else:
