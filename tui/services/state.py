@@ -72,7 +72,7 @@ class InventoryState:
         """Keep a freshly read instance (with the snapshot count already known when the
         read did not carry one); a stopped one has no usage figures any more."""
         old = self.instances.get(inst.ref)
-        if old is not None and inst.snapshot_count is None:
+        if old is not None and inst.snapshot_count is None and old.snapshot_count is not None:
             inst = replace(inst, snapshot_count=old.snapshot_count)
         self.instances[inst.ref] = inst
         if inst.status is not InstanceStatus.RUNNING:
@@ -85,14 +85,20 @@ class InventoryState:
         self.states.pop(ref, None)
 
     def apply_listing(self, name: str, listed: Iterable[Instance]) -> None:
-        """Every instance of remote ``name`` is now ``listed``: rows not in it go."""
+        """Every instance of remote ``name`` is now ``listed``: rows not in it go. Once the
+        remote was listed, only the rows that changed are said to have changed (the
+        listing after a reconnect, hundreds of rows, mostly the same)."""
         fresh = {i.ref: i for i in listed}
-        for ref in [r for r in self.instances if r.remote == name and r not in fresh]:
+        changed = {r for r in self.instances if r.remote == name and r not in fresh}
+        for ref in changed:
             self.drop(ref)
         for inst in fresh.values():
-            self.store(inst)
-        self.statuses[name].listed = True
-        self.rows_changed(name, None)
+            old = self.instances.get(inst.ref)
+            if self.store(inst) != old:
+                changed.add(inst.ref)
+        status = self.statuses[name]
+        first, status.listed = not status.listed, True
+        self.rows_changed(name, None if first else changed)
 
     def remember(self, ref: InstanceRef, what: str, when: datetime | None) -> None:
         """Add ``what`` happened to ``ref`` (at ``when``; unknown: now) to its history."""
