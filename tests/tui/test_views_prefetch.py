@@ -1,7 +1,7 @@
-"""The views (profiles, networks, storage…) are read ahead in the background only once no
-remote is still connecting: read beside the remotes that connect last, they held those up
-(each remote's views are several reads and conversions, on a loop that is connecting the
-others)."""
+"""The views (profiles, networks, storage…) are read ahead in the background only a moment
+(``PREFETCH_AFTER``) after no remote is still connecting: read beside the remotes that
+connect last, they held those up (each remote's views are several reads and conversions,
+on a loop that is connecting the others), and keys typed then waited behind them."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ async def test_views_are_read_ahead_once_no_remote_is_connecting(fake_env):  # n
         assert made["alpha"].profile_reads == 0  # not while beta connects
 
         beta_connects.set()
-        for _ in range(100):
+        for _ in range(200):
             await pilot.pause(0.02)
             if made["alpha"].profile_reads and made.get("beta") \
                     and made["beta"].profile_reads:

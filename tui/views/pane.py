@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
 from backends.models import BackendEvent, ConnectionState, EventKind, Resource
@@ -29,6 +30,10 @@ from ..widgets.plain import Plain
 from .rows import Row, from_status, parse_filter
 from .specs import BY_NAME, OPERATIONS, ViewSpec, load_rows, remotes_for, remotes_views
 from .table import ResourceTable
+
+
+PREFETCH_AFTER = 1.0
+"""Seconds after the last remote stopped connecting when the views are read ahead."""
 
 
 class ResourcePane(Vertical):
@@ -74,6 +79,7 @@ class ResourcePane(Vertical):
         self._pending: set[str | None] = set()
         self._to_prefetch: set[str] = set()
         """Remotes connected and listed whose views wait for the start-up to settle."""
+        self._prefetch_timer: Timer | None = None
         self._reads = 0
         """Reads of a view's rows started so far (each one's number orders them)."""
         self._shown_read: dict[tuple[str, str, str], int] = {}
@@ -235,14 +241,10 @@ class ResourcePane(Vertical):
                 if name in self.inventory.backends and status is not None and status.listed \
                         and status.state is ConnectionState.CONNECTED:
                     self._to_prefetch.add(name)
-            # and once no remote is still connecting: read beside the remotes that
-            # connect last, the views' reads held those up
-            if self._to_prefetch and not any(
-                    st.state is ConnectionState.CONNECTING
-                    for st in self.inventory.statuses.values()):
-                for name in sorted(self._to_prefetch):
-                    self.prefetch(name)
-                self._to_prefetch.clear()
+            # and a moment after no remote is still connecting: read beside the remotes
+            # that connect last, the views' reads held those up, and keys typed then
+            if self._to_prefetch and self._prefetch_timer is None and self._settled():
+                self._prefetch_timer = self.set_timer(PREFETCH_AFTER, self._prefetch_waiting)
         spec = self.spec
         if spec is None or not self.is_shown:
             return
@@ -251,6 +253,18 @@ class ResourcePane(Vertical):
         elif spec.name == "operations" or connection:
             for name in remotes:
                 self.reload(name)
+
+    def _settled(self) -> bool:
+        return not any(st.state is ConnectionState.CONNECTING
+                       for st in self.inventory.statuses.values())
+
+    def _prefetch_waiting(self) -> None:
+        self._prefetch_timer = None
+        if not self._settled():
+            return  # (a remote reconnects: its connection starts the wait again)
+        for name in sorted(self._to_prefetch):
+            self.prefetch(name)
+        self._to_prefetch.clear()
 
     @property
     def is_shown(self) -> bool:
