@@ -62,10 +62,6 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     """Below 120 columns the remotes pane gives its room away; ``1`` brings it back."""
 
-    AUTO_FOCUS = "#instances"
-    """The table, from the first frame (not the remotes list, Textual's pick: the footer
-    built the keys of both, one after the other: tests/tui/test_start_focus.py)."""
-
     BINDINGS: ClassVar[list[BindingType]] = [
         *bindings(Scope.INSTANCE, Scope.REMOTE, Scope.VIEW, Scope.CONSOLE)]
 
@@ -130,6 +126,9 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
         table.border_title = "Instances"
         table.on_sorted = lambda col, rev: self.update_titles()
         table.on_marks = self.views.marks_changed
+        # focused now, not after the next refresh (focus()): from the first frame, or the
+        # footer builds the keys of Textual's pick (the remotes list) first
+        self.set_focus(table)
         self.query_one(RemoteList).sync(self.inventory)
         # The app started the remotes before this screen existed: show what already arrived.
         self._dirty = {name: None for name in self.inventory.remotes}
