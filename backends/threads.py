@@ -28,23 +28,30 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_spawn_queue: queue.SimpleQueue[threading.Thread] = queue.SimpleQueue()
+Failed = Callable[[BaseException], object]
+_spawn_queue: queue.SimpleQueue[tuple[threading.Thread, Failed | None]] = queue.SimpleQueue()
 _spawner: threading.Thread | None = None
 _spawner_lock = threading.Lock()
 
 
 def _spawn_forever() -> None:
     while True:
-        thread = _spawn_queue.get()
+        thread, failed = _spawn_queue.get()
         try:
             thread.start()
-        except Exception:  # (at interpreter shutdown, say): the thread's owner finds out
+        except Exception as e:  # out of threads (or shutting down): its owner is told
             log.exception("could not start thread %s", thread.name)
+            if failed is not None:
+                try:
+                    failed(e)
+                except Exception:
+                    log.exception("after thread %s could not start", thread.name)
 
 
-def start(thread: threading.Thread) -> threading.Thread:
+def start(thread: threading.Thread, failed: Failed | None = None) -> threading.Thread:
     """Start ``thread`` soon, from the spawner thread, without waiting for it to run (the
-    first call starts the spawner, and waits for that one only)."""
+    first call starts the spawner, and waits for that one only). ``failed(error)`` is
+    called (in the spawner) if it cannot be started."""
     global _spawner
     if _spawner is None:
         with _spawner_lock:
@@ -53,13 +60,14 @@ def start(thread: threading.Thread) -> threading.Thread:
                                            daemon=True)
                 spawner.start()
                 _spawner = spawner
-    _spawn_queue.put(thread)
+    _spawn_queue.put((thread, failed))
     return thread
 
 
-def run(target: Callable[..., object], *args: Any, name: str) -> threading.Thread:
+def run(target: Callable[..., object], *args: Any, name: str,
+        failed: Failed | None = None) -> threading.Thread:
     """A daemon thread running ``target(*args)``, started by :func:`start`."""
-    return start(threading.Thread(target=target, args=args, name=name, daemon=True))
+    return start(threading.Thread(target=target, args=args, name=name, daemon=True), failed)
 
 
 def timer(delay: float, function: Callable[[], object], *, name: str) -> threading.Timer:
@@ -108,7 +116,8 @@ class Pool(concurrent.futures.ThreadPoolExecutor):
             if self._queued > self._waiting and self._started < self._limit:
                 self._started += 1
                 self._waiting += 1  # (from now: it takes a job once it runs)
-                run(self._work, name=f"{self._prefix}_{next(self._numbers)}")
+                run(self._work, name=f"{self._prefix}_{next(self._numbers)}",
+                    failed=self._not_started)
             return future
 
     def _work(self) -> None:
@@ -138,6 +147,26 @@ class Pool(concurrent.futures.ThreadPoolExecutor):
             with self._state:
                 self._started -= 1
                 self._ended.notify_all()
+
+    def _not_started(self, error: BaseException) -> None:
+        """A worker could not be started: the next call tries again; with no worker at
+        all, the calls waiting fail with the reason instead of waiting for ever."""
+        with self._state:
+            self._started -= 1
+            self._waiting -= 1
+            self._ended.notify_all()
+            stranded = []
+            while not self._started:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not _STOP:
+                    self._queued -= 1
+                    stranded.append(job[0])
+        for future in stranded:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(RuntimeError(f"no thread could run it: {error}"))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._state:

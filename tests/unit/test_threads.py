@@ -106,3 +106,22 @@ def test_a_loop_hands_to_thread_work_to_a_pool(starts):
     name, started_by = asyncio.run(main())
     assert name.startswith("corral-worker")
     assert "MainThread" not in started_by
+
+
+def test_a_pool_that_cannot_start_a_thread_says_so(monkeypatch):
+    real = threading.Thread.start
+
+    def start(self):
+        if self.name.startswith("doomed_"):
+            raise RuntimeError("can't start new thread")
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    pool = threads.Pool(max_workers=2, thread_name_prefix="doomed")
+    future = pool.submit(time.sleep, 0)
+    with pytest.raises(RuntimeError, match="no thread could run it"):
+        future.result(5)
+    assert pool._started == 0 and pool._waiting == 0
+    monkeypatch.setattr(threading.Thread, "start", real)
+    assert pool.submit(lambda: 7).result(5) == 7  # the next call tries again
+    pool.shutdown()
