@@ -135,6 +135,7 @@ class Pool(concurrent.futures.ThreadPoolExecutor):
                         return
                     self._queued -= 1
                 future, fn, args, kwargs = job
+                result = None
                 if future.set_running_or_notify_cancel():
                     try:
                         result = fn(*args, **kwargs)
@@ -142,7 +143,7 @@ class Pool(concurrent.futures.ThreadPoolExecutor):
                         future.set_exception(e)
                     else:
                         future.set_result(result)
-                del job, future, fn, args, kwargs  # nothing kept while waiting
+                del job, future, fn, args, kwargs, result  # nothing kept while waiting
         finally:
             with self._state:
                 self._started -= 1

@@ -37,12 +37,14 @@ def ask(binary: str, *args: str, timeout: float = 10.0) -> str:
     return out
 
 
-async def ask_async(binary: str, *args: str) -> str:
+async def ask_async(binary: str, *args: str, timeout: float = 10.0) -> str:
     """What ``binary args`` prints: known already (asked by the first listing), or asked
-    now in an asyncio subprocess.
+    now in an asyncio subprocess (killed when it takes longer than ``timeout`` or the
+    caller is cancelled).
 
     Raises:
         OSError: no such binary.
+        TimeoutError: it did not finish within ``timeout`` seconds.
     """
     key = _key(binary, args)
     out = _KNOWN.get(key)
@@ -50,7 +52,13 @@ async def ask_async(binary: str, *args: str) -> str:
         proc = await asyncio.create_subprocess_exec(
             binary, *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL)
-        data, _ = await proc.communicate()
+        try:
+            data, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except BaseException:  # the time-out, or the caller gave up
+            if proc.returncode is None:
+                proc.kill()
+                await asyncio.shield(proc.wait())
+            raise
         out = data.decode(errors="replace")
         if proc.returncode == 0:
             _KNOWN[key] = out

@@ -66,8 +66,14 @@ def ensure_event_loop() -> None:
         if _loop_started:
             return
         libvirt.virEventRegisterDefaultImpl()
-        threads.run(_run_events, name="libvirt-events")
+        threads.run(_run_events, name="libvirt-events", failed=_events_not_started)
         _loop_started = True
+
+
+def _events_not_started(error: BaseException) -> None:
+    global _loop_started
+    with _loop_lock:
+        _loop_started = False  # the next connection tries again
 
 
 def _run_events() -> None:

@@ -10,7 +10,7 @@ import time
 
 from .. import tool_version
 from ..base import Backend
-from ..errors import Conflict, NotFound, OperationFailed, StopTimedOut, Unreachable
+from ..errors import Conflict, NotFound, NotResponding, OperationFailed, StopTimedOut, Unreachable
 from ..models import Instance, InstanceRef, InstanceState, InstanceStatus, ServerInfo
 from . import parse
 from .tools import LXCTools, words
@@ -28,9 +28,11 @@ class Lifecycle(Backend):
         if not os.path.isdir(self.lxc.path):
             raise Unreachable(f"The lxcpath {self.lxc.path} does not exist.")
         try:  # (usually asked by the first listing already)
-            out = await tool_version.ask_async(lxc_ls, "--version")
+            out = await tool_version.ask_async(lxc_ls, "--version", timeout=self.lxc.timeout * 3)
         except OSError as e:
             raise Unreachable(f"lxc-ls cannot run: {e.strerror or e}.") from None
+        except TimeoutError:
+            raise NotResponding("lxc-ls --version did not finish in time.") from None
         return ServerInfo(server="lxc", version=out.strip(), auth="local")
 
     async def close(self) -> None:

@@ -63,10 +63,17 @@ async def _guest_used(monitor: Monitor, ref: InstanceRef) -> int | None:
     return None
 
 
-async def qemu_version(binary: str) -> str:
+async def qemu_version(binary: str, timeout: float = 10.0) -> str:
     """The version QEMU's ``binary`` says it is (``7.2.9 (Debian 1:7.2+dfsg-7+deb12u16)``;
-    asked once per process, usually by the first listing: :mod:`backends.tool_version`)."""
-    return version_of(await tool_version.ask_async(binary, "--version"))
+    asked once per process, usually by the first listing: :mod:`backends.tool_version`).
+
+    Raises:
+        NotResponding: it did not answer within ``timeout`` seconds.
+    """
+    try:
+        return version_of(await tool_version.ask_async(binary, "--version", timeout=timeout))
+    except TimeoutError:
+        raise NotResponding(f"{binary} --version did not finish in time.") from None
 
 
 def version_of(out: str) -> str:
@@ -85,7 +92,7 @@ class Lifecycle(Backend):
         binary = shutil.which(QEMU)
         if binary is None:
             raise Unreachable(f"{QEMU} is not installed (package qemu-system-x86).")
-        version = await qemu_version(binary)
+        version = await qemu_version(binary, timeout=self.timeout * 3)
         self.vms.root.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(sweep, self.vms.root)  # what a killed corral left
         for name in self.vms.names():  # VMs that outlived an earlier corral

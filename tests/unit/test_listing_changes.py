@@ -11,8 +11,9 @@ from tui.services.state import InventoryState
 
 
 def inst(name, status=InstanceStatus.STOPPED, **kw):
+    kw.setdefault("config", {"limits.cpu": "1"})
     return Instance(ref=InstanceRef("r", name), type=InstanceType.CONTAINER, status=status,
-                    image="busybox", config={"limits.cpu": "1"}, **kw)
+                    image="busybox", **kw)
 
 
 def test_a_listing_says_which_rows_changed():
@@ -28,8 +29,23 @@ def test_a_listing_says_which_rows_changed():
     assert said == [set()]
     assert state.instances[rows[0].ref].snapshot_count == 2  # kept
     said.clear()
-    state.apply_listing("r", [inst("c0"), inst("c1", InstanceStatus.RUNNING), inst("c2"),
+    state.apply_listing("r", [inst("c0"), inst("c1", description="web"), inst("c2"),
                               inst("c3"), inst("new")])
     assert said == [{rows[1].ref, rows[4].ref, InstanceRef("r", "new")}]
     assert InstanceRef("r", "c4") not in state.instances
-    assert state.instances[rows[1].ref].status is InstanceStatus.RUNNING
+    assert state.instances[rows[1].ref].description == "web"
+
+
+def test_fields_left_out_of_equality_count_too_and_a_row_that_runs_now_is_sampled():
+    said: list[set | None] = []
+    state = InventoryState([Remote(name="r", kind="lxd", address="/x.sock")],
+                           lambda remote, refs: said.append(refs))
+    state.apply_listing("r", [inst("a"), inst("b", extra={"reason": "QEMU exited"})])
+    said.clear()
+    # a limit and a reason changed (config, extra: not part of Instance's ==)
+    state.apply_listing("r", [inst("a", config={"limits.cpu": "2"}), inst("b")])
+    assert said == [{InstanceRef("r", "a"), InstanceRef("r", "b")}]
+    said.clear()
+    state.apply_listing("r", [inst("a", config={"limits.cpu": "2"}),  # (same as before)
+                              inst("b", InstanceStatus.RUNNING)])
+    assert said == [None]  # every row: the screen samples usage after such a listing

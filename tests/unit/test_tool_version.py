@@ -59,3 +59,16 @@ def test_a_failing_tool_is_not_remembered(tmp_path, monkeypatch):
     assert tool_version._KNOWN == {}
     with pytest.raises(OSError):
         tool_version.ask(os.fspath(tmp_path / "missing"), "--version")
+
+
+def test_a_tool_that_hangs_is_killed_after_the_time_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(tool_version, "_KNOWN", {})
+    pid_file = tmp_path / "pid"
+    path = tmp_path / "hangs"
+    path.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 30\n")
+    path.chmod(0o755)
+    with pytest.raises(TimeoutError):
+        asyncio.run(tool_version.ask_async(str(path), "--version", timeout=0.5))
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone (killed and reaped), not left behind

@@ -94,16 +94,25 @@ class InventoryState:
             self.drop(ref)
         for inst in fresh.values():
             old = self.instances.get(inst.ref)
-            if self.store(inst) != old:
+            if not _same(self.store(inst), old):
                 changed.add(inst.ref)
         status = self.statuses[name]
         first, status.listed = not status.listed, True
-        self.rows_changed(name, None if first else changed)
+        # (every row also when one runs now: a listing is followed by a usage sample)
+        running = any(self.instances[r].status is InstanceStatus.RUNNING
+                      for r in changed if r in self.instances)
+        self.rows_changed(name, None if first or running else changed)
 
     def remember(self, ref: InstanceRef, what: str, when: datetime | None) -> None:
         """Add ``what`` happened to ``ref`` (at ``when``; unknown: now) to its history."""
         events = self.history.setdefault(ref, deque(maxlen=30))
         events.append((when or datetime.now(timezone.utc), what))
+
+
+def _same(new: Instance, old: Instance | None) -> bool:
+    """Equal in every field, those left out of ``==`` too (config, devices, extra)."""
+    return old is not None and new == old and new.config == old.config \
+        and new.devices == old.devices and new.extra == old.extra
 
 
 class Tasks:
