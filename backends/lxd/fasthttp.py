@@ -107,7 +107,7 @@ class FastGet:
             HTTPStatusError: the daemon answered with an error.
             OSError, http.client.HTTPException: transport problems.
         """
-        return self.get_changed(path, query)[1]
+        return _metadata(*self._get(path, query))
 
     def get_changed(self, path: str, query: Mapping[str, str] | None = None,
                     known: bytes | None = None) -> tuple[bytes, Any]:
@@ -115,6 +115,14 @@ class FastGet:
         (that digest, :data:`UNCHANGED`) when it is ``known``: an answer the caller has
         already read is not parsed again (the listing after connecting, mostly the same
         bytes as the first listing: hundreds of instances)."""
+        response, body = self._get(path, query)
+        digest = hashlib.sha256(body).digest()
+        if response.status == 200 and known is not None and digest == known:
+            return digest, UNCHANGED
+        return digest, _metadata(response, body)
+
+    def _get(self, path: str, query: Mapping[str, str] | None
+             ) -> tuple[http.client.HTTPResponse, bytes]:
         url = "/1.0" + ("/" + quote(path) if path else "") + (self._query if query is None
                                        else "?" + urlencode(query) if query else "")
         for attempt in (0, 1):
@@ -134,13 +142,7 @@ class FastGet:
             except Exception:
                 self._forget(conn)
                 raise
-        digest = hashlib.sha256(body).digest()
-        if response.status == 200 and known is not None and digest == known:
-            return digest, UNCHANGED
-        data = json.loads(body) if body else {}
-        if response.status != 200:
-            raise HTTPStatusError(response.status, str(data.get("error") or response.reason))
-        return digest, data.get("metadata")
+        return response, body
 
     def _forget(self, conn: http.client.HTTPConnection) -> None:
         conn.close()
@@ -154,3 +156,11 @@ class FastGet:
             conns, self._all = self._all, []
         for conn in conns:
             conn.close()
+
+
+def _metadata(response: http.client.HTTPResponse, body: bytes) -> Any:
+    """The ``metadata`` of an answer; an error answer raises :class:`HTTPStatusError`."""
+    data = json.loads(body) if body else {}
+    if response.status != 200:
+        raise HTTPStatusError(response.status, str(data.get("error") or response.reason))
+    return data.get("metadata")

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     import requests
 
 
-
 def pylxd_client(rest: Rest, timeout: float) -> tuple[pylxd.Client, requests.Session]:
     """The pylxd client of ``rest``'s remote on a pinned, capped session (blocking: it
     imports pylxd and requests, and pylxd's constructor does a ``GET /1.0``)."""
