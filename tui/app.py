@@ -91,6 +91,7 @@ class CorralApp(App[None]):
         self._cache: InventoryCache | None = None
         self._cache_dirty: set[str] = set()
         self._cache_saving = False
+        self._cache_unsaved = False
         self._frozen = False
         self._freeze_quiet: Timer | None = None
         self._freeze_timer: Timer | None = None
@@ -145,15 +146,20 @@ class CorralApp(App[None]):
                 self.set_timer(CACHE_DELAY, self._save_cache)
 
     def _update_cache(self) -> bool:
+        """Rows of the remotes that changed into the cache; True when some row differs
+        from what the file holds (each usage sample changes rows, not what is kept)."""
         cache = self._cache
         if cache is None or not self._cache_dirty:
             return False
+        changed = False
         for name in self._cache_dirty:
             if name in self.inventory.remotes:  # not removed meanwhile
-                cache.update(self.inventory.remotes[name], self.inventory.instances_of(name))
+                changed |= cache.update(self.inventory.remotes[name],
+                                        self.inventory.instances_of(name))
         self._cache_dirty.clear()
-        cache.forget_except(self.inventory.remotes)
-        return True
+        changed |= cache.forget_except(self.inventory.remotes)
+        self._cache_unsaved = True  # (the listings' times, written on the way out)
+        return changed
 
     async def _save_cache(self) -> None:
         """Keep the last inventory for the next start (a few seconds after changes)."""
@@ -165,6 +171,7 @@ class CorralApp(App[None]):
 
     def _write_cache(self) -> None:
         assert self._cache is not None
+        self._cache_unsaved = False
         try:
             self._cache.write()
         except OSError as e:
@@ -212,7 +219,8 @@ class CorralApp(App[None]):
 
     async def on_unmount(self) -> None:
         gc.unfreeze()  # what this app froze can be collected once it is gone
-        if self._update_cache():
+        self._update_cache()
+        if self._cache_unsaved:
             self._write_cache()  # small, and the loop is ending anyway
         await self.inventory.close()
 

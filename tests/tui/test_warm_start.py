@@ -198,3 +198,50 @@ async def test_start_up_objects_are_frozen_at_the_latest_while_a_remote_hangs(
         await until_frozen(pilot, gc_calls)
         assert app.inventory.statuses["alpha"].state is ConnectionState.CONNECTING
         assert gc_calls == ["collect", "freeze", "enable"]
+
+
+async def test_the_cache_file_is_written_when_rows_change_not_for_usage_samples(
+        setup, monkeypatch):
+    """Every usage sample (each 10 s) says rows changed; the file keeps no usage figures,
+    so it is written again only when a kept field changes (and once more on the way out,
+    for the listings' times)."""
+    from dataclasses import replace
+
+    import tui.app as app_module
+    from tui.services.cache import cache_path
+
+    monkeypatch.setattr(app_module, "CACHE_DELAY", 0.05)
+    cfg, env = setup
+    app = make_app(cfg, env=env, factory=make_factory([("web1", CT, R), ("web2", CT, S)]))
+    path = cache_path(env, cfg)
+
+    def written():
+        st = path.stat()
+        return st.st_ino, st.st_mtime_ns
+
+    async def settle(pilot):
+        for _ in range(10):
+            await pilot.pause(0.02)
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(100):
+            if path.exists():
+                break
+            await pilot.pause(0.02)
+        first = written()
+        state = app.inventory.state
+        refs = {i.ref for i in app.inventory.instances_of("alpha")}
+        state.rows_changed("alpha", refs)  # what a usage sample says
+        await settle(pilot)
+        assert written() == first
+        web1 = next(i for i in app.inventory.instances_of("alpha") if i.name == "web1")
+        state.instances[web1.ref] = replace(web1, status=S)
+        state.rows_changed("alpha", {web1.ref})
+        await settle(pilot)
+        second = written()
+        assert second != first
+        assert '"web1","type":"container","status":"stopped"' in path.read_text()
+        state.rows_changed("alpha", refs)
+        await settle(pilot)
+        assert written() == second
+    assert written() != second  # the way out writes the listings' times

@@ -113,3 +113,19 @@ def test_a_fifo_or_link_as_the_cache_file_is_refused_without_waiting(tmp_path):
     cache.write()
     assert "can be changed by other users (mode 0777)" in cache.problem
     assert target.read_text() == "{}" and path.is_symlink()
+
+
+def test_update_says_whether_the_kept_rows_changed(tmp_path):
+    """Usage samples change rows every few seconds without changing what is kept: the app
+    writes the file only when ``update`` says the kept rows differ."""
+    cache = InventoryCache(tmp_path / "inventory.json")
+    assert cache.update(LXD, [inst("web1"), inst("db1", InstanceStatus.STOPPED)])
+    assert not cache.update(LXD, [inst("web1", description="other"),
+                                  inst("db1", InstanceStatus.STOPPED)])
+    assert cache.update(LXD, [inst("web1", InstanceStatus.STOPPED),
+                              inst("db1", InstanceStatus.STOPPED)])
+    moved = Remote(name="prod", kind="lxd", address="https://10.0.0.6:8443", project="web")
+    assert cache.update(moved, [inst("web1", InstanceStatus.STOPPED),
+                                inst("db1", InstanceStatus.STOPPED)])
+    assert not cache.forget_except(["prod"])
+    assert cache.forget_except([])

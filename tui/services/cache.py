@@ -128,19 +128,28 @@ class InventoryCache:
             out[remote.name] = CachedRemote(float(saved), instances)
         return out
 
-    def update(self, remote: Remote, instances: Iterable[Instance]) -> None:
-        """Remember a remote's current rows (written by :meth:`write`)."""
+    def update(self, remote: Remote, instances: Iterable[Instance]) -> bool:
+        """Remember a remote's current rows (written by :meth:`write`); True when they
+        differ from the rows remembered (usage figures, which change every few seconds,
+        are not kept: a remote whose rows are the same needs no new file)."""
+        rows = [_to_json(i) for i in instances]
+        old = self._entries.get(remote.name)
+        same = old is not None and old.get("identity") == identity(remote) \
+            and old.get("instances") == rows
         self._entries[remote.name] = {
             "identity": identity(remote),
             "saved_at": time.time(),
-            "instances": [_to_json(i) for i in instances],
+            "instances": rows,
         }
+        return not same
 
-    def forget_except(self, names: Iterable[str]) -> None:
-        """Drop remotes that are not configured any more."""
+    def forget_except(self, names: Iterable[str]) -> bool:
+        """Drop remotes that are not configured any more; True when there were some."""
         keep = set(names)
-        for name in [n for n in self._entries if n not in keep]:
+        gone = [n for n in self._entries if n not in keep]
+        for name in gone:
             del self._entries[name]
+        return bool(gone)
 
     def write(self) -> None:
         """Write the file atomically, private to this user, in a checked directory
