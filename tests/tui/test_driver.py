@@ -63,7 +63,8 @@ def test_at_rest_corral_barely_wakes_up_and_esc_still_arrives(script):  # noqa: 
         time.sleep(3)
         woke = switches(pid) - before
         # Textual's own driver alone wakes up 30 times in 3 s (select every 0.1 s);
-        # what is left is the hang-up watch (tui/hangup.py, twice a second).
+        # corral's own (tui/driver.py) sleeps until a key comes, and the hang-up watch
+        # (tui/hangup.py) until the terminal goes.
         assert woke < 20, f"corral woke up {woke} times in 3 s with nothing to do"
 
         subprocess.run([*tmux, "send-keys", "-t", session, "/"], check=True)
