@@ -77,7 +77,9 @@ class Lifecycle(Backend):
         check_credentials(remote)
         if remote.is_unix and not os.path.exists(remote.socket_path):
             raise Unreachable(f"No {rest.product} socket at {remote.socket_path}.")
-        meta = await rest.call(rest.fast.get_json, "")
+        meta = quick.take_host(remote)  # read a moment ago by the first listing
+        if meta is None:
+            meta = await rest.call(rest.fast.get_json, "")
         if not isinstance(meta, dict):
             raise OperationFailed(f"'{remote.name}' answered GET /1.0 with no object.")
         convert.check_trusted(meta, remote)

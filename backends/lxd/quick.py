@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from typing import Any
 
 from ..errors import Unreachable
 from ..members import MemberStatus
@@ -56,6 +58,7 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
                if m.status is MemberStatus.OFFLINE}
     listed = convert.instances(items, remote.name)
     _LISTINGS[_key(remote)] = (digest, listed)
+    _HOSTS[_key(remote)] = (time.monotonic(), meta)
     instances = tuple(convert.on_offline_member(i, offline) for i in listed)
     return FirstListing(remote, convert.server_info(meta), instances, members)
 
@@ -63,6 +66,14 @@ def first_listing(remote: Remote, timeout: float) -> FirstListing | None:
 _LISTINGS: dict[tuple[str, str, str], tuple[bytes, tuple[Instance, ...]]] = {}
 """The first listing's instances (before members' marks) with the digest of the daemon's
 answer, per remote (name, address, project), until its backend takes them."""
+
+
+_HOSTS: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
+"""The first listing's ``GET /1.0`` answer (the server, and that it trusts this client) and
+when it came, per remote, until its backend takes it."""
+
+HOST_FRESH = 5.0
+"""Seconds for which the first listing's ``GET /1.0`` stands for the backend's own."""
 
 
 def _key(remote: Remote) -> tuple[str, str, str]:
@@ -74,3 +85,14 @@ def take_listing(remote: Remote) -> tuple[bytes, tuple[Instance, ...]] | None:
     backend's own listing after it connects parses nothing when the daemon answers the
     same bytes (:meth:`.fasthttp.FastGet.get_changed`)."""
     return _LISTINGS.pop(_key(remote), None)
+
+
+def take_host(remote: Remote) -> dict[str, Any] | None:
+    """The first listing's ``GET /1.0`` answer for ``remote``, once, if it is at most
+    :data:`HOST_FRESH` seconds old: the backend's connection, a moment after the first
+    listing, then starts with its event stream instead of asking the same again (a TLS
+    handshake and a round trip, ~0.1 s of the start here). An older one is dropped."""
+    taken = _HOSTS.pop(_key(remote), None)
+    if taken is None or time.monotonic() - taken[0] > HOST_FRESH:
+        return None
+    return taken[1]

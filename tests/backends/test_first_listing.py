@@ -76,6 +76,45 @@ async def test_the_listing_after_connecting_parses_nothing_the_first_listing_rea
         daemon.cli("delete", "--force", made, check=False)
 
 
+async def test_the_backend_connects_with_the_first_listings_server_answer(
+        remote_backend, monkeypatch):
+    """The first listing's ``GET /1.0`` (who the server is, that it trusts this client),
+    a moment old, stands for the backend's own: its connection starts with the event
+    stream. Once only, and not when it is older than ``HOST_FRESH``."""
+    from backends import get_backend
+    from backends.lxd import quick
+    from backends.lxd.fasthttp import FastGet
+
+    name, backend, info, daemon = remote_backend
+    asked: list[str] = []
+    real = FastGet.get_json
+    monkeypatch.setattr(FastGet, "get_json",
+                        lambda self, path, *a, **k: (asked.append(path), real(self, path, *a, **k))[1])
+    await asyncio.to_thread(first_listing, backend.remote, timeout=10)
+    asked.clear()
+    fresh = get_backend(backend.remote, timeout=10)
+    try:
+        assert await fresh.connect() == info
+        assert "" not in asked
+    finally:
+        await fresh.close()
+    again = get_backend(backend.remote, timeout=10)  # taken already: asked again
+    try:
+        assert await again.connect() == info
+        assert "" in asked
+    finally:
+        await again.close()
+    await asyncio.to_thread(first_listing, backend.remote, timeout=10)
+    asked.clear()
+    monkeypatch.setattr(quick, "HOST_FRESH", 0.0)
+    old = get_backend(backend.remote, timeout=10)
+    try:
+        assert await old.connect() == info
+        assert "" in asked
+    finally:
+        await old.close()
+
+
 def test_first_listing_needs_neither_pylxd_nor_requests(lab, lab_env):
     script = (
         "import json, os, sys\n"
