@@ -118,6 +118,7 @@ class FittingFooter(QuietFooter):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.fit()
         self.call_after_refresh(self.fit)
 
     def on_resize(self) -> None:
@@ -125,6 +126,10 @@ class FittingFooter(QuietFooter):
 
     async def recompose(self) -> None:
         await super().recompose()
+        # Fitted before the keys are laid out (from their texts), so the frame that shows
+        # them is laid out once: fitted only after it, the keys hidden then laid out the
+        # whole screen again (~60 ms with 700 rows here, as remotes were connecting).
+        self.fit()
         self.call_after_refresh(self.fit)
 
     def fit(self) -> None:
@@ -132,9 +137,10 @@ class FittingFooter(QuietFooter):
         keys = [k for k in self.query(FooterKey) if not k.has_class("-command-palette")]
         if not keys:
             return
-        palette = sum(k.outer_size.width for k in self.query(FooterKey)
+        palette = sum(self._width(k) for k in self.query(FooterKey)
                       if k.has_class("-command-palette"))
-        room = self.size.width - palette
+        # Not laid out yet: as wide as the screen (the footer is docked across it).
+        room = (self.size.width or self.app.size.width) - palette
         widths = {k: self._width(k) for k in keys}
 
         def rank(item: tuple[int, FooterKey]) -> tuple[int, int]:
