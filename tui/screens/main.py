@@ -515,5 +515,5 @@ def _flow_method(action: Action):
 
 
 for _action in ACTIONS:
-    if _action.flow is not None and f"action_{_action.action}" not in dir(MainScreen):
+    if _action.flow is not None and not hasattr(MainScreen, f"action_{_action.action}"):
         setattr(MainScreen, f"action_{_action.action}", _flow_method(_action))
