@@ -181,6 +181,12 @@ class CorralApp(App[None]):
         # No thread this loop hands work to (asyncio.to_thread, subprocesses) makes it
         # wait until that thread has run (backends/threads.py).
         threads.use_on(asyncio.get_running_loop())
+        # The theme before anything is styled: set once the screen is mounted, it parsed
+        # every style again and restyled every widget (~40 ms before the first frame).
+        for theme in BUILTIN_THEMES:
+            self.register_theme(theme)
+        known = self.config.theme in self.available_themes
+        self.theme = self.config.theme if known else "corral-dark"
         # Connect to every remote at once, while Textual is still starting up (with or
         # without rows from the last run): the daemons answer meanwhile. With rows to
         # paint, the backends are imported in threads (tui/services/inventory.py); without
@@ -254,12 +260,7 @@ class CorralApp(App[None]):
             from .hangup import watch_hangup
 
             watch_hangup(self)
-        for theme in BUILTIN_THEMES:
-            self.register_theme(theme)
-        if self.config.theme in self.available_themes:
-            self.theme = self.config.theme
-        else:
-            self.theme = "corral-dark"
+        if self.config.theme not in self.available_themes:
             self.notify(f"Unknown theme '{self.config.theme}'; using corral-dark.",
                         severity="warning")
         if self.config.keymap:
