@@ -11,7 +11,7 @@ when a release moves one of them. Nothing else in ``tui/`` names a private part 
 from __future__ import annotations
 
 import sys
-
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 # Textual classes that only its private modules export, named here for the rest of tui/
@@ -22,6 +22,7 @@ from textual._xterm_parser import XTermParser as XTermParser
 from textual.keys import KEY_NAME_REPLACEMENTS, _character_to_key
 from textual.screen import Screen
 from textual.widgets import DataTable
+from textual.widgets._data_table import DuplicateKey, Row, RowKey
 from textual.widgets._footer import FooterKey as FooterKey
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from textual.message_pump import MessagePump
     from textual.widget import Widget
     from textual.widgets import Footer, Input
-    from textual.widgets.data_table import ColumnKey, RowKey
+    from textual.widgets.data_table import ColumnKey
 
 CacheKey = TypeVar("CacheKey")
 
@@ -295,6 +296,42 @@ def cell_styles(table: DataTable, hover: bool, cursor: bool) -> tuple[Style, Sty
     return table._get_styles_to_render_cell(
         False, False, False, hover, cursor, table.show_cursor, table._show_hover_cursor,
         table.cursor_foreground_priority == "css", table.cursor_background_priority == "css")
+
+
+def add_rows(table: DataTable, rows: list[tuple[str, tuple[Any, ...], int]]) -> None:
+    """Append ``rows`` (key, cells, height in lines) to ``table`` as ``add_row`` would, one
+    after another, with what ``add_row`` does per row done once: it works out the ordered
+    columns twice and sets the cursor (a reactive, validated and watched) for every row,
+    half of building a table of 700 instances before the first frame. Writes the private
+    ``_row_locations``, ``_data``, ``_new_rows``, ``_require_update_dimensions`` and
+    ``_update_count``, as ``add_row`` does.
+
+    Raises:
+        DuplicateKey: a key is in the table already (or twice in ``rows``); the rows before
+            it are added.
+        ValueError: a row has more cells than the table has columns.
+    """
+    if not rows:
+        return
+    columns = table.ordered_columns
+    keys = [column.key for column in columns]
+    had_rows = table.row_count > 0
+    for key, cells, height in rows:
+        row_key = RowKey(key)
+        if row_key in table._row_locations:
+            raise DuplicateKey(f"The row key {row_key!r} already exists.")
+        if len(cells) > len(keys):
+            raise ValueError("More values provided than there are columns.")
+        table._row_locations[row_key] = table.row_count
+        table._data[row_key] = dict(zip_longest(keys, cells))
+        table.rows[row_key] = Row(row_key, height, None, False)
+        table._new_rows.add(row_key)
+    table._require_update_dimensions = True
+    table.cursor_coordinate = table.cursor_coordinate
+    if not had_rows and columns and table.show_cursor and table.cursor_type != "none":
+        table._highlight_cursor()  # a cell to highlight now, where there was none
+    table._update_count += 1
+    table.check_idle()
 
 
 def put_cells(table: DataTable, row_key: RowKey, cells: dict[ColumnKey, Any]) -> None:

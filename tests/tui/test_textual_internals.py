@@ -238,3 +238,38 @@ async def test_the_key_gates_private_reads_answer_on_a_running_app():
         assert internals.search_worker_group(app.screen), (
             "the command palette's search group is gone: tui/keyboard.py waits on it")
     assert internals.is_closing(app)
+
+
+async def test_add_rows_leaves_the_table_as_add_row_one_by_one_does():
+    """``add_rows`` (the instance table's rows at start, and those kept when a filter
+    drops many) writes DataTable's private row data at once: the same rows, cells, order,
+    cursor and highlight as ``add_row`` for each, and the same refusals."""
+    import pytest
+    from textual.widgets.data_table import DuplicateKey
+
+    from tui import _textual_compat as internals
+
+    def rows(prefix: str, n: int):
+        return [(f"{prefix}{i}", tuple(SortCell(f"{prefix}{i}-{key}", i)
+                                       for key, _, _ in COLUMNS), 1) for i in range(n)]
+
+    app_one, app_bulk = _One(), _One()
+    async with app_one.run_test(size=(120, 10)) as pilot_one, \
+            app_bulk.run_test(size=(120, 10)) as pilot_bulk:
+        one, bulk = app_one.query_one(InstanceTable), app_bulk.query_one(InstanceTable)
+        for key, cells, height in rows("r", 30):
+            one.add_row(*cells, key=key, height=height)
+        internals.add_rows(bulk, rows("r", 30))
+        await pilot_one.pause()
+        await pilot_bulk.pause()
+        for table in (one, bulk):
+            assert table.row_count == 30
+        assert [r.key.value for r in bulk.ordered_rows] == [r.key.value for r in one.ordered_rows]
+        assert [str(c) for c in bulk.get_row("r7")] == [str(c) for c in one.get_row("r7")]
+        assert bulk.cursor_coordinate == one.cursor_coordinate
+        assert bulk.get_row_index("r29") == 29 and bulk.virtual_size == one.virtual_size
+        assert _screen(app_bulk) == _screen(app_one)
+        internals.add_rows(bulk, rows("s", 2))  # more, after rows already there
+        assert bulk.row_count == 32 and bulk.get_row_index("s1") == 31
+        with pytest.raises(DuplicateKey):
+            internals.add_rows(bulk, rows("s", 1))

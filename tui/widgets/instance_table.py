@@ -35,8 +35,10 @@ from .fast_table import FastTable, OneLineCell
 class SortCell(OneLineCell):
     """A cell that sorts by a value of its own, not by its text."""
 
-    def __init__(self, text: str, sort_key: Any, style: str | Style = "") -> None:
-        super().__init__(fmt.printable(text), style=style)
+    def __init__(self, text: str, sort_key: Any, style: str | Style = "", *,
+                 printable: bool = False) -> None:
+        """``printable``: ``text`` went through :func:`~tui.format.printable` already."""
+        super().__init__(text if printable else fmt.printable(text), style=style)
         self.sort_key = sort_key
 
 
@@ -276,6 +278,7 @@ class InstanceTable(FastTable):
         resort = False
         updated: dict[str, dict[str, SortCell]] = {}
         gone: list[str] = []
+        added: list[tuple[str, tuple[SortCell, ...], int]] = []
         for ref in candidates:
             key = row_key(ref)
             inst = inv.instances.get(ref)
@@ -304,7 +307,9 @@ class InstanceTable(FastTable):
             if present and previous == shown:
                 continue
             if not present:
-                self.add_row(*(SortCell(*spec) for spec in specs), key=key)
+                added.append((key, tuple(SortCell(text, sort_key, style, printable=True)
+                                         for (text, _), (_, sort_key, style)
+                                         in zip(shown, specs)), 1))  # all at once, below
                 self.refs[key] = ref
                 resort = True
             else:
@@ -316,6 +321,7 @@ class InstanceTable(FastTable):
                 updated[key] = changes
                 resort = resort or self.sort_column in changes
             self._rendered[key] = shown
+        internals.add_rows(self, added)
         rebuilt = self._remove_rows(gone)
         if selected in candidates:
             self._show_reason()
@@ -344,8 +350,8 @@ class InstanceTable(FastTable):
         kept = [(row.key.value, self.get_row(row.key), row.height)
                 for row in self.ordered_rows if row.key.value not in leaving]
         self.clear()
-        for value, cells, height in kept:
-            self.add_row(*cells, key=value, height=height)
+        internals.add_rows(self, [(str(value), tuple(cells), height)
+                                  for value, cells, height in kept])
         return True
 
     def _update_rows(self, updated: dict[str, dict[str, SortCell]], *, repaint: bool) -> None:
