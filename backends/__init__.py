@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .base import Backend
+from .base import Backend, prepare_class
 from .errors import BackendError
 from .models import FirstListing, Remote
 
@@ -83,7 +83,7 @@ def preload(kind: str) -> None:
     end (the module is in ``sys.modules`` from its start). Unknown kinds are left to
     :func:`backend_class` to refuse."""
     if kind in REGISTRY:
-        backend_class(kind)
+        prepare_class(backend_class(kind))
 
 
 def get_backend(remote: Remote, *, timeout: float = 10.0, **options: object) -> Backend:

@@ -24,7 +24,7 @@ from .create_preview import PreviewVerbs
 from .deletion import DELETION_METHODS, DeletionVerbs
 from .portable import PortableVerbs, portable_problems
 from .errors import Unsupported
-from .read_only import READ_ONLY_CAPABILITIES, guard
+from .read_only import READ_ONLY_CAPABILITIES, guard, guarded_verbs
 from .resources import RESOURCE_CAPABILITY_METHODS, RESOURCE_CAPABILITY_REQUIRES, ResourceVerbs
 from .screen import ScreenSession
 from .transfer_verbs import TransferVerbs
@@ -396,6 +396,13 @@ class Backend(ResourceVerbs, ClusterVerbs, PreviewVerbs, PortableVerbs, Deletion
                 words.
         """
         raise self._unsupported("push files")
+
+
+def prepare_class(cls: type[Backend]) -> None:
+    """Work out once what every backend of ``cls`` needs (which verbs a read-only remote
+    refuses, which take a target backend: a walk over a hundred methods and their
+    signatures, ~5 ms per class), so that making one, on the event loop, does not."""
+    guarded_verbs(cls, Backend, CAPABILITY_METHODS)
 
 
 CAPABILITY_METHODS: dict[Capability, tuple[str, ...]] = {

@@ -69,7 +69,7 @@ class Create(Backend):
             if directory.exists():
                 shutil.rmtree(directory, ignore_errors=True)
             raise
-        return self.lxc.instance(name, InstanceStatus.STOPPED)
+        return await self.lxc.read_instance(name, InstanceStatus.STOPPED)
 
     async def create_from_image(self, name: str, image: str, *, bridge: str | None = None,
                                 progress: Callable[[str], None] | None = None) -> Instance:
@@ -125,7 +125,7 @@ class Create(Backend):
                 raise
         finally:
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
-        return self.lxc.instance(name, InstanceStatus.STOPPED)
+        return await self.lxc.read_instance(name, InstanceStatus.STOPPED)
 
     def _place_rootfs(self, name: str, checked: Path) -> None:
         """Move the checked root file system into the new container ``name`` (made by
@@ -256,7 +256,7 @@ class Create(Backend):
                 raise OperationFailed(f"{ref} was created, but could not start: "
                                       f"{e.message}") from e
             return await self.get_instance(ref)
-        return self.lxc.instance(name, InstanceStatus.STOPPED)
+        return await self.lxc.read_instance(name, InstanceStatus.STOPPED)
 
     async def _make_container(self, request: CreateRequest, bridge: str | None,
                               template_args: list[str], say: Callable[[str], None]) -> None:

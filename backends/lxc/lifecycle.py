@@ -44,15 +44,18 @@ class Lifecycle(Backend):
         if not os.path.isdir(self.lxc.path):
             return []
         _, out, err = await self.lxc.run("lxc-ls", "--fancy", "-F", "NAME,STATE", check=True)
-        return [self.lxc.instance(row["NAME"], parse.status_of(row["STATE"]))
+        rows = [(row["NAME"], parse.status_of(row["STATE"]))
                 for row in parse.fancy_table(out) if row.get("NAME")]
+        # (in one thread: each reads the container's files)
+        return await asyncio.to_thread(lambda: [self.lxc.instance(*row) for row in rows])
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
         self.lxc.require(ref)
         rc, out, err = await self.lxc.run("lxc-info", "-n", ref.name, "-s")
         if rc != 0:
             raise NotFound(words(err) or f"No LXC container '{ref.name}'.")
-        return self.lxc.instance(ref.name, parse.status_of(parse.info(out).get("State", "")))
+        state = parse.info(out).get("State", "")
+        return await self.lxc.read_instance(ref.name, parse.status_of(state))
 
     async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
         async def one(ref: InstanceRef) -> tuple[InstanceRef, dict[str, str] | None]:

@@ -160,8 +160,13 @@ class LXCTools:
         """Replace the container's config with ``lines`` (written beside it, renamed)."""
         replace_file(self.dir(name) / "config", "\n".join(lines) + "\n")
 
+    async def read_instance(self, name: str, status: InstanceStatus) -> Instance:
+        """:meth:`instance` in a thread: it reads the container's files, which the event
+        loop does not wait for."""
+        return await asyncio.to_thread(self.instance, name, status)
+
     def instance(self, name: str, status: InstanceStatus) -> Instance:
-        """The container ``name`` as its directory and config describe it."""
+        """The container ``name`` as its directory and config describe it (blocking)."""
         try:
             config = self.config(name)
         except OSError:

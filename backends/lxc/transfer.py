@@ -109,7 +109,7 @@ class Transfer(Backend):
             await self._destroy_partial(new_name)
             raise
         say("cloned")
-        return self.lxc.instance(new_name, InstanceStatus.STOPPED)
+        return await self.lxc.read_instance(new_name, InstanceStatus.STOPPED)
 
     async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
         """Rename a stopped container with ``lxc-copy -R`` (directory, rootfs path and host
@@ -293,7 +293,7 @@ class Transfer(Backend):
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
             raise
         say("imported")
-        return self.lxc.instance(name, InstanceStatus.STOPPED)
+        return await self.lxc.read_instance(name, InstanceStatus.STOPPED)
 
 
 def _seal(directory: Path, root_gid: int | None) -> None:
