@@ -116,12 +116,12 @@ class Lifecycle(Backend):
 
     async def list_instances(self) -> list[Instance]:
         vms = self.vms
-        out = []
-        for name in vms.names():
+        names = await asyncio.to_thread(vms.names)  # (a directory walk)
+        for name in names:
             if name not in vms.status:
                 await self.monitor.adopt(name)
-            out.append(vms.entry(name))
-        return out
+        # each definition is a file to read and check: off the event loop
+        return await asyncio.to_thread(lambda: [vms.entry(name) for name in names])
 
     async def get_instance(self, ref: InstanceRef) -> Instance:
         if not self.vms.exists(ref.name):
