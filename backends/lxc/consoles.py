@@ -7,13 +7,15 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..base import Backend
-from ..console import WebSocketSession, attach_local
-from ..console.client import console_dir
 from ..errors import Conflict, Unsupported
 from ..models import InstanceRef, InstanceStatus
 from .tools import LXCTools
+
+if TYPE_CHECKING:  # (the console client, websockets and all, is loaded by the first console)
+    from ..console import WebSocketSession
 
 # What a shell needs, and nothing of corral's own environment (tokens, SSH_AUTH_SOCK…),
 # which the container's root could read from /proc/<pid>/environ.
@@ -45,6 +47,8 @@ class Consoles(Backend):
         name = ref.name
         if len(name) > 24:  # keep socket paths under AF_UNIX's 107 bytes
             name = name[:12] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
+        from ..console.client import console_dir
+
         return console_dir("lxc", tag, name)
 
     async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
@@ -58,6 +62,8 @@ class Consoles(Backend):
         if kind != "console":
             raise Unsupported("Containers have no VGA screen; use the console.")
         await self._require_running(ref)
+        from ..console import attach_local
+
         return await attach_local(
             f"{ref} console", str(self._console_dir(ref) / "console.ws"),
             ["--escape", "01", "--pty", "--",
@@ -76,6 +82,8 @@ class Consoles(Backend):
                            "else exec sh -l; fi"]
         tag = "shell" if command is None else "shell-" + hashlib.sha256(
             "\0".join(command).encode()).hexdigest()[:10]
+        from ..console import attach_local
+
         return await attach_local(
             f"{ref} shell", str(self._console_dir(ref) / f"{tag}.ws"),
             ["--pty", "--", "lxc-attach", "-P", self.lxc.path, "-n", ref.name,

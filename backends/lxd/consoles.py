@@ -15,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import ConnectionClosed
 
 from ..base import Backend
-from ..console import WebSocketSession
 from ..errors import Conflict, InvalidInput, OperationFailed, Unsupported
 from ..models import Instance, InstanceRef, InstanceStatus, InstanceType
 from .rest import Rest
 from .sockets import Sockets
+
+if TYPE_CHECKING:  # (the console client is loaded by the first console, not at start-up)
+    from ..console import WebSocketSession
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -79,6 +81,8 @@ class Consoles(Backend):
 
             return await rest.call(_log)
 
+        from ..console import WebSocketSession
+
         return WebSocketSession(
             f"{ref} console", self.sockets.operation_socket(op_id, fds["0"]),
             open_control=self.sockets.operation_socket(op_id, fds["control"]), prefill=prefill,
@@ -112,6 +116,8 @@ class Consoles(Backend):
                 return f"{program} exited ({code})"
 
             return await rest.call(_wait)
+
+        from ..console import WebSocketSession
 
         return WebSocketSession(
             f"{ref} shell", self.sockets.operation_socket(op_id, fds["0"]),

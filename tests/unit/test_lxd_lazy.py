@@ -24,6 +24,18 @@ def test_the_backend_module_imports_neither_pylxd_nor_requests():
     assert out == "[]"
 
 
+def test_no_backend_loads_the_console_client_until_a_console_opens():
+    """The console client (corral's console server, the VGA reader) is the first
+    console's to load: the backends' modules, imported at start for every remote, do not
+    (the LXD and LXC ones did, through a module-level import)."""
+    out = _run("import sys, backends\n"
+               "for kind in ('lxd', 'incus', 'lxc', 'qemu'):\n"
+               "    backends.preload(kind)\n"
+               "print(sorted(m for m in ('backends.console.client', 'backends.console.server')"
+               " if m in sys.modules))")
+    assert out == "[]"
+
+
 def test_pylxd_exceptions_match_nothing_until_pylxd_is_imported_then_are_its_own():
     out = _run(
         "from backends.lxd.lazy import NeverRaised, pylxd_exc, requests_exc\n"
