@@ -154,7 +154,7 @@ class Create(Backend):
             say("saving definition…")
             definition.save(directory)
         self.vms.status[name] = InstanceStatus.STOPPED
-        return self.vms.instance(name)
+        return await self.vms.read_instance(name)
 
     # The launch wizard (CREATE) --------------------------------------------------------
 
@@ -271,7 +271,7 @@ class Create(Backend):
             except BackendError as e:
                 raise OperationFailed(f"{inst.ref} was created, but could not start: "
                                       f"{e.message}") from e
-            inst = self.vms.instance(name)
+            inst = await self.vms.read_instance(name)
         return inst
 
 

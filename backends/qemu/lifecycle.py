@@ -128,7 +128,7 @@ class Lifecycle(Backend):
             raise NotFound(f"No QEMU VM named '{ref.name}'.")
         if ref.name not in self.vms.status:
             await self.monitor.adopt(ref.name)
-        return self.vms.instance(ref.name)
+        return await self.vms.read_instance(ref.name)
 
     async def get_states(self, refs: list[InstanceRef]) -> dict[InstanceRef, InstanceState]:
         vms = self.vms

@@ -154,6 +154,11 @@ class Machines:
                             status=InstanceStatus.ERROR, description=e.message,
                             extra={"reason": e.message})
 
+    async def read_instance(self, name: str) -> Instance:
+        """:meth:`instance` in a thread: it reads and checks the VM's definition, which the
+        event loop does not wait for."""
+        return await asyncio.to_thread(self.instance, name)
+
     def instance(self, name: str) -> Instance:
         d = self.definition(name)
         status = self.status.get(name, InstanceStatus.STOPPED)

@@ -181,7 +181,7 @@ class Transfer(Backend):
         self.vms.status[name] = InstanceStatus.STOPPED
         self.vms.why.pop(name, None)
         self.vms.emit("instance-created", self.vms.ref(name))
-        return self.vms.instance(name)
+        return await self.vms.read_instance(name)
 
     async def _unpack_export(self, path: str, directory: Path, name: str,
                              say: Callable[[str], None]) -> VMDefinition:
@@ -281,7 +281,7 @@ class Transfer(Backend):
         self.vms.why.pop(new_name, None)
         say("cloned")
         self.vms.emit("instance-created", self.vms.ref(new_name))
-        return self.vms.instance(new_name)
+        return await self.vms.read_instance(new_name)
 
     async def rename_instance(self, ref: InstanceRef, new_name: str) -> Instance:
         """Rename a stopped VM: its directory moves and its definition takes the new name.
@@ -296,7 +296,7 @@ class Transfer(Backend):
         d = self.vms.require_stopped(ref, "rename")
         check_name(new_name)
         if new_name == ref.name:
-            return self.vms.instance(ref.name)
+            return await self.vms.read_instance(ref.name)
         old_dir, new_dir = self.vms.dir(ref.name), self.vms.dir(new_name)
         if new_dir.exists():
             raise Conflict(f"A VM named '{new_name}' already exists.")
@@ -329,7 +329,7 @@ class Transfer(Backend):
         self.vms.status.setdefault(new_name, InstanceStatus.STOPPED)
         new_ref = self.vms.ref(new_name)
         self.vms.emit("instance-renamed", new_ref, f"renamed from {ref.name}")
-        return self.vms.instance(new_name)
+        return await self.vms.read_instance(new_name)
 
     def _overlays_of(self, ref: InstanceRef) -> list[_Overlay]:
         """The disks of other VMs whose backing file is in ``ref``'s directory.

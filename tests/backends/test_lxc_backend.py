@@ -350,6 +350,7 @@ async def test_listing_reads_the_containers_files_off_the_event_loop(backend, lx
     try:
         listed = await backend.list_instances()
         got = await backend.get_instance(InstanceRef(backend.remote.name, "slowdisk"))
+        await asyncio.sleep(0.05)  # the ticker sees the last stretch too
     finally:
         ticker.cancel()
     assert "slowdisk" in {i.name for i in listed} and got.name == "slowdisk"

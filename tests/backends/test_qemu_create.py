@@ -185,3 +185,42 @@ async def test_a_vm_that_does_not_start_stays_defined(qemu, guest, tmp_path):
                                    progress=progress)
     inst = await qemu.get_instance(InstanceRef("qemu", "nostart"))
     assert inst.status is InstanceStatus.STOPPED
+
+
+async def test_listing_and_one_vm_read_the_definitions_off_the_event_loop(qemu, monkeypatch):
+    """Each VM's definition is a file to read and check, for the listing and for one VM
+    (after each of its events): a slow disk must not stop the event loop. Here each read
+    takes 0.2 s; the loop ticks every 20 ms throughout."""
+    import asyncio
+
+    from backends.qemu.machines import Machines
+
+    await qemu.create_instance(CreateRequest(
+        "slowdisk", CreateSource("pxe", "PXE", type=InstanceType.VM), disk=64 * MiB,
+        network="user"))
+    real = Machines.instance
+
+    def slow(self, name):
+        time.sleep(0.2)
+        return real(self, name)
+
+    monkeypatch.setattr(Machines, "instance", slow)
+    gaps: list[float] = []
+
+    async def ticking() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.ensure_future(ticking())
+    try:
+        listed = await qemu.list_instances()
+        got = await qemu.get_instance(InstanceRef(qemu.remote.name, "slowdisk"))
+        await asyncio.sleep(0.05)  # the ticker sees the last stretch too
+    finally:
+        ticker.cancel()
+    assert "slowdisk" in {i.name for i in listed} and got.name == "slowdisk"
+    assert gaps and max(gaps) < 0.15, f"the loop stood still for {max(gaps):.2f} s"
