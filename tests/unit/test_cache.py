@@ -129,3 +129,22 @@ def test_update_says_whether_the_kept_rows_changed(tmp_path):
                                 inst("db1", InstanceStatus.STOPPED)])
     assert not cache.forget_except(["prod"])
     assert cache.forget_except([])
+
+
+def test_the_very_same_rows_are_not_made_into_json_again(tmp_path, monkeypatch):
+    """A usage sample hands the cache the same instance objects (the inventory replaces an
+    instance only when it changes): every 10 s, hundreds of rows on the event loop. Those
+    are recognised without building their JSON; the listing's time still moves."""
+    import tui.services.cache as cache_module
+
+    cache = InventoryCache(tmp_path / "inventory.json")
+    rows = [inst("web1"), inst("db1", InstanceStatus.STOPPED)]
+    assert cache.update(LXD, rows)
+    made: list[str] = []
+    real = cache_module._to_json
+    monkeypatch.setattr(cache_module, "_to_json", lambda i: (made.append(i.name), real(i))[1])
+    before = cache._entries["prod"]["saved_at"]
+    assert not cache.update(LXD, list(rows))
+    assert made == [] and cache._entries["prod"]["saved_at"] >= before
+    assert not cache.update(LXD, [inst("web1"), inst("db1", InstanceStatus.STOPPED)])
+    assert made == ["web1", "db1"]  # equal, but other objects: compared as JSON

@@ -90,6 +90,9 @@ class InventoryCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[str, dict] = {}
+        self._seen: dict[str, tuple[Instance, ...]] = {}
+        """The instance objects each entry was made from (rows unchanged are the same
+        objects: the inventory replaces an instance only when it changes)."""
         self.problem: str | None = None
         """Why the file was refused (another user's, a link, a FIFO…), in words."""
 
@@ -132,8 +135,15 @@ class InventoryCache:
         """Remember a remote's current rows (written by :meth:`write`); True when they
         differ from the rows remembered (usage figures, which change every few seconds,
         are not kept: a remote whose rows are the same needs no new file)."""
-        rows = [_to_json(i) for i in instances]
+        instances = tuple(instances)
         old = self._entries.get(remote.name)
+        if old is not None and old.get("identity") == identity(remote):
+            seen = self._seen.get(remote.name, ())
+            if len(seen) == len(instances) and all(a is b for a, b in zip(seen, instances)):
+                old["saved_at"] = time.time()  # the very rows (a usage sample): no JSON
+                return False
+        self._seen[remote.name] = instances
+        rows = [_to_json(i) for i in instances]
         same = old is not None and old.get("identity") == identity(remote) \
             and old.get("instances") == rows
         self._entries[remote.name] = {
@@ -149,6 +159,7 @@ class InventoryCache:
         gone = [n for n in self._entries if n not in keep]
         for name in gone:
             del self._entries[name]
+            self._seen.pop(name, None)
         return bool(gone)
 
     def write(self) -> None:
