@@ -124,6 +124,10 @@ class Action:
     not held for it (unless it asks about the marked rows first, as a bulk verb does).
     Every other flow opens something (a dialog, a wizard, a console, the editor), and the
     keys typed after its key wait for it and go there (tui/keyboard.py)."""
+    opens: bool | None = None
+    """The key opens something the keys typed after it belong to (a dialog, a menu, a
+    console): refused, those keys are dropped, never run on the table (tui/keyboard.py).
+    None: every flow but a background one does."""
     bulk: bool = False
     """Acts on every marked instance (or marked row of its view) when some are marked."""
     view: str = ""
@@ -132,6 +136,12 @@ class Action:
     """(``ROWS``) Needs a selected row (``new`` does not)."""
     writable: bool = False
     """(``ROWS``) Not on read-only rows (the host's networks)."""
+
+    @property
+    def opening(self) -> bool:
+        """:attr:`opens`, or what it is when not said."""
+        return self.opens if self.opens is not None else \
+            self.flow is not None and not self.background
 
     @property
     def action(self) -> str:
@@ -243,7 +253,7 @@ ACTIONS: tuple[Action, ...] = (
            flow=create.new_instance, palette="New instance…"),
     Action(name="actions", label="Actions", help="Backup, clone, copy/move, publish, password, "
            "NICs, rename, …", scope=I, key="a", binding_id="instance.actions",
-           method="instance_actions", palette="Actions for {ref}…"),
+           method="instance_actions", palette="Actions for {ref}…", opens=True),
     Action(name="operations", label="Operations", help="The operations view: running and recent "
            "operations of every remote (cancel with x)", scope=V, key="w",
            binding_id="view.operations", show=False, palette="Operations"),

@@ -16,7 +16,10 @@ it opens (a dialog, a wizard, a console tab: a *hold*, :meth:`KeyGate.hold`). On
 does the next key go, to whatever now has the focus. Keys typed before the UI is ready
 (:meth:`KeyGate.open`) wait in the queue as well. A hold that ends with nothing opened
 (the flow failed, or said why not) does not pass its keys on to the table: they are
-dropped and the user is told how many, never turned into commands.
+dropped and the user is told how many, never turned into commands. The same goes for a key
+bound to something that opens (an :class:`Opens` node says which) that is refused before any
+flow starts — greyed, not offered, nothing selected: the text typed after ``e`` on a stopped
+instance is never run on the table.
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ HOLD_POLL = 0.02
 _RELEASED = "_corral_released"
 
 
+class Opens:
+    """A node some of whose key bindings open something the keys typed after them belong to
+    (a dialog, a menu, a console). When such a key opens nothing — no flow held the keys,
+    neither the screen nor the focus changed — the keys typed after it in the same burst are
+    dropped, in words."""
+
+    def opens(self, action: str) -> str | None:
+        """What binding action ``action`` of this node opens, in words ("Shell c1"); None:
+        nothing (a key whose keys after it are the table's as usual)."""
+        return None
+
+
 class KeyGate:
     """The app's keys, one at a time, each after the one before has settled.
 
@@ -67,6 +82,9 @@ class KeyGate:
         self._open = False
         self._busy = False
         self._holds: list[_Hold] = []
+        self._watched: tuple[str, tuple[object, ...], int] | None = None
+        """(what, where, holds) of the key just released when it is bound to something
+        that opens: its keys are dropped if it opened nothing."""
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
         """Keys typed for something that did not open (told to the user)."""
@@ -88,6 +106,7 @@ class KeyGate:
             return True
         if self.idle:
             self._busy = True
+            self._watch(event)
             return True
         self._queue.append(event)
         return False
@@ -126,6 +145,44 @@ class KeyGate:
         except Exception:  # (no screen yet): nothing is bound
             return False
         return any(key in bindings.key_to_bindings for _node, bindings in chain)
+
+    def _watch(self, event: events.Key | events.Paste) -> None:
+        """Before ``event`` is handled: when it is a key bound to something that opens
+        (:class:`Opens`), what the UI is now, to see whether it opened anything."""
+        self._watched = None
+        if not isinstance(event, events.Key) or self._typed_text(event):
+            return
+        what = self._opener(event.key)
+        if what is not None:
+            self._watched = (what, self._where(), len(self._holds))
+
+    def _opener(self, key: str) -> str | None:
+        """What the binding of ``key`` that Textual would run opens (the first in the
+        binding chain; a priority one before any other)."""
+        try:
+            chain = compat.binding_chain(self._app)
+        except Exception:  # (no screen yet): nothing is bound
+            return None
+        found = [(node, b) for node, bindings in chain
+                 for b in bindings.key_to_bindings.get(key, ())]
+        found.sort(key=lambda pair: not pair[1].priority)  # (stable: chain order kept)
+        if not found:
+            return None
+        node, binding = found[0]
+        namespace, _, action = binding.action.rpartition(".")
+        target: object = {"screen": self._app.screen, "app": self._app}.get(namespace, node)
+        return target.opens(action) if isinstance(target, Opens) else None
+
+    def _refused(self) -> None:
+        """After the watched key settled: it opened nothing and started no flow (refused
+        before any: greyed, not offered, nothing selected): the keys typed after it are
+        dropped, in words, not run on the table."""
+        watched, self._watched = self._watched, None
+        if watched is None or not self._queue:
+            return
+        what, where, holds = watched
+        if len(self._holds) == holds and self._where() == where:
+            self._drop(what)
 
     def _quits(self, event: events.Event) -> bool:
         """A key the app itself binds, with priority, to quitting (Ctrl+Q): never held
@@ -192,7 +249,7 @@ class KeyGate:
         for hold in self._holds:
             hold.external = True
         if self._holds and self._queue:
-            self._drop(self._holds[0], "handed the terminal to another program")
+            self._drop(self._holds[0].what, "handed the terminal to another program")
 
     # Settling ---------------------------------------------------------------------------
 
@@ -210,6 +267,7 @@ class KeyGate:
                 if settle or self._queue and not self._typed_text(self._queue[0]):
                     await self.settle()
                 settle = True
+                self._refused()
                 if self._holds:
                     self.typed_ahead.set()  # (a held verb may wait for its remote)
                     await self._wait_holds()
@@ -222,6 +280,7 @@ class KeyGate:
                     await self.settle()
                 released = _again(self._queue.popleft(), self._app)
                 text = self._typed_text(released)  # (the focus it goes to, now)
+                self._watch(released)
                 self._app.post_message(released)
                 while text and self._queue and self._typed_text(self._queue[0]):
                     # the rest of a run of text typed into the same box goes with it, in
@@ -331,22 +390,22 @@ class KeyGate:
                 self._holds.pop(0)
                 await self.settle()
                 if not hold.opened(app) and self._queue:
-                    self._drop(hold)
+                    self._drop(hold.what)
                 continue
             if time.monotonic() - started > HOLD_LIMIT:
                 self._holds.pop(0)  # opened nothing in time: its keys are not the table's
                 if self._queue:
-                    self._drop(hold)
+                    self._drop(hold.what)
                 continue
             await asyncio.sleep(HOLD_POLL)
 
-    def _drop(self, hold: "_Hold", why: str = "opened nothing") -> None:
+    def _drop(self, what: str, why: str = "opened nothing") -> None:
         count = len(self._queue)
         self._queue.clear()
         self.dropped += count
         if self._notify is not None:
             keys = "key" if count == 1 else "keys"
-            self._notify(f"{hold.what} {why}: the {count} {keys} typed after it "
+            self._notify(f"{what} {why}: the {count} {keys} typed after it "
                          "were not used.")
 
 

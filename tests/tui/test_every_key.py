@@ -418,3 +418,107 @@ async def test_palette_burst_runs_what_was_typed(fake_env, monkeypatch):
             await pilot.pause(0.05)
         assert backends["beta"].calls and backends["beta"].calls[0][:2] == ("stop", "db1")
         assert not backends["alpha"].calls  # no letter of it reached the table as a verb
+
+
+
+async def _refused_burst(app, pilot, seen, key, ref="alpha:web2"):
+    """``key`` then ``echo lx-$((1+2))`` and enter in one read on ``ref``: every key after
+    ``key`` dropped, in words, none run on the table (a space marks, ``-`` removes a
+    remote, ``e`` and ``c`` open things)."""
+    table = app.main_screen.query_one(InstanceTable)
+    select(app, ref)
+    await settle(pilot, app)
+    row, dropped = cursor(app), app.keys.dropped
+    text = "echo lx-$((1+2))"
+    burst(app, key, *typed(text), "enter")
+    await settle(pilot, app)
+    assert app.keys.dropped - dropped == len(text) + 1, (key, seen)
+    assert any(f"{len(text) + 1} keys typed after it were not used" in m for m in seen), seen
+    assert isinstance(app.screen, MainScreen), key  # no dialog of "-" nor "?"
+    assert isinstance(app.focused, InstanceTable), key
+    assert not table.marked and cursor(app) == row, key
+    assert not app.main_screen.query(TerminalView), key
+    burst(app, "j")  # the keys after it are the table's again
+    await settle(pilot, app)
+    assert cursor(app) == row + 1, key
+
+
+def _seen(app) -> list[str]:
+    seen: list[str] = []
+    original = app.notify
+    app.notify = lambda message, **kw: (seen.append(message), original(message, **kw))
+    return seen
+
+
+async def test_text_after_a_refused_opening_key_is_not_run(fake_env):
+    """``e`` or ``c`` on a stopped instance is refused in words before any flow starts
+    (the key is greyed): the text typed after it in the same burst is not run."""
+    cfg, env, _, _ = fake_env
+
+    def factory(remote: Remote, timeout: float):
+        return ConsoleFake(remote, instances=[
+            ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING),
+            ("web2", InstanceType.CONTAINER, InstanceStatus.STOPPED),
+            ("web3", InstanceType.CONTAINER, InstanceStatus.RUNNING)])
+
+    ConsoleFake.opened = []
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        seen = _seen(app)
+        for key in ("e", "c"):
+            await _refused_burst(app, pilot, seen, key)
+            assert any("not possible for alpha:web2: it is stopped" in m for m in seen), seen
+            seen.clear()
+        assert ConsoleFake.opened == []
+
+
+async def test_text_after_an_opening_key_the_remote_cannot_do_is_not_run(fake_env):
+    """The same where the key is not offered at all (a remote with no shell)."""
+    backends = fake_env[3]
+    async with running(fake_env) as (app, pilot):
+        seen = _seen(app)
+        for key in ("e", "c"):
+            await _refused_burst(app, pilot, seen, key, ref="alpha:web1")
+        assert backends["alpha"].calls == [] and backends["beta"].calls == []
+
+
+async def test_text_after_an_opening_key_with_nothing_selected_is_not_run(fake_env):
+    """The same when the key is refused for want of a row (a filter that keeps none)."""
+    async with running(fake_env) as (app, pilot):
+        burst(app, *typed("/nothing-here\r"))
+        await settle(pilot, app)
+        assert table_rows(app) == {}
+        dropped = app.keys.dropped
+        burst(app, "d", *typed("ls -l"), "enter")
+        await settle(pilot, app)
+        assert app.keys.dropped - dropped == 6
+        assert isinstance(app.screen, MainScreen)
+        assert app.main_screen.query_one("#filter", Input).value == "nothing-here"
+
+
+async def test_text_after_a_refused_view_verb_is_not_run(fake_env):
+    """A view's verb refused for want of a row (``:profiles`` with none): the keys typed
+    after it in the burst are dropped, in words, as the instance table's are."""
+    from .test_views_follow_fake import SlowProfiles
+
+    cfg, env, _, _ = fake_env
+
+    def factory(remote, timeout):
+        backend = SlowProfiles(remote, timeout=timeout)
+        backend.profiles = []
+        return backend
+
+    app = make_app(cfg, env=env, factory=factory)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        burst(app, *typed(":profiles\r"))
+        await settle(pilot, app)
+        assert isinstance(app.focused, ResourceTable)
+        seen = _seen(app)
+        dropped = app.keys.dropped
+        burst(app, "m", *typed("new-name"), "enter")
+        await settle(pilot, app)
+        assert app.keys.dropped - dropped == 9, seen
+        assert any("Rename (profiles) opened nothing" in m for m in seen), seen
+        assert isinstance(app.screen, MainScreen) and isinstance(app.focused, ResourceTable)

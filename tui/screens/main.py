@@ -42,6 +42,7 @@ from ..views.command import CommandLine
 from ..views.pane import ResourcePane
 from ..views.switching import ViewSwitcher
 from .console_actions import ConsoleActions
+from .opening_keys import OpeningKeys
 from .first_frame import FirstFrameScreen
 from .dialogs import ActionsMenu
 from .help import HelpScreen, key_rows
@@ -56,7 +57,7 @@ def _set_if_changed(widget, attribute: str, value: str | None) -> None:
         setattr(widget, attribute, value)
 
 
-class MainScreen(ConsoleActions, FirstFrameScreen):
+class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
     """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -398,8 +399,7 @@ class MainScreen(ConsoleActions, FirstFrameScreen):
             return
         self.views.marks_note(action, ctx.marked, ctx.ref)
         target = ctx.ref or ctx.remote
-        exclusive = bool(action.one_at_a_time)
-        group = f"{action.one_at_a_time or 'action'}:{target}"
+        exclusive, group = bool(action.one_at_a_time), f"{action.one_at_a_time or 'action'}:{target}"
         flow = action.flow(ctx) if not held.connecting(ctx) else \
             held.when_connected(ctx, action, action.flow)
         worker = self.run_worker(flow, group=group, exclusive=exclusive,

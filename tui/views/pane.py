@@ -23,6 +23,7 @@ from backends.models import BackendEvent, ConnectionState, EventKind, Resource
 from .. import format as fmt
 from ..actions import ACTIONS, BY_VIEW, Scope, row_bindings, row_method
 from ..flows.context import Context
+from ..keyboard import Opens
 from ..offer import row_allowed
 from ..services import projects
 from ..services.inventory import Inventory
@@ -36,7 +37,7 @@ PREFETCH_AFTER = 1.0
 """Seconds after the last remote stopped connecting when the views are read ahead."""
 
 
-class ResourcePane(Vertical):
+class ResourcePane(Opens, Vertical):
     """One resource view at a time (``show``); hidden while the instances are shown."""
 
     SCOPED_CSS = False
@@ -372,6 +373,16 @@ class ResourcePane(Vertical):
 
     def _open_view(self, name: str, parent: str, filter_text: str | None) -> None:
         self.post_message(self.OpenView(name, parent, filter_text))
+
+    def opens(self, action: str) -> str | None:
+        """(The key gate's) what the verb of ``action`` opens, as :meth:`run_verb` holds
+        the keys typed after it."""
+        spec = self.spec
+        entry = BY_VIEW.get((spec.name, action)) if spec else None
+        if spec is None or entry is None or entry.flow is None or \
+                entry.background and not (entry.bulk and self.table.marked_rows()):
+            return None
+        return f"{entry.label} ({spec.name})"
 
     def run_verb(self, method: str) -> None:
         """Run the view's verb ``method`` (``verb_delete``) in a worker."""
