@@ -20,6 +20,7 @@ read_only = ["prod"]
 enabled = true
 path = "~/.local/share/corral/qemu"
 accel = "auto"             # kvm, tcg, or auto (KVM when /dev/kvm is usable)
+serial_log_mib = 4         # a VM's serial log is trimmed past this (the last MiB kept)
 
 [lxc]                      # local LXC containers (lxc-* tools)
 enabled = true
@@ -79,6 +80,8 @@ class Config:
     """Where VM definitions and disks live (default: $XDG_DATA_HOME/corral/qemu)."""
     qemu_accel: str = "auto"
     """Default accelerator of VMs set to 'auto': auto (KVM when usable), kvm or tcg."""
+    qemu_serial_log_mib: float = 4
+    """MiB a VM's serial log may reach before it is trimmed."""
 
     def backend_options(self, kind: str) -> dict[str, Any]:
         """The keyword arguments a backend of ``kind`` is made with, from its own table
@@ -87,7 +90,8 @@ class Config:
 
     @property
     def _backend_options(self) -> dict[str, dict[str, Any]]:
-        return {"qemu": {"default_accel": self.qemu_accel}}
+        return {"qemu": {"default_accel": self.qemu_accel,
+                         "serial_log_max": int(self.qemu_serial_log_mib * (1 << 20))}}
     lxc_enabled: bool = True
     lxc_paths: tuple[str, ...] = ()
     """lxcpaths to show (default: the lxc tools' own default)."""
@@ -244,6 +248,8 @@ def _from_toml(data: dict[str, Any], path: Path) -> Config:
         qemu_enabled=_flag(qemu, "enabled", True, problems, path, "qemu"),
         qemu_path=_text(qemu, "path", "", problems, path, "qemu"),
         qemu_accel=accel,
+        qemu_serial_log_mib=_num(qemu, "serial_log_mib", 4, problems, path, minimum=1,
+                                 maximum=4096, table="qemu"),
         lxc_enabled=_flag(lxc, "enabled", True, problems, path, "lxc"),
         lxc_paths=names(lxc, "paths"),
         **console,

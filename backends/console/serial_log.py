@@ -16,13 +16,26 @@ import fcntl
 import os
 
 SERIAL_LOG_MAX = 4 << 20
-"""Bytes the serial log may reach before it is trimmed."""
+"""Bytes the serial log may reach before it is trimmed (the default of QEMU's
+``[qemu] serial_log_mib``)."""
 KEEP = 1 << 20
-"""Bytes of the log's end kept in ``.prev`` (more than the console history shows)."""
+"""Bytes of the log's end kept in ``.prev`` (more than the console history shows), at
+most a quarter of the limit."""
+SERIAL_LOG_MIN = 64 << 10
+"""The smallest limit: below it a trim would keep less than the console's history."""
 
 
-def trim(path: str, limit: int = SERIAL_LOG_MAX, keep: int = KEEP) -> bool:
-    """Trim the log at ``path`` when it is over ``limit``; whether it was trimmed."""
+def check_every(limit: int) -> int:
+    """Bytes of output between two looks at the log's size (a ``stat``): at most 1 MiB,
+    a quarter of ``limit`` for a smaller one, so the log stays under 1.25 × ``limit``."""
+    return min(1 << 20, max(limit // 4, 4096))
+
+
+def trim(path: str, limit: int = SERIAL_LOG_MAX, keep: int | None = None) -> bool:
+    """Trim the log at ``path`` when it is over ``limit``; whether it was trimmed. Its
+    last ``keep`` bytes (default :data:`KEEP`, at most a quarter of ``limit``) go to
+    ``.prev``."""
+    keep = min(KEEP, limit // 4) if keep is None else keep
     try:
         if os.stat(path).st_size <= limit:
             return False

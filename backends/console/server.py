@@ -35,7 +35,7 @@ from websockets.asyncio.server import ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
 from ..session import PtySession, RingBuffer, SocketSession
-from .serial_log import trim
+from .serial_log import SERIAL_LOG_MAX, SERIAL_LOG_MIN, check_every, trim
 from .vga import BDA, BDA_SIZE, SPECIAL_CHORDS, VGAScreen, keys_for_input, parse_bda
 
 QUERY = re.compile(rb"\x1b\[[?>]?[0-9;]*[cn]")
@@ -96,9 +96,9 @@ class Server:
         self.hub.feed(data)
         if self.args.log:
             self.logged += len(data)
-            if self.logged >= 1 << 20:  # look at the log's size once per MiB of output
+            if self.logged >= check_every(self.args.log_max):  # (a stat per MiB at most)
                 self.logged = 0
-                trim(self.args.log)
+                trim(self.args.log, self.args.log_max)
 
     def closed(self, reason: str) -> None:  # ConsoleSink
         self.finish(reason)
@@ -314,8 +314,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                      help="run the program given after -- on a pty")
     p.add_argument("--fps", type=float, default=10.0, help="screen updates a second (--vnc)")
     p.add_argument("--log", help="the source's log file, to seed the history from")
+    p.add_argument("--log-max", type=int, default=SERIAL_LOG_MAX,
+                   help="bytes the log may reach before it is trimmed")
     p.add_argument("--escape", help="hex byte the pty program treats as escape (doubled)")
     args = p.parse_args(argv)
+    if args.log_max < SERIAL_LOG_MIN:
+        p.error(f"--log-max must be at least {SERIAL_LOG_MIN} bytes")
     args.pty = program if args.pty else None
     if args.pty == []:
         p.error("--pty needs a program after --")

@@ -24,6 +24,7 @@ worker threads).
 from __future__ import annotations
 
 from ..base import Backend
+from ..console.serial_log import SERIAL_LOG_MAX
 from ..local import default_qemu_dir, qemu_remote
 from ..models import Capability, Instance, Remote
 from .consoles import Consoles
@@ -60,8 +61,11 @@ class QEMUBackend(Lifecycle, Events, Importer, Create, Limits, Snapshots, Transf
     ``.tgz``."""
 
     def __init__(self, remote: Remote, *, timeout: float = 10.0,
-                 default_accel: str = "auto") -> None:
+                 default_accel: str = "auto", serial_log_max: int = SERIAL_LOG_MAX) -> None:
         super().__init__(remote, timeout=timeout)
+        self.serial_log_max = serial_log_max
+        """Bytes a VM's serial log may reach before it is trimmed (corral's console server
+        and the metrics both trim it)."""
         self.vms = Machines(remote)
         kvm = KVMWatch(self.vms.root)
         self.monitor = Monitor(self.vms, kvm)

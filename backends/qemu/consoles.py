@@ -22,6 +22,7 @@ class Consoles(Backend):
     ``display_viewer_argv`` (the graphical screen)."""
 
     vms: Machines
+    serial_log_max: int
 
     async def open_console(self, ref: InstanceRef, *, width: int = 80, height: int = 24,
                            kind: str = "console") -> WebSocketSession:
@@ -41,7 +42,8 @@ class Consoles(Backend):
         if kind == "console":
             return await attach_local(
                 f"{ref} serial", str(run / "serial.ws"),
-                ["--unix", str(run / "serial.sock"), "--log", str(run / "serial.log")],
+                ["--unix", str(run / "serial.sock"), "--log", str(run / "serial.log"),
+                 "--log-max", str(self.serial_log_max)],
                 width=width, height=height, resizable=False)
         if kind != "vga":
             raise InvalidInput(f"Unknown console type '{kind}'.")

@@ -87,6 +87,7 @@ class Lifecycle(Backend):
     vms: Machines
     monitor: Monitor
     launcher: Launcher
+    serial_log_max: int
 
     async def connect(self) -> ServerInfo:
         binary = shutil.which(QEMU)
@@ -140,7 +141,8 @@ class Lifecycle(Backend):
             if pid is None or qmp is None:
                 continue
             # the serial log grows while no console server trims it
-            await asyncio.to_thread(trim_serial_log, str(vms.run_dir(ref.name) / "serial.log"))
+            await asyncio.to_thread(trim_serial_log, str(vms.run_dir(ref.name) / "serial.log"),
+                                    self.serial_log_max)
             try:
                 fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf(

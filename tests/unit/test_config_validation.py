@@ -88,3 +88,20 @@ def test_control_characters_are_made_visible_one_for_one():
     assert shown.startswith("a\u241b[2Jb\u2407c")
     kept = printable(text, lines=True)
     assert "\n" in kept and "\t" in kept
+
+
+def test_the_serial_log_limit_reaches_the_qemu_backend(tmp_path):
+    from backends.console.serial_log import SERIAL_LOG_MAX
+    from backends.qemu import QEMUBackend
+    from backends.local import qemu_remote
+
+    path = tmp_path / "config.toml"
+    assert load_config(path).backend_options("qemu")["serial_log_max"] == SERIAL_LOG_MAX
+    path.write_text("[qemu]\nserial_log_mib = 0.5\n")
+    cfg = load_config(path)
+    assert cfg.backend_options("qemu")["serial_log_max"] == SERIAL_LOG_MAX
+    assert any("[qemu] serial_log_mib = 0.5" in p for p in cfg.problems), cfg.problems
+    path.write_text("[qemu]\nserial_log_mib = 16\n")
+    options = load_config(path).backend_options("qemu")
+    backend = QEMUBackend(qemu_remote(str(tmp_path / "vms")), **options)
+    assert backend.serial_log_max == 16 << 20
