@@ -276,7 +276,7 @@ ACTIONS: tuple[Action, ...] = (
            needs=(Cap.SNAPSHOTS,), flow=snapshots.new),
     Action(name="snapshots", label="Snapshots", help="Show the snapshots of the selected instance",
            scope=I, key="i", binding_id="snapshot.list", method="show_snapshots",
-           needs=(Cap.SNAPSHOTS,), show=False),
+           needs=(Cap.SNAPSHOTS,), show=False, opens=True),
     Action(name="snapshot-new", label="New snapshot", help="Take a snapshot of the selected "
            "instance", scope=S, key="n", binding_id="snapshot.new", method="new_snapshot",
            needs=(Cap.SNAPSHOTS,), flow=snapshots.new),
@@ -318,7 +318,8 @@ ACTIONS: tuple[Action, ...] = (
            flow=consoles.external_viewer, menu=True, available=consoles.has_desktop,
            background=True),
     Action(name="console-focus", label="To console", help="Go back into the current console tab",
-           scope=C, key="t", binding_id="console.focus", method="focus_console", show=False),
+           scope=C, key="t", binding_id="console.focus", method="focus_console", show=False,
+           opens=True),
     Action(name="console-zoom", label="Zoom", help="Consoles full screen, or beside the table "
            "again (in a console: its leave key first, which keeps them full screen)", scope=C,
            key="z", binding_id="console.zoom", method="zoom_console", show=False),

@@ -158,6 +158,9 @@ def main_keys(*scopes: Scope) -> list[tuple[str, str]]:
         if action.flow is None:
             assert action.name in OPENS_WITHOUT_FLOW or action.name in STAYS, \
                 f"does key {action.key} ({action.name}) open something? Say so above"
+            # the key gate drops the keys after one refused (tui/keyboard.py): those that
+            # can be refused say so in the table; none that opens nothing does
+            assert not (action.opening and action.name in STAYS), action.name
             if action.name in STAYS:
                 continue
         elif action.background:

@@ -474,11 +474,12 @@ async def test_text_after_a_refused_opening_key_is_not_run(fake_env):
 
 
 async def test_text_after_an_opening_key_the_remote_cannot_do_is_not_run(fake_env):
-    """The same where the key is not offered at all (a remote with no shell)."""
+    """The same where the key is not offered at all (a remote with no shell, no
+    snapshots) or cannot be now (``t``: back into a console, with none open)."""
     backends = fake_env[3]
     async with running(fake_env) as (app, pilot):
         seen = _seen(app)
-        for key in ("e", "c"):
+        for key in ("e", "c", "i", "t"):
             await _refused_burst(app, pilot, seen, key, ref="alpha:web1")
         assert backends["alpha"].calls == [] and backends["beta"].calls == []
 
