@@ -37,6 +37,19 @@ def pytest_collection_modifyitems(items):
     tiers.mark(items, pytest)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The CPU this run used (its processes and the children it waited for: xdist workers,
+    daemons the lab started, tools; not a guest QEMU that detached itself): where the
+    suite's time goes on a CI machine whose cores are all busy."""
+    import resource
+
+    own, children = (resource.getrusage(who) for who in
+                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    terminalreporter.write_line(
+        f"CPU: {own.ru_utime + own.ru_stime:.0f} s in pytest, "
+        f"{children.ru_utime + children.ru_stime:.0f} s in the children it waited for")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _spawn_watch():
     watch = tiers.SpawnWatch()
