@@ -66,11 +66,11 @@ fi
 logs="$(mktemp -d /tmp/corral-test-logs.XXXXXX)"
 declare -A part=(
   [lxd]='-m "lab and not cluster and (lxd or incus)"'
-  [qemu]='-m "lab and not cluster and not lxd and not incus and not libvirt and qemu"'
-  [other]='-m "lab and (cluster or (not lxd and not incus and (libvirt or not qemu)))"'
-  [unit]='-m "not lab" -n 2'
+  [local]='-m "lab and not cluster and not lxd and not incus and not libvirt and (qemu or lxc or root)"'
+  [other]='-m "lab and (cluster or (not lxd and not incus and (libvirt or not (qemu or lxc or root))))"'
+  [unit]='-m "not lab" -n 3'
 )
-names=(lxd qemu other unit)
+names=(lxd local other unit)
 declare -A pids=()
 for name in "${names[@]}"; do
   prio=0
