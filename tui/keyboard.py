@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import events
 
@@ -232,7 +232,7 @@ class KeyGate:
         self._busy = True
         self.dispatched()
 
-    def hold(self, worker: "Worker[object]", what: str) -> None:
+    def hold(self, worker: "Worker[Any]", what: str) -> None:
         """A flow started by the key being handled opens something the keys after it
         belong to (``what``: "Delete c1", for the words if it opens nothing)."""
         app = self._app
@@ -412,7 +412,7 @@ class KeyGate:
 class _Hold:
     """A flow opening something, and what the UI was when it started."""
 
-    def __init__(self, worker: "Worker[object]", what: str, screen, focused, depth: int
+    def __init__(self, worker: "Worker[Any]", what: str, screen, focused, depth: int
                  ) -> None:
         self.worker = worker
         self.what = what

@@ -523,3 +523,73 @@ async def test_text_after_a_refused_view_verb_is_not_run(fake_env):
         assert app.keys.dropped - dropped == 9, seen
         assert any("Rename (profiles) opened nothing" in m for m in seen), seen
         assert isinstance(app.screen, MainScreen) and isinstance(app.focused, ResourceTable)
+
+
+async def test_the_actions_menu_on_a_connecting_remote_opens_once_it_connects(fake_env):
+    """``a`` on a row of a remote still connecting (the rows of the last run are shown)
+    waits for it, says so, then opens the menu; the keys typed after ``a`` go there."""
+    from textual.widgets import OptionList
+
+    from backends.models import Instance, InstanceRef
+    from tui.screens.dialogs import ActionsMenu
+
+    cfg, env, _, _ = fake_env
+    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), False
+
+    class Offers(SlowConnect):  # a menu of three: export, clone, profiles
+        capabilities = SlowConnect.capabilities | {Capability.EXPORT, Capability.CLONE,
+                                                   Capability.PROFILES}
+
+    def factory(remote: Remote, timeout: float):
+        return Offers(remote, instances=[
+            ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)] if remote.name ==
+            "alpha" else [])
+
+    app = make_app(cfg, env=env, factory=factory)
+    seen = _seen(app)
+    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
+                                          type=InstanceType.CONTAINER,
+                                          status=InstanceStatus.RUNNING, image="busybox")])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        await settle(pilot, app)
+        burst(app, "a", "down", "down")
+        await settle(pilot, app)
+        assert any("Actions alpha:web1: waiting for alpha" in m for m in seen), seen
+        assert isinstance(app.screen, MainScreen) and cursor(app) == 0
+        SlowConnect.gate.set()
+        for _ in range(60):
+            if isinstance(app.screen, ActionsMenu) and app.keys.idle:
+                break
+            await pilot.pause(0.05)
+        await settle(pilot, app)
+        assert isinstance(app.screen, ActionsMenu), seen
+        assert app.screen.query_one(OptionList).highlighted == 2  # both downs went there
+        assert app.keys.dropped == 0
+
+
+async def test_the_actions_menu_on_a_remote_that_fails_says_why(fake_env):
+    cfg, env, _, _ = fake_env
+    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), True
+    app = make_app(cfg, env=env, factory=lambda remote, timeout: SlowConnect(remote))
+    seen = _seen(app)
+    from backends.models import Instance, InstanceRef
+
+    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
+                                          type=InstanceType.CONTAINER,
+                                          status=InstanceStatus.RUNNING, image="busybox")])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        burst(app, "a", "j", "j")
+        await settle(pilot, app)
+        SlowConnect.gate.set()
+        for _ in range(60):
+            if any("Actions alpha:web1: alpha is" in m for m in seen) and app.keys.idle:
+                break
+            await pilot.pause(0.05)
+        await settle(pilot, app)
+        assert any("Actions alpha:web1: alpha is disconnected" in m for m in seen), seen
+        assert app.keys.dropped == 2 and cursor(app) == 0  # the j's moved nothing
+        assert isinstance(app.screen, MainScreen)

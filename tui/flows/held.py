@@ -11,6 +11,8 @@ from backends.models import ConnectionState
 from .context import Context
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from ..actions import Action
     from ..app import CorralApp
 
@@ -43,3 +45,25 @@ async def when_connected(ctx: Context, action: "Action",
                    severity="warning", timeout=10)
         return
     await flow(ctx)
+
+
+def open_when_connected(screen: "Screen[None]", ctx_remote: str, what: str,
+                        open_it: Callable[[], None]) -> bool:
+    """What a key opens without a flow (the actions menu) on a row of a remote that is
+    still connecting: opened once the remote is connected (``open_it`` again, which then
+    opens it or says why not), the keys typed after the key held for it meanwhile. True:
+    the remote is connecting and this waits; False: ``open_it`` may go on now."""
+    app = cast("CorralApp", screen.app)
+    status = app.inventory.statuses.get(ctx_remote)
+    if status is None or status.state is not ConnectionState.CONNECTING:
+        return False
+
+    async def later() -> None:
+        screen.notify(f"{what}: waiting for {ctx_remote}…", timeout=4)
+        await app.remote_settled(ctx_remote)
+        open_it()
+
+    worker = screen.run_worker(later(), group=f"open:{what}", exclusive=True,
+                               exit_on_error=False, description=what)
+    app.keys.hold(worker, what)  # keys typed next go to what opens (tui/keyboard.py)
+    return True

@@ -52,11 +52,6 @@ if TYPE_CHECKING:
     from ..commands import Entry
 
 
-def _set_if_changed(widget, attribute: str, value: str | None) -> None:
-    if getattr(widget, attribute) != value:
-        setattr(widget, attribute, value)
-
-
 class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
     """Every instance of every remote, live; ``:`` shows profiles, networks, … instead."""
 
@@ -222,8 +217,10 @@ class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
         arrow = "↓" if not table.sort_reverse else "↑"
         count = f"{shown}/{total}" if self.terms else f"{total}"
         marks = f" · {len(table.marked)} marked" if table.marked else ""
-        _set_if_changed(table, "border_title", f"Instances ({count}){marks}")
-        _set_if_changed(table, "border_subtitle", f"sort: {table.sort_column} {arrow}")
+        for attribute, text in (("border_title", f"Instances ({count}){marks}"),
+                                ("border_subtitle", f"sort: {table.sort_column} {arrow}")):
+            if getattr(table, attribute) != text:  # (each set repaints the border)
+                setattr(table, attribute, text)
         self.empty.show(self.inventory, self.views.instance_filter_text(), table, shown)
 
     def _update_activity(self) -> None:
@@ -414,10 +411,14 @@ class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
             self.open_actions(ref)
 
     def open_actions(self, ref: InstanceRef) -> None:
+        if held.open_when_connected(self, ref.remote, f"Actions {ref}",
+                                    lambda: self.open_actions(ref)):
+            return
         status = self.inventory.statuses.get(ref.remote)
         if status is None or status.state is not ConnectionState.CONNECTED \
                 or ref.remote not in self.inventory.backends:
-            self.notify(f"Remote {ref.remote} is not connected.", severity="warning")
+            self.notify(f"Actions {ref}: {ref.remote} is "
+                        f"{status.state.value if status else 'gone'}.", severity="warning")
             return
         ctx = self.context(BY_METHOD["instance_actions"], ref=ref)
         actions = menu_actions(ctx) if ctx else []
@@ -441,14 +442,11 @@ class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
             lambda name: getattr(self, f"action_{name}"))]
 
     def action_toggle_details(self) -> None:
-        details = self.query_one(DetailsPane)
-        details.toggle_class("-visible")
+        self.query_one(DetailsPane).toggle_class("-visible")
         self._update_details()
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("-visible")
-        box.focus()
+        self.query_one("#filter", Input).add_class("-visible").focus()
 
     def action_clear(self) -> None:
         box = self.query_one("#filter", Input)
