@@ -586,10 +586,42 @@ async def test_the_actions_menu_on_a_remote_that_fails_says_why(fake_env):
         await settle(pilot, app)
         SlowConnect.gate.set()
         for _ in range(60):
-            if any("Actions alpha:web1: alpha is" in m for m in seen) and app.keys.idle:
+            if any("Actions alpha:web1 was not done" in m for m in seen) and app.keys.idle:
                 break
             await pilot.pause(0.05)
         await settle(pilot, app)
-        assert any("Actions alpha:web1: alpha is disconnected" in m for m in seen), seen
+        assert any("Actions alpha:web1 was not done: alpha is disconnected" in m
+                   for m in seen), seen
         assert app.keys.dropped == 2 and cursor(app) == 0  # the j's moved nothing
         assert isinstance(app.screen, MainScreen)
+
+
+async def test_the_snapshots_key_on_a_connecting_remote_waits_for_it(fake_env):
+    """``i`` on a row of a remote still connecting waits for it; then, the remote offering
+    no snapshots, it says so in words, and the key typed after it is not the table's."""
+    from backends.models import Instance, InstanceRef
+
+    cfg, env, _, _ = fake_env
+    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), False
+    app = make_app(cfg, env=env, factory=lambda remote, timeout: SlowConnect(remote, instances=[
+        ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)] if remote.name == "alpha"
+        else []))
+    seen = _seen(app)
+    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
+                                          type=InstanceType.CONTAINER,
+                                          status=InstanceStatus.RUNNING, image="busybox")])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        select(app, "alpha:web1")
+        burst(app, "i", "j")
+        await settle(pilot, app)
+        assert any("Snapshots alpha:web1: waiting for alpha" in m for m in seen), seen
+        SlowConnect.gate.set()
+        for _ in range(60):
+            if any("Snapshots alpha:web1 is not possible now" in m for m in seen) \
+                    and app.keys.idle:
+                break
+            await pilot.pause(0.05)
+        await settle(pilot, app)
+        assert any("Snapshots alpha:web1 is not possible now" in m for m in seen), seen
+        assert app.keys.dropped == 1 and cursor(app) == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable, Callable, cast
 
-from backends.models import ConnectionState
+from backends.models import ConnectionState, InstanceRef
 
 from .context import Context
 
@@ -23,6 +23,22 @@ def connecting(ctx: Context) -> bool:
     return status is not None and status.state is ConnectionState.CONNECTING
 
 
+async def _connected(app: "CorralApp", notify: Callable[..., None], remote: str, what: str
+                     ) -> bool:
+    """Say that ``what`` waits for ``remote``, wait until it stops connecting: whether it is
+    connected then (if not, said in words)."""
+    notify(f"{what}: waiting for {remote}…", timeout=4)
+    await app.remote_settled(remote)
+    status = app.inventory.statuses.get(remote)
+    if status is None or status.state is not ConnectionState.CONNECTED:
+        state = status.state.value if status else "gone"
+        reason = f": {status.message}" if status and status.message else ""
+        notify(f"{what} was not done: {remote} is {state}{reason}.", severity="error",
+               timeout=10)
+        return False
+    return True
+
+
 async def when_connected(ctx: Context, action: "Action",
                          flow: Callable[[Context], Awaitable[None]]) -> None:
     """Run ``flow`` once ``ctx``'s remote is connected and the action is possible then."""
@@ -30,14 +46,7 @@ async def when_connected(ctx: Context, action: "Action",
 
     app = cast("CorralApp", ctx.app)  # held verbs come from the main screen, in corral's app
     what = f"{action.label} {ctx.ref or ctx.remote}"
-    ctx.notify(f"{what}: waiting for {ctx.remote}…", timeout=4)
-    await app.remote_settled(ctx.remote)
-    status = ctx.inventory.statuses.get(ctx.remote or "")
-    if status is None or status.state is not ConnectionState.CONNECTED:
-        state = status.state.value if status else "gone"
-        reason = f": {status.message}" if status and status.message else ""
-        ctx.notify(f"{what} was not done: {ctx.remote} is {state}{reason}.",
-                   severity="error", timeout=10)
+    if not await _connected(app, ctx.notify, ctx.remote or "", what):
         return
     if ctx.ref is not None and availability(action, ctx.inventory, ctx.ref,
                                             consoles_open=False) is not True:
@@ -47,20 +56,29 @@ async def when_connected(ctx: Context, action: "Action",
     await flow(ctx)
 
 
-def open_when_connected(screen: "Screen[None]", ctx_remote: str, what: str,
+def open_when_connected(screen: "Screen[None]", ref: InstanceRef, action: str,
                         open_it: Callable[[], None]) -> bool:
-    """What a key opens without a flow (the actions menu) on a row of a remote that is
-    still connecting: opened once the remote is connected (``open_it`` again, which then
-    opens it or says why not), the keys typed after the key held for it meanwhile. True:
-    the remote is connecting and this waits; False: ``open_it`` may go on now."""
+    """What a key opens without a flow (the actions menu, the snapshots tab: the screen's
+    ``action``) on a row of a remote that is still connecting: opened by ``open_it`` once
+    the remote is connected and the action possible (else said in words), the keys typed
+    after the key held for it meanwhile. True: the remote is connecting and this waits;
+    False: go on now."""
+    from ..actions import BY_METHOD
+    from ..offer import why_not
+
     app = cast("CorralApp", screen.app)
-    status = app.inventory.statuses.get(ctx_remote)
+    status = app.inventory.statuses.get(ref.remote)
     if status is None or status.state is not ConnectionState.CONNECTING:
         return False
+    what = f"{BY_METHOD[action].label} {ref}"
 
     async def later() -> None:
-        screen.notify(f"{what}: waiting for {ctx_remote}…", timeout=4)
-        await app.remote_settled(ctx_remote)
+        if not await _connected(app, screen.notify, ref.remote, what):
+            return
+        if screen.check_action(action, ()) is not True:
+            screen.notify(f"{what} is not possible now: {why_not(app.inventory, ref)}.",
+                          severity="warning", timeout=10)
+            return
         open_it()
 
     worker = screen.run_worker(later(), group=f"open:{what}", exclusive=True,

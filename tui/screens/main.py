@@ -246,7 +246,8 @@ class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
 
     def action_show_snapshots(self) -> None:
         ref = self._selected()
-        if ref is not None:
+        if ref is not None and not held.open_when_connected(
+                self, ref, "show_snapshots", self.action_show_snapshots):
             self.query_one(DetailsPane).show_snapshots(ref, self.usage.get(ref))
 
     # Sampling (the only periodic work: usage of visible running rows) ------------------
@@ -336,7 +337,7 @@ class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
         except NoMatches:
             return None
         ref = snapshots_of or self.selected if entry.scope is Scope.SNAPSHOT else self.selected
-        if entry.scope is Scope.INSTANCE and ref is not None and entry.flow is not None \
+        if entry.scope is Scope.INSTANCE and ref is not None and (entry.flow or entry.opening) \
                 and self.inventory.statuses[ref.remote].state is ConnectionState.CONNECTING:
             return True  # held until the remote connects (tui/flows/held.py)
         return True if self.views.marks_allow(entry) else \
@@ -411,8 +412,7 @@ class MainScreen(ConsoleActions, OpeningKeys, FirstFrameScreen):
             self.open_actions(ref)
 
     def open_actions(self, ref: InstanceRef) -> None:
-        if held.open_when_connected(self, ref.remote, f"Actions {ref}",
-                                    lambda: self.open_actions(ref)):
+        if held.open_when_connected(self, ref, "instance_actions", lambda: self.open_actions(ref)):
             return
         status = self.inventory.statuses.get(ref.remote)
         if status is None or status.state is not ConnectionState.CONNECTED \
