@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from tui.app import make_app
 from tui.widgets.details import SnapshotTable
+from tui.widgets.instance_table import InstanceTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_real_app import rows, select, wait_for, write_config
@@ -29,8 +30,11 @@ def notes(app):
 async def edit_limit(pilot, app, ref: str, key: str, value: str) -> None:
     select(app, ref)
     # the highlight message updates the selection and the keys it allows: let it arrive
-    # before the key (a busy CI machine once took the key first; the editor never opened)
-    await pilot.pause(0.1)
+    # before the key (a busy CI machine took the key first, twice: the editor never
+    # opened; a pause of 0.1 s was not always enough)
+    await wait_for(pilot, lambda: str(app.main_screen.selected) == ref
+                   and app.main_screen.query_one(InstanceTable).has_focus,
+                   what=f"{ref} selected")
     await pilot.press("L")
     # the editor reads every limit first (LXC: one tool run per cgroup file; slow when
     # the machine is busy)
