@@ -115,3 +115,29 @@ def init_pid(daemon, name) -> int:
     """The host PID of the instance's init process, as the daemon says."""
     data = json.loads(daemon.cli("query", f"/1.0/instances/{name}/state").stdout)
     return int(data["pid"])
+
+
+async def longest_stall(*steps):
+    """Run the awaitables ``steps`` in turn while a ticker wakes every 20 ms; (their
+    results, the longest the event loop stood still meanwhile, in seconds). A read done
+    on the loop instead of in a thread shows as a stall as long as the read."""
+    import time
+
+    gaps: list[float] = []
+
+    async def ticking() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.ensure_future(ticking())
+    try:
+        results = [await step for step in steps]
+        await asyncio.sleep(0.05)  # the ticker sees the last stretch too
+    finally:
+        ticker.cancel()
+    assert gaps, "the ticker never ran"
+    return results, max(gaps)
