@@ -525,31 +525,44 @@ async def test_text_after_a_refused_view_verb_is_not_run(fake_env):
         assert isinstance(app.screen, MainScreen) and isinstance(app.focused, ResourceTable)
 
 
+def _connecting(fake_env, kind=None, *, fail=False):
+    """corral on remotes that connect when the test sets ``SlowConnect.gate`` (or fail
+    then), alpha's web1 shown from the last run meanwhile: (app, what it said)."""
+    from backends.models import Instance, InstanceRef
+
+    cfg, env, _, _ = fake_env
+    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), fail
+    web1 = ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)
+    app = make_app(cfg, env=env, factory=lambda remote, timeout: (kind or SlowConnect)(
+        remote, instances=[web1] if remote.name == "alpha" else []))
+    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
+                                          type=InstanceType.CONTAINER,
+                                          status=InstanceStatus.RUNNING, image="busybox")])
+    return app, _seen(app)
+
+
+async def _connect_then_settle(pilot, app, done) -> None:
+    """Let the remote answer; then until ``done()`` and the key gate is idle."""
+    SlowConnect.gate.set()
+    for _ in range(60):
+        if done() and app.keys.idle:
+            break
+        await pilot.pause(0.05)
+    await settle(pilot, app)
+
+
 async def test_the_actions_menu_on_a_connecting_remote_opens_once_it_connects(fake_env):
     """``a`` on a row of a remote still connecting (the rows of the last run are shown)
     waits for it, says so, then opens the menu; the keys typed after ``a`` go there."""
     from textual.widgets import OptionList
 
-    from backends.models import Instance, InstanceRef
     from tui.screens.dialogs import ActionsMenu
-
-    cfg, env, _, _ = fake_env
-    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), False
 
     class Offers(SlowConnect):  # a menu of three: export, clone, profiles
         capabilities = SlowConnect.capabilities | {Capability.EXPORT, Capability.CLONE,
                                                    Capability.PROFILES}
 
-    def factory(remote: Remote, timeout: float):
-        return Offers(remote, instances=[
-            ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)] if remote.name ==
-            "alpha" else [])
-
-    app = make_app(cfg, env=env, factory=factory)
-    seen = _seen(app)
-    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
-                                          type=InstanceType.CONTAINER,
-                                          status=InstanceStatus.RUNNING, image="busybox")])
+    app, seen = _connecting(fake_env, Offers)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
         select(app, "alpha:web1")
@@ -558,38 +571,21 @@ async def test_the_actions_menu_on_a_connecting_remote_opens_once_it_connects(fa
         await settle(pilot, app)
         assert any("Actions alpha:web1: waiting for alpha" in m for m in seen), seen
         assert isinstance(app.screen, MainScreen) and cursor(app) == 0
-        SlowConnect.gate.set()
-        for _ in range(60):
-            if isinstance(app.screen, ActionsMenu) and app.keys.idle:
-                break
-            await pilot.pause(0.05)
-        await settle(pilot, app)
+        await _connect_then_settle(pilot, app, lambda: isinstance(app.screen, ActionsMenu))
         assert isinstance(app.screen, ActionsMenu), seen
         assert app.screen.query_one(OptionList).highlighted == 2  # both downs went there
         assert app.keys.dropped == 0
 
 
 async def test_the_actions_menu_on_a_remote_that_fails_says_why(fake_env):
-    cfg, env, _, _ = fake_env
-    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), True
-    app = make_app(cfg, env=env, factory=lambda remote, timeout: SlowConnect(remote))
-    seen = _seen(app)
-    from backends.models import Instance, InstanceRef
-
-    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
-                                          type=InstanceType.CONTAINER,
-                                          status=InstanceStatus.RUNNING, image="busybox")])
+    app, seen = _connecting(fake_env, fail=True)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
         select(app, "alpha:web1")
         burst(app, "a", "j", "j")
         await settle(pilot, app)
-        SlowConnect.gate.set()
-        for _ in range(60):
-            if any("Actions alpha:web1 was not done" in m for m in seen) and app.keys.idle:
-                break
-            await pilot.pause(0.05)
-        await settle(pilot, app)
+        await _connect_then_settle(pilot, app, lambda: any(
+            "Actions alpha:web1 was not done" in m for m in seen))
         assert any("Actions alpha:web1 was not done: alpha is disconnected" in m
                    for m in seen), seen
         assert app.keys.dropped == 2 and cursor(app) == 0  # the j's moved nothing
@@ -599,29 +595,14 @@ async def test_the_actions_menu_on_a_remote_that_fails_says_why(fake_env):
 async def test_the_snapshots_key_on_a_connecting_remote_waits_for_it(fake_env):
     """``i`` on a row of a remote still connecting waits for it; then, the remote offering
     no snapshots, it says so in words, and the key typed after it is not the table's."""
-    from backends.models import Instance, InstanceRef
-
-    cfg, env, _, _ = fake_env
-    SlowConnect.gate, SlowConnect.fail = asyncio.Event(), False
-    app = make_app(cfg, env=env, factory=lambda remote, timeout: SlowConnect(remote, instances=[
-        ("web1", InstanceType.CONTAINER, InstanceStatus.RUNNING)] if remote.name == "alpha"
-        else []))
-    seen = _seen(app)
-    app.inventory.seed("alpha", [Instance(ref=InstanceRef("alpha", "web1"),
-                                          type=InstanceType.CONTAINER,
-                                          status=InstanceStatus.RUNNING, image="busybox")])
+    app, seen = _connecting(fake_env)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
         select(app, "alpha:web1")
         burst(app, "i", "j")
         await settle(pilot, app)
         assert any("Snapshots alpha:web1: waiting for alpha" in m for m in seen), seen
-        SlowConnect.gate.set()
-        for _ in range(60):
-            if any("Snapshots alpha:web1 is not possible now" in m for m in seen) \
-                    and app.keys.idle:
-                break
-            await pilot.pause(0.05)
-        await settle(pilot, app)
+        await _connect_then_settle(pilot, app, lambda: any(
+            "Snapshots alpha:web1 is not possible now" in m for m in seen))
         assert any("Snapshots alpha:web1 is not possible now" in m for m in seen), seen
         assert app.keys.dropped == 1 and cursor(app) == 0

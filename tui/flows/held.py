@@ -15,11 +15,16 @@ if TYPE_CHECKING:
 
     from ..actions import Action
     from ..app import CorralApp
+    from ..services.inventory import Inventory
 
 
 def connecting(ctx: Context) -> bool:
     """The remote ``ctx`` acts on has not connected yet (its rows may be shown already)."""
-    status = ctx.inventory.statuses.get(ctx.remote or "")
+    return _connecting(ctx.inventory, ctx.remote or "")
+
+
+def _connecting(inventory: "Inventory", remote: str) -> bool:
+    status = inventory.statuses.get(remote)
     return status is not None and status.state is ConnectionState.CONNECTING
 
 
@@ -67,8 +72,7 @@ def open_when_connected(screen: "Screen[None]", ref: InstanceRef, action: str,
     from ..offer import why_not
 
     app = cast("CorralApp", screen.app)
-    status = app.inventory.statuses.get(ref.remote)
-    if status is None or status.state is not ConnectionState.CONNECTING:
+    if not _connecting(app.inventory, ref.remote):
         return False
     what = f"{BY_METHOD[action].label} {ref}"
 
