@@ -26,6 +26,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
 from tui.screens.wizard import WizardScreen
 from tui.widgets.instance_table import InstanceTable
+from tui.views.command import CommandLine
 from tui.views.table import ResourceTable
 from tui.widgets.terminal import TerminalView
 
@@ -606,3 +607,38 @@ async def test_the_snapshots_key_on_a_connecting_remote_waits_for_it(fake_env):
             "Snapshots alpha:web1 is not possible now" in m for m in seen))
         assert any("Snapshots alpha:web1 is not possible now" in m for m in seen), seen
         assert app.keys.dropped == 1 and cursor(app) == 0
+
+
+async def test_a_view_typed_while_its_remote_connects_is_shown_once_it_is(fake_env):
+    """``:profiles⏎`` typed the moment corral starts, before any remote offers profiles:
+    the command line waits for the remotes, then shows the view; the key typed after
+    ``enter`` goes to the view's table."""
+    from tui.views.pane import ResourcePane
+
+    from .test_views_follow_fake import SlowProfiles
+
+    class Profiles(SlowConnect, SlowProfiles):
+        pass
+
+    app, seen = _connecting(fake_env, Profiles)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        burst(app, *typed(":profiles\r"), "j")
+        await settle(pilot, app)
+        assert isinstance(app.focused, CommandLine)  # waiting, the text kept
+        assert "waiting for the remotes" in str(app.focused.border_title)
+        pane = app.main_screen.query_one(ResourcePane)
+        await _connect_then_settle(pilot, app, lambda: app.main_screen.views.name == "profiles"
+                                   and pane.table.row_count >= 2)
+        assert app.main_screen.views.name == "profiles"
+        assert isinstance(app.focused, ResourceTable) and app.keys.dropped == 0
+        assert pane.table.cursor_row == 1  # the j after enter moved the view's cursor
+
+
+async def test_an_unknown_view_is_still_said_at_once_while_remotes_connect(fake_env):
+    app, seen = _connecting(fake_env)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        burst(app, *typed(":nothing\r"))
+        await settle(pilot, app)
+        assert "No view 'nothing' here" in str(app.focused.border_title)

@@ -11,6 +11,7 @@ from backends.models import ConnectionState, InstanceRef
 from .context import Context
 
 if TYPE_CHECKING:
+    from textual.app import App
     from textual.screen import Screen
 
     from ..actions import Action
@@ -89,3 +90,17 @@ def open_when_connected(screen: "Screen[None]", ref: InstanceRef, action: str,
                                exit_on_error=False, description=what)
     app.keys.hold(worker, what)  # keys typed next go to what opens (tui/keyboard.py)
     return True
+
+
+def remotes_connecting(app: "App[object]") -> list[str]:
+    """The remotes of corral's ``app`` still connecting (none in another app)."""
+    inventory = getattr(app, "inventory", None)
+    if inventory is None:
+        return []
+    return [name for name in inventory.statuses if _connecting(inventory, name)]
+
+
+async def remotes_settled(app: "App[object]") -> None:
+    """Until none of ``app``'s remotes is connecting (each connected, failed or gone)."""
+    for name in remotes_connecting(app):
+        await cast("CorralApp", app).remote_settled(name)

@@ -12,6 +12,7 @@ from textual.suggester import Suggester
 from textual.widgets import Input
 
 from .._textual_compat import input_suggestion
+from ..flows import held
 from ..format import external
 from ..widgets.plain import PlainInput
 from .specs import ViewSpec, resolve
@@ -85,13 +86,40 @@ class CommandLine(PlainInput):
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
         spec = resolve(input_suggestion(self) or event.value) or resolve(event.value)
-        offered = {s.name for s in self.offered()}
+        if spec is not None and spec.name not in self._offered() \
+                and held.remotes_connecting(self.app):
+            self._when_connected(spec, event.value)  # (a view of a remote not up yet)
+            return
+        self._choose(spec, event.value)
+
+    def _offered(self) -> set[str]:
+        return {s.name for s in self.offered()}
+
+    def _choose(self, spec: ViewSpec | None, typed: str) -> None:
+        """Show ``spec``'s view, or say that there is no such view here."""
+        offered = self._offered()
         if spec is None or spec.name not in offered:
             self.add_class("-invalid")
             names = ", ".join(sorted(offered))
-            self.border_title = external(f"No view '{event.value.strip()}' here; views: {names}")
+            self.border_title = external(f"No view '{typed.strip()}' here; views: {names}")
             return
         self.remove_class("-invalid")
         self.remove_class("-visible")
         self.value = ""
         self.post_message(self.Chosen(spec))
+
+    def _when_connected(self, spec: ViewSpec, typed: str) -> None:
+        """A view that the remotes still connecting may offer (``:profiles`` typed the
+        moment corral starts): shown once they are up, the keys typed after ``enter``
+        held for it meanwhile (tui/keyboard.py); else said as any unknown view is."""
+        self.border_title = external(f"{spec.name}: waiting for the remotes to connect…")
+
+        async def later() -> None:
+            await held.remotes_settled(self.app)
+            self._choose(spec, typed)
+
+        worker = self.run_worker(later(), group="command-line", exclusive=True,
+                                 exit_on_error=False, description=f"View {spec.name}")
+        keys = getattr(self.app, "keys", None)
+        if keys is not None:
+            keys.hold(worker, f"View {spec.name}")
